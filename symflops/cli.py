@@ -1,0 +1,126 @@
+"""The ``symflops`` command: wires spec -> derive -> cost -> evaluate -> output.
+
+Exit status: 0 success; 1 a check or verification failed; 2 bad input (one
+line on stderr naming file:line:column, no traceback); 70 an internal error
+(a bug: set SYMFLOPS_DEBUG=1 for the traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import traceback
+from typing import Sequence
+
+from . import __version__
+from .cost import UNITS, costs
+from .derive import derive
+from .errors import SymflopsError
+from .evaluate import evaluate, parse_assignments
+from .precision import DEFAULT_POLICY, POLICIES
+from .report import text_report
+from .spec import load
+from .summary import summary, to_json_ready
+
+DESCRIPTION = """\
+symflops derives, from a layer declared as einsum contractions, its backward
+rules, FLOP polynomials (forward, backward, training) and memory polynomials
+(parameters, gradients, optimizer state, saved activations), and evaluates them.
+
+Conventions: one multiply-add = 2 FLOPs (--macs counts multiply-accumulates);
+'flops' counts contractions only, elementwise work is reported apart; memory is
+in elements, bytes come from a precision policy.
+"""
+
+EPILOG = """\
+examples:
+  symflops derive derivations/ffn.yaml
+  symflops derive derivations/ffn.yaml --json
+  symflops eval derivations/ffn.yaml B=1048576 D=4096 F=16384
+
+exit status: 0 ok, 2 bad input, 70 internal error.
+"""
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file", help="a layer declaration (YAML), e.g. derivations/ffn.yaml")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    p.add_argument("--macs", action="store_true",
+                   help="count multiply-accumulates (1 per multiply-add) instead of FLOPs")
+    p.add_argument("--precision", choices=sorted(POLICIES), default=None,
+                   help=f"bytes per element policy (default: the declaration's, else "
+                        f"{DEFAULT_POLICY})")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="symflops", description=DESCRIPTION, epilog=EPILOG,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"symflops {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    d = sub.add_parser("derive", help="derive backward rules, FLOP and memory polynomials",
+                       description="Derive a layer's backward rules and its FLOP and memory "
+                                   "polynomials, symbolically.")
+    _common(d)
+    e = sub.add_parser("eval", help="evaluate the polynomials at given dims",
+                       description="Evaluate every polynomial of a layer at the given dimension "
+                                   "values (exact integers for integer dims).")
+    _common(e)
+    e.add_argument("values", nargs="*", metavar="DIM=VALUE",
+                   help="a value for every dimension, e.g. B=1048576 D=4096 F=16384 "
+                        "(also B=2**20, D=4e3, or comma-separated)")
+    return parser
+
+
+def _derive_structure(args: argparse.Namespace):
+    layer = load(args.file)
+    derivation = derive(layer)
+    c = costs(derivation, "MACs" if args.macs else "FLOPs", args.precision)
+    return layer, summary(derivation, c)
+
+
+def run(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    layer, s = _derive_structure(args)
+    if args.command == "derive":
+        out = json.dumps(to_json_ready(s), indent=2) + "\n" if args.json else text_report(s)
+    else:  # eval
+        values = parse_assignments(args.values, layer)
+        numbers = evaluate(s, values)
+        at = {k: int(v) if v.is_Integer else float(v) for k, v in values.items()}
+        if args.json:
+            numbers["at"] = at
+            out = json.dumps(numbers, indent=2) + "\n"
+        else:
+            out = text_report(numbers, at)
+    sys.stdout.write(out)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        return run(argv)
+    except SymflopsError as exc:
+        print(f"symflops: {exc}", file=sys.stderr)
+        excerpt = exc.excerpt()
+        if excerpt:
+            print(excerpt, file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("symflops: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+    except Exception as exc:  # a bug in symflops, not in the user's input
+        if os.environ.get("SYMFLOPS_DEBUG"):
+            traceback.print_exc()
+        print(f"symflops: internal error: {type(exc).__name__}: {exc} "
+              "(this is a bug; rerun with SYMFLOPS_DEBUG=1 and report the traceback)",
+              file=sys.stderr)
+        return 70
+
+
+if __name__ == "__main__":
+    sys.exit(main())

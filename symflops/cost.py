@@ -1,0 +1,260 @@
+"""FLOP and memory polynomials of a derived layer.
+
+Conventions (stated on every sheet and in ``--json``):
+
+* one multiply-add is 2 FLOPs.  A pairwise product that sums over some index
+  costs ``2 * (product of the extents of all its distinct indices)``; one that
+  sums over nothing (outer or elementwise product) costs ``1 *`` that product,
+  as opt_einsum counts them.  Operands are contracted pairwise in the order they
+  are written.  A single-operand reduction costs one add per element read; a
+  copy or broadcast costs nothing.
+* with ``unit="MACs"`` every pairwise product costs one MAC per term instead
+  (multiply-accumulates, as fvcore, ptflops and thop report).
+* ``flops`` counts contractions only (the 6N convention); scaling by a constant
+  and adding gradient contributions are counted apart in ``elementwise``.
+* memory polynomials are in elements; bytes come from a precision policy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+import sympy
+
+from .derive import Derivation, Rule
+from .ir import Einsum, Layer
+from .precision import Precision, policy
+
+UNITS = ("FLOPs", "MACs")
+
+
+def _size(indices: set[str] | frozenset[str], extents: Mapping[str, sympy.Expr]) -> sympy.Expr:
+    return sympy.Mul(*(extents[i] for i in sorted(indices)))
+
+
+def _steps(e: Einsum, path: list[tuple[int, int]]) -> list[tuple[set[str], bool]]:
+    """The pairwise steps of ``path``: for each, the indices it spans and
+    whether it sums over one (a multiply-add) or not (a multiply).  A final
+    single-operand reduction, when an index is left to sum, is a step too."""
+    out = set(e.output.indices)
+    sets = [set(f.indices) for f in e.operands]
+    steps = []
+    for i, j in path:
+        a, b = sets[i], sets[j]
+        rest = [s for k, s in enumerate(sets) if k not in (i, j)]
+        union = a | b
+        keep = {x for x in union if x in out or any(x in s for s in rest)}
+        steps.append((union, bool(union - keep)))
+        sets = rest + [keep]
+    if len(sets) == 1 and sets[0] - out:
+        steps.append((sets[0], True))
+    return steps
+
+
+def _paths(n: int) -> list[list[tuple[int, int]]]:
+    """Every pairwise contraction order of ``n`` operands, in opt_einsum's
+    path format (positions in the shrinking list; the result goes last)."""
+    if n <= 1:
+        return [[]]
+    return [[(i, j)] + rest for i in range(n) for j in range(i + 1, n) for rest in _paths(n - 1)]
+
+
+def contraction_path(e: Einsum, extents: Mapping[str, sympy.Expr],
+                     order: str = "declared") -> list[tuple[int, int]]:
+    """The pairwise order used to count ``e``.
+
+    ``declared``: left to right as written.  ``equal-sizes``: the cheapest
+    order when every dimension has the same large size (that is, the lowest
+    degree of the cost polynomial); ties keep the earliest order in
+    enumeration, which is left to right.  Backward rules use this, since no
+    one declared their order.
+    """
+    n = len(e.operands)
+    declared = [(0, 1)] * max(n - 1, 0)
+    if order == "declared" or n <= 2:
+        return declared
+    if n > 6:  # exhaustive search grows too fast; keep the written order
+        return declared
+    symbols = set().union(*(x.free_symbols for x in extents.values()))
+    probe = {s: 1009 for s in symbols}
+
+    def score(path: list[tuple[int, int]]) -> int:
+        return sum(int(_size(span, extents).subs(probe)) * (2 if summed else 1)
+                   for span, summed in _steps(e, path))
+
+    return min(_paths(n), key=score)
+
+
+def einsum_flops(e: Einsum, extents: Mapping[str, sympy.Expr], unit: str = "FLOPs",
+                 order: str = "declared") -> sympy.Expr:
+    """Contraction cost of ``e``, contracting operands pairwise in ``order``.
+
+    >>> from symflops.ir import Einsum, Factor
+    >>> M, N, K = sympy.symbols("M N K", positive=True)
+    >>> mm = Einsum(Factor("C", ("m", "n")), (Factor("A", ("m", "k")), Factor("B", ("k", "n"))))
+    >>> einsum_flops(mm, {"m": M, "n": N, "k": K})
+    2*K*M*N
+    """
+    if not e.operands:
+        return sympy.Integer(0)
+    total = sympy.Integer(0)
+    for span, summed in _steps(e, contraction_path(e, extents, order)):
+        if len(e.operands) == 1:  # a lone reduction: one add per element read
+            total += _size(span, extents)
+        else:
+            total += (2 if summed and unit == "FLOPs" else 1) * _size(span, extents)
+    return sympy.expand(total)
+
+
+def einsum_elementwise(e: Einsum, extents: Mapping[str, sympy.Expr]) -> sympy.Expr:
+    """FLOPs outside the contraction: one multiply per output element for a
+    constant coefficient other than 1 (and -1, a sign flip)."""
+    if e.coefficient in (1, -1, 0) or not e.operands:
+        return sympy.Integer(0)
+    return _size(set(e.output.indices) & {i for f in e.operands for i in f.indices}, extents)
+
+
+@dataclass(frozen=True)
+class OpCost:
+    """Cost of one forward op or one backward rule."""
+
+    flops: sympy.Expr
+    elementwise: sympy.Expr
+
+
+@dataclass(frozen=True)
+class SavedTensor:
+    name: str
+    elements: sympy.Expr
+    needed_by: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Costs:
+    """Every polynomial symflops reports for one layer."""
+
+    unit: str
+    precision: Precision
+    forward: tuple[OpCost, ...]       # one per forward op, in layer order
+    backward: tuple[OpCost, ...]      # one per rule, in derivation order
+    accumulate: sympy.Expr            # adds that sum several rules into one gradient
+    params: sympy.Expr
+    trainable: sympy.Expr
+    saved: tuple[SavedTensor, ...]
+    inference_peak: sympy.Expr
+
+    @property
+    def flops_forward(self) -> sympy.Expr:
+        return sympy.expand(sum((c.flops for c in self.forward), sympy.Integer(0)))
+
+    @property
+    def flops_backward(self) -> sympy.Expr:
+        return sympy.expand(sum((c.flops for c in self.backward), sympy.Integer(0)))
+
+    @property
+    def flops_total(self) -> sympy.Expr:
+        return sympy.expand(self.flops_forward + self.flops_backward)
+
+    @property
+    def elementwise_forward(self) -> sympy.Expr:
+        return sympy.expand(sum((c.elementwise for c in self.forward), sympy.Integer(0)))
+
+    @property
+    def elementwise_backward(self) -> sympy.Expr:
+        return sympy.expand(sum((c.elementwise for c in self.backward), self.accumulate))
+
+    @property
+    def activations(self) -> sympy.Expr:
+        return sympy.expand(sum((s.elements for s in self.saved), sympy.Integer(0)))
+
+    def per_param(self, flops: sympy.Expr) -> sympy.Expr | None:
+        """``flops / params`` when that is a polynomial (e.g. 6*B for 12*B*D*F
+        over 2*D*F), else None."""
+        if self.params == 0:
+            return None
+        q = sympy.cancel(flops / self.params)
+        num, den = sympy.fraction(q)
+        return sympy.expand(q) if den.is_number else None
+
+    def memory(self) -> dict[str, sympy.Expr]:
+        """Element counts and bytes, keyed as in ``symflops derive --json``."""
+        p = self.precision
+        fixed = (self.params * p.params + self.trainable * p.grads
+                 + self.trainable * p.optimizer_states * p.optimizer + self.trainable * p.master)
+        act_bytes = self.activations * p.activations
+        return {
+            "params": self.params,
+            "grads": self.trainable,
+            "optimizer": self.trainable * p.optimizer_states,
+            "activations": self.activations,
+            "inference_peak": self.inference_peak,
+            "params_bytes": self.params * p.params,
+            "grads_bytes": self.trainable * p.grads,
+            "optimizer_bytes": self.trainable * p.optimizer_states * p.optimizer,
+            "master_bytes": self.trainable * p.master,
+            "fixed_bytes": sympy.expand(fixed),
+            "activation_bytes": sympy.expand(act_bytes),
+            "total_bytes": sympy.expand(fixed + act_bytes),
+        }
+
+
+def rule_cost(rule: Rule, unit: str) -> OpCost:
+    extents = rule.dims()
+    return OpCost(
+        sympy.expand(sum((einsum_flops(t, extents, unit, "equal-sizes") for t in rule.terms), sympy.Integer(0))),
+        sympy.expand(sum((einsum_elementwise(t, extents) for t in rule.terms), sympy.Integer(0))
+                     + (len(rule.terms) - 1) * _grad_elements(rule)),
+    )
+
+
+def _grad_elements(rule: Rule) -> sympy.Expr:
+    extents = rule.dims()
+    return _size(set(rule.terms[0].output.indices), extents)
+
+
+def _inference_peak(layer: Layer) -> sympy.Expr:
+    """Largest sum of live activation elements while running the forward pass
+    (parameters excluded): an op's operands and its output are live together,
+    and a tensor dies after its last reader."""
+    tensors = layer.tensor_map
+    last_use: dict[str, int] = {}
+    for k, op in enumerate(layer.ops):
+        for name in op.inputs:
+            last_use[name] = k
+    outputs = set(layer.outputs)
+    candidates = []
+    live: set[str] = {t.name for t in layer.tensors if t.role == "input"}
+    for k, op in enumerate(layer.ops):
+        live.add(op.output)
+        candidates.append(sympy.expand(sum((tensors[n].elements for n in sorted(live)),
+                                           sympy.Integer(0))))
+        live = {n for n in live if last_use.get(n, -1) > k or n in outputs}
+    return sympy.Max(*candidates) if candidates else sympy.Integer(0)
+
+
+def costs(derivation: Derivation, unit: str = "FLOPs", precision: Precision | str | None = None) -> Costs:
+    """All FLOP and memory polynomials of ``derivation``."""
+    if unit not in UNITS:
+        raise ValueError(f"unit must be one of {UNITS}")
+    layer = derivation.layer
+    prec = precision if isinstance(precision, Precision) else policy(precision or layer.precision)
+    forward = tuple(
+        OpCost(einsum_flops(op.einsum, op.dims(), unit), einsum_elementwise(op.einsum, op.dims()))
+        for op in layer.ops
+    )
+    backward = tuple(rule_cost(r, unit) for r in derivation.rules)
+    # Gradient accumulation: a tensor reached by n rules needs n - 1 additions.
+    counts: dict[str, int] = {}
+    for r in derivation.rules:
+        counts[r.wrt] = counts.get(r.wrt, 0) + 1
+    tensors = layer.tensor_map
+    accumulate = sympy.expand(sum(((n - 1) * tensors[name].elements for name, n in counts.items()),
+                                  sympy.Integer(0)))
+    params = sympy.expand(sum((t.elements for t in layer.params), sympy.Integer(0)))
+    trainable = sympy.expand(sum((t.elements for t in layer.params if t.requires_grad),
+                                 sympy.Integer(0)))
+    saved = tuple(SavedTensor(n, tensors[n].elements, derivation.needed_by(n))
+                  for n in derivation.saved)
+    return Costs(unit, prec, forward, backward, accumulate, params, trainable, saved,
+                 _inference_peak(layer))

@@ -1,0 +1,67 @@
+"""Numbers from polynomials: substitute dim values, exactly.
+
+Integer dims give exact Python integers (FLOPs of a large run do not fit a
+float's 53-bit mantissa exactly, and the seeds' figures are exact).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import sympy
+
+from .errors import SymflopsError
+from .expr import parse_number
+from .ir import Layer, dim_symbol
+
+
+def parse_assignments(items: list[str], layer: Layer) -> dict[str, sympy.Expr]:
+    """``["B=1048576", "D=4096"]`` -> ``{"B": 1048576, ...}``, checked against the layer."""
+    known = [d.name for d in layer.dims]
+    values: dict[str, sympy.Expr] = {}
+    for item in items:
+        for part in item.split(","):
+            if not part.strip():
+                continue
+            name, sep, text = part.partition("=")
+            name = name.strip()
+            if not sep:
+                raise SymflopsError(f"expected NAME=VALUE, found {part!r}",
+                                    hint="give each dim as e.g. B=1048576")
+            if name not in known:
+                raise SymflopsError(f"{layer.name} has no dimension {name!r}",
+                                    hint=f"its dimensions are {', '.join(known)}")
+            value = parse_number(text.strip())
+            if not (value.is_positive and value.is_finite):
+                raise SymflopsError(f"dimension {name} must be positive, got {text.strip()!r}",
+                                    hint="give a positive size, e.g. B=1048576")
+            values[name] = value
+    missing = [n for n in known if n not in values]
+    if missing:
+        raise SymflopsError(f"no value for dimension(s) {', '.join(missing)}",
+                            hint="give every dimension, e.g. " +
+                                 " ".join(f"{n}=..." for n in missing))
+    return values
+
+
+def number(expr: sympy.Expr, values: Mapping[str, sympy.Expr]) -> int | float:
+    """``expr`` at ``values``: an int when the result is an integer."""
+    result = expr.subs({dim_symbol(k): v for k, v in values.items()})
+    if result.free_symbols:
+        raise ValueError(f"unbound symbols {result.free_symbols} in {expr}")
+    if result.is_Integer:
+        return int(result)
+    if result.is_Rational and result == int(result):
+        return int(result)
+    return float(result)
+
+
+def evaluate(structure: Any, values: Mapping[str, sympy.Expr]) -> Any:
+    """The same structure with every formula replaced by its number."""
+    if isinstance(structure, dict):
+        return {k: evaluate(v, values) for k, v in structure.items()}
+    if isinstance(structure, (list, tuple)):
+        return [evaluate(v, values) for v in structure]
+    if isinstance(structure, sympy.Basic):
+        return number(structure, values)
+    return structure

@@ -1,0 +1,182 @@
+"""The intermediate representation: immutable dims, tensors and ops.
+
+Everything downstream of :mod:`symflops.spec` works on these frozen objects.
+Dimensions are SymPy symbols (positive integers); shapes are tuples of SymPy
+expressions in them.  Index letters are plain strings local to one op; each op
+records which dimension every letter ranges over.
+
+Invariants (established by :mod:`symflops.spec` or :func:`make_layer`):
+
+* tensor names are unique, and ``"d" + name`` is not the name of another tensor
+  (that spelling is reserved for gradients);
+* every op's output is a tensor that no other op writes and that is neither an
+  input nor a parameter;
+* ``Layer.ops`` is in an order where each op comes after the ops producing its
+  operands (a topological order), so the backward pass is that order reversed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping
+
+import sympy
+
+from .errors import Span
+
+#: Roles a declared tensor may have.  ``activation`` is given to tensors that an
+#: op produces; users do not write it.
+LEAF_ROLES = ("input", "param", "frozen")
+ROLES = LEAF_ROLES + ("activation",)
+
+
+def dim_symbol(name: str) -> sympy.Symbol:
+    """The SymPy symbol for a dimension: a positive integer named as declared."""
+    return sympy.Symbol(name, positive=True, integer=True)
+
+
+@dataclass(frozen=True)
+class Dim:
+    name: str
+    description: str
+    span: Span | None = None
+
+    @property
+    def symbol(self) -> sympy.Symbol:
+        return dim_symbol(self.name)
+
+
+@dataclass(frozen=True)
+class Tensor:
+    """A named tensor.  ``requires_grad`` says whether its gradient is wanted
+    for its own sake (parameters, inputs of a block inside a deeper network);
+    intermediates get a gradient when one must flow through them."""
+
+    name: str
+    shape: tuple[sympy.Expr, ...]
+    role: str
+    requires_grad: bool
+    description: str = ""
+    span: Span | None = None
+
+    @property
+    def elements(self) -> sympy.Expr:
+        return sympy.Mul(*self.shape) if self.shape else sympy.Integer(1)
+
+    @property
+    def is_param(self) -> bool:
+        return self.role in ("param", "frozen")
+
+
+@dataclass(frozen=True)
+class Factor:
+    """One indexed tensor occurrence, e.g. ``X[b,d]``."""
+
+    tensor: str
+    indices: tuple[str, ...]
+    span: Span | None = field(default=None, compare=False)
+
+    def __str__(self) -> str:
+        return f"{self.tensor}[{','.join(self.indices)}]"
+
+
+@dataclass(frozen=True)
+class Einsum:
+    """``output = coefficient * prod(operands)``, summed over every index that
+    is not on the output.  An output index may be missing from the operands
+    (the result broadcasts along it) or repeated (only the diagonal is
+    written); both arise in gradients and never in forward ops."""
+
+    output: Factor
+    operands: tuple[Factor, ...]
+    coefficient: sympy.Expr = sympy.Integer(1)
+
+    @property
+    def indices(self) -> tuple[str, ...]:
+        """Every distinct index letter, in order of first appearance."""
+        seen: dict[str, None] = {}
+        for f in (self.output, *self.operands):
+            for i in f.indices:
+                seen.setdefault(i, None)
+        return tuple(seen)
+
+    @property
+    def summed(self) -> tuple[str, ...]:
+        out = set(self.output.indices)
+        return tuple(i for i in self.indices if i not in out)
+
+    def statement(self) -> str:
+        """The einsum in the declaration syntax, e.g. ``dW[d,f] = X[b,d] dY[b,f]``."""
+        rhs = " ".join(str(f) for f in self.operands)
+        if self.coefficient != 1:
+            rhs = f"{sympy.sstr(self.coefficient)} {rhs}" if rhs else sympy.sstr(self.coefficient)
+        return f"{self.output} = {rhs}"
+
+
+@dataclass(frozen=True)
+class Contraction:
+    """A forward op that is a tensor contraction (any einsum)."""
+
+    einsum: Einsum
+    index_dims: tuple[tuple[str, sympy.Expr], ...]
+    text: str = ""
+    span: Span | None = field(default=None, compare=False)
+
+    kind = "contraction"
+
+    @property
+    def output(self) -> str:
+        return self.einsum.output.tensor
+
+    @property
+    def inputs(self) -> tuple[str, ...]:
+        """Distinct operand tensors in order of first use."""
+        return tuple(dict.fromkeys(f.tensor for f in self.einsum.operands))
+
+    def dims(self) -> dict[str, sympy.Expr]:
+        return dict(self.index_dims)
+
+
+@dataclass(frozen=True)
+class Layer:
+    name: str
+    title: str
+    dims: tuple[Dim, ...]
+    tensors: tuple[Tensor, ...]
+    ops: tuple[Contraction, ...]
+    source: str = "<python>"
+    precision: str | None = None
+
+    def tensor(self, name: str) -> Tensor:
+        for t in self.tensors:
+            if t.name == name:
+                return t
+        raise KeyError(name)
+
+    @property
+    def tensor_map(self) -> Mapping[str, Tensor]:
+        return {t.name: t for t in self.tensors}
+
+    @property
+    def dim_symbols(self) -> dict[str, sympy.Symbol]:
+        return {d.name: d.symbol for d in self.dims}
+
+    @property
+    def params(self) -> tuple[Tensor, ...]:
+        return tuple(t for t in self.tensors if t.is_param)
+
+    @property
+    def outputs(self) -> tuple[str, ...]:
+        """Tensors an op produces and no op consumes: where the upstream gradient enters."""
+        used = {name for op in self.ops for name in op.inputs}
+        return tuple(op.output for op in self.ops if op.output not in used)
+
+    def producer(self, name: str) -> Contraction | None:
+        for op in self.ops:
+            if op.output == name:
+                return op
+        return None
+
+
+def consumers(layer: Layer, name: str) -> Iterable[Contraction]:
+    return (op for op in layer.ops if name in op.inputs)

@@ -1,0 +1,48 @@
+"""Precision policies: bytes per element of each kind of stored tensor.
+
+Memory polynomials are counted in elements; a policy turns them into bytes.
+Policies are named so that sheets and the CLI can say which one they used.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Precision:
+    name: str
+    description: str
+    params: int            # bytes per parameter element (working copy)
+    grads: int             # bytes per gradient element
+    optimizer_states: int  # optimizer state tensors per trainable parameter
+    optimizer: int         # bytes per element of each state
+    master: int            # bytes per trainable parameter of a master copy (0: none)
+    activations: int       # bytes per saved activation element
+    masks: int = 1         # bytes per element of a saved boolean mask
+
+    @property
+    def bytes_per_trainable_param(self) -> int:
+        return self.params + self.grads + self.optimizer_states * self.optimizer + self.master
+
+
+POLICIES: dict[str, Precision] = {
+    p.name: p
+    for p in (
+        Precision("bf16-adam", "bf16 weights, gradients and activations; Adam m and v in fp32 "
+                  "(the feed-forward cheatsheet's table)", 2, 2, 2, 4, 0, 2),
+        Precision("mixed-adam", "mixed precision with Adam: bf16 weights and gradients, fp32 "
+                  "master weights, Adam m and v in fp32, bf16 activations (16 bytes/param)",
+                  2, 2, 2, 4, 4, 2),
+        Precision("fp32-adam", "everything in fp32 with Adam m and v", 4, 4, 2, 4, 0, 4),
+        Precision("bf16-sgd", "bf16 weights, gradients and activations; plain SGD, no state",
+                  2, 2, 0, 4, 0, 2),
+    )
+}
+
+DEFAULT_POLICY = "bf16-adam"
+
+
+def policy(name: str | None) -> Precision:
+    """The named policy (the default when ``name`` is None); KeyError if unknown."""
+    return POLICIES[name or DEFAULT_POLICY]

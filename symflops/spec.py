@@ -1,0 +1,397 @@
+"""Read a layer declaration (YAML or Python data) into the IR, with positions.
+
+The declaration format is a public contract (documented in the README)::
+
+    name: ffn                      # optional; defaults to the file's stem
+    title: Transformer feed-forward block
+    dims:                          # dimension name -> what it means
+      B: tokens in the batch
+    tensors:                       # inputs and parameters; activations are inferred
+      X: {shape: [B, D], role: input}          # role: input | param | frozen
+      W_in: {shape: [D, F], role: param}       # requires_grad: true|false (optional)
+    ops:                           # one einsum statement per line
+      - H[b,f] = X[b,d] W_in[d,f]
+
+YAML is read with the safe loader only, composed into nodes first so that every
+value keeps its line and column; ops are parsed by :mod:`symflops.statement`
+and shapes by the whitelisting :mod:`symflops.expr`.  Nothing is evaluated.
+"""
+
+from __future__ import annotations
+
+import difflib
+import keyword
+import os
+import re
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import sympy
+import yaml
+
+from .errors import Span, SymflopsError
+from .expr import parse_expression
+from .ir import LEAF_ROLES, Contraction, Dim, Einsum, Factor, Layer, Tensor, dim_symbol
+from .statement import Ref, parse_statement
+
+TOP_KEYS = ("name", "title", "description", "dims", "tensors", "ops", "precision")
+TENSOR_KEYS = ("shape", "role", "requires_grad", "description")
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+@dataclass(frozen=True)
+class Node:
+    """A YAML value with the place it was written.  Mappings hold
+    ``{key: (key_span, Node)}``; sequences hold lists of Nodes."""
+
+    value: Any
+    span: Span | None
+    quoted: bool = False
+
+
+# --------------------------------------------------------------------- YAML --
+
+def _span(mark: Any, file: str, lines: list[str]) -> Span:
+    text = lines[mark.line] if mark.line < len(lines) else ""
+    return Span(file, mark.line + 1, mark.column + 1, text)
+
+
+def _convert(node: yaml.Node, file: str, lines: list[str], constructor: Any) -> Node:
+    span = _span(node.start_mark, file, lines)
+    if isinstance(node, yaml.MappingNode):
+        items: dict[str, tuple[Span, Node]] = {}
+        for key_node, value_node in node.value:
+            key_span = _span(key_node.start_mark, file, lines)
+            if not isinstance(key_node, yaml.ScalarNode):
+                raise SymflopsError("a key must be a plain name", key_span,
+                                    "write keys as names, e.g. 'X: {shape: [B, D]}'")
+            key = str(constructor.construct_object(key_node))
+            if key in items:
+                first = items[key][0]
+                raise SymflopsError(f"{key!r} is defined twice (first at line {first.line})",
+                                    key_span, f"remove or rename one of the two {key!r} entries")
+            items[key] = (key_span, _convert(value_node, file, lines, constructor))
+        return Node(items, span)
+    if isinstance(node, yaml.SequenceNode):
+        return Node([_convert(n, file, lines, constructor) for n in node.value], span)
+    value = constructor.construct_object(node)
+    quoted = node.style in ("'", '"')
+    if quoted:
+        span = span.shifted(1)
+    return Node(value, span, quoted)
+
+
+def parse_yaml(text: str, file: str) -> Node:
+    """Compose YAML safely into located :class:`Node` values."""
+    lines = text.splitlines()
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        span = _span(mark, file, lines) if mark else Span(file, 1, 1)
+        problem = exc.problem or exc.context or "malformed YAML"
+        raise SymflopsError(f"this is not valid YAML: {problem}", span,
+                            "check indentation, colons and brackets near this place") from None
+    except yaml.YAMLError as exc:
+        raise SymflopsError(f"this is not valid YAML: {exc}", Span(file, 1, 1),
+                            "check the file's syntax") from None
+    if root is None:
+        raise SymflopsError("the declaration is empty", Span(file, 1, 1),
+                            "write a mapping with 'dims', 'tensors' and 'ops'")
+    return _convert(root, file, lines, yaml.constructor.SafeConstructor())
+
+
+def _from_python(value: Any) -> Node:
+    if isinstance(value, Mapping):
+        return Node({str(k): (None, _from_python(v)) for k, v in value.items()}, None)
+    if isinstance(value, (list, tuple)):
+        return Node([_from_python(v) for v in value], None)
+    return Node(value, None)
+
+
+# ----------------------------------------------------------------- checking --
+
+def _closest(name: str, known: list[str]) -> str:
+    near = difflib.get_close_matches(name, known, n=1)
+    listed = ", ".join(known) if known else "none"
+    return (f"did you mean {near[0]!r}? " if near else "") + f"known: {listed}"
+
+
+def _mapping(node: Node, what: str, hint: str) -> dict[str, tuple[Span | None, Node]]:
+    if not isinstance(node.value, dict):
+        raise SymflopsError(f"{what} must be a mapping, found {_kind(node.value)}", node.span, hint)
+    return node.value
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, list):
+        return "a list"
+    if value is None:
+        return "nothing"
+    if isinstance(value, str):
+        return f"the text {value!r}"
+    return f"{type(value).__name__} {value!r}"
+
+
+def _identifier(name: str, span: Span | None, what: str) -> None:
+    if not _IDENT.match(name) or keyword.iskeyword(name):
+        raise SymflopsError(f"{what} {name!r} is not a valid name", span,
+                            "use letters, digits and underscores, starting with a letter")
+
+
+def _text(node: Node, what: str) -> str:
+    if node.value is None:
+        return ""
+    if not isinstance(node.value, (str, int, float)) or isinstance(node.value, bool):
+        raise SymflopsError(f"{what} must be text, found {_kind(node.value)}", node.span,
+                            "write it as a plain string")
+    return str(node.value)
+
+
+def _dims(node: Node) -> tuple[Dim, ...]:
+    items = _mapping(node, "'dims'", "list each dimension as 'NAME: what it means'")
+    dims = []
+    for name, (key_span, value) in items.items():
+        _identifier(name, key_span, "dimension")
+        dims.append(Dim(name, _text(value, f"the description of dimension {name!r}"), key_span))
+    return tuple(dims)
+
+
+def _shape(node: Node, symbols: dict[str, sympy.Symbol], tensor: str) -> tuple[sympy.Expr, ...]:
+    if not isinstance(node.value, list):
+        raise SymflopsError(f"the shape of {tensor!r} must be a list, found {_kind(node.value)}",
+                            node.span, "write the shape as a list of dims, e.g. [B, D]")
+    shape = []
+    for axis in node.value:
+        if isinstance(axis.value, bool) or not isinstance(axis.value, (str, int)):
+            raise SymflopsError(f"an axis of {tensor!r} must be a dimension or an expression "
+                                f"of dimensions, found {_kind(axis.value)}", axis.span,
+                                "write dims by name, e.g. [B, D] or [B, P + K - 1]")
+        if isinstance(axis.value, int):
+            extent: sympy.Expr = sympy.Integer(axis.value)
+        else:
+            extent = parse_expression(axis.value, symbols, span=axis.span)
+        if not (extent.is_positive or extent.free_symbols):
+            raise SymflopsError(f"an axis of {tensor!r} has size {extent}, which is not positive",
+                                axis.span, "every axis needs a positive size")
+        shape.append(extent)
+    return tuple(shape)
+
+
+def _tensors(node: Node, symbols: dict[str, sympy.Symbol]) -> dict[str, Tensor]:
+    items = _mapping(node, "'tensors'",
+                     "list each tensor as 'NAME: {shape: [B, D], role: input}'")
+    tensors: dict[str, Tensor] = {}
+    for name, (key_span, value) in items.items():
+        _identifier(name, key_span, "tensor")
+        fields = _mapping(value, f"tensor {name!r}",
+                          "write it as {shape: [B, D], role: input|param|frozen}")
+        for key, (kspan, _) in fields.items():
+            if key not in TENSOR_KEYS:
+                raise SymflopsError(f"unknown key {key!r} in tensor {name!r}", kspan,
+                                    _closest(key, list(TENSOR_KEYS)))
+        if "shape" not in fields:
+            raise SymflopsError(f"tensor {name!r} has no shape", value.span or key_span,
+                                "add 'shape: [DIM, ...]'")
+        shape = _shape(fields["shape"][1], symbols, name)
+        role_node = fields.get("role", (None, Node("input", value.span)))[1]
+        role = _text(role_node, f"the role of {name!r}")
+        if role not in LEAF_ROLES:
+            raise SymflopsError(f"unknown role {role!r} for tensor {name!r}", role_node.span,
+                                f"use one of {', '.join(LEAF_ROLES)} (tensors an op produces "
+                                "are not declared; their shapes are inferred)")
+        requires_grad = role != "frozen"
+        if "requires_grad" in fields:
+            rg = fields["requires_grad"][1]
+            if not isinstance(rg.value, bool):
+                raise SymflopsError(f"requires_grad of {name!r} must be true or false", rg.span,
+                                    "write requires_grad: false (or true)")
+            if rg.value and role == "frozen":
+                raise SymflopsError(f"tensor {name!r} is frozen but asks for a gradient", rg.span,
+                                    "use role: param for a trained weight")
+            requires_grad = rg.value
+        description = _text(fields["description"][1], "a description") if "description" in fields else ""
+        tensors[name] = Tensor(name, shape, role, requires_grad, description, key_span)
+    return tensors
+
+
+def _op_span(node: Node) -> Span | None:
+    return node.span
+
+
+def _bind(ref: Ref, tensor: Tensor, span: Span | None, bound: dict[str, tuple[sympy.Expr, str, Span | None]]) -> None:
+    """Bind each index letter of ``ref`` to the extent of the axis it indexes."""
+    at = (lambda col: span.shifted(col) if span else None)
+    if len(ref.indices) != len(tensor.shape):
+        shape = "[" + ", ".join(map(str, tensor.shape)) + "]"
+        raise SymflopsError(
+            f"{ref.name} has {len(tensor.shape)} axes {shape} but is used with "
+            f"{len(ref.indices)} indices", at(ref.column),
+            f"give {ref.name} one index per axis, e.g. {ref.name}"
+            f"[{','.join('ijklmn'[k] for k in range(len(tensor.shape)))}]")
+    for letter, column, extent in zip(ref.indices, ref.index_columns, tensor.shape):
+        if letter in bound and sympy.simplify(bound[letter][0] - extent) != 0:
+            first_extent, first_tensor, _ = bound[letter]
+            raise SymflopsError(
+                f"index {letter!r} ranges over {first_extent} in {first_tensor} "
+                f"but over {extent} in {ref.name}", at(column),
+                f"use a different letter for the axis of size {extent}")
+        bound.setdefault(letter, (extent, ref.name, at(column)))
+
+
+def _order(parsed: list[tuple[Any, Node]], file_tensors: Mapping[str, Tensor]) -> list[tuple[Any, Node]]:
+    """Order ops so that each comes after the producers of its operands."""
+    producer: dict[str, int] = {}
+    for k, (st, node) in enumerate(parsed):
+        name = st.lhs.name
+        where = node.span.shifted(st.lhs.column) if node.span else None
+        if name in file_tensors:
+            raise SymflopsError(
+                f"op writes {name!r}, which is declared as {file_tensors[name].role}",
+                where, f"give the op's output a new name; '{name}' is a given tensor")
+        if name in producer:
+            first = parsed[producer[name]][1].span
+            line = f" (first at line {first.line})" if first else ""
+            raise SymflopsError(f"tensor {name!r} is defined twice{line}", where,
+                                "each tensor is written by one op; rename one output")
+        producer[name] = k
+    order: list[int] = []
+    state: dict[int, str] = {}
+
+    def visit(k: int, chain: list[int]) -> None:
+        if state.get(k) == "done":
+            return
+        st, node = parsed[k]
+        if state.get(k) == "active":
+            names = " -> ".join(parsed[j][0].lhs.name for j in chain[chain.index(k):] + [k])
+            raise SymflopsError(f"the ops form a cycle: {names}", node.span,
+                                "a tensor cannot depend on itself; rename one output")
+        state[k] = "active"
+        for ref in st.factors:
+            if ref.name in producer:
+                visit(producer[ref.name], chain + [k])
+        state[k] = "done"
+        order.append(k)
+
+    for k in range(len(parsed)):
+        visit(k, [])
+    return [parsed[k] for k in order]
+
+
+def _ops(node: Node, tensors: dict[str, Tensor]) -> tuple[tuple[Contraction, ...], dict[str, Tensor]]:
+    if not isinstance(node.value, list) or not node.value:
+        raise SymflopsError("'ops' must be a non-empty list of op statements", node.span,
+                            "write each op on its own line, e.g. '- H[b,f] = X[b,d] W[d,f]'")
+    parsed = []
+    for item in node.value:
+        if not isinstance(item.value, str):
+            raise SymflopsError(f"an op must be a statement, found {_kind(item.value)}", item.span,
+                                "write the op as text, e.g. '- H[b,f] = X[b,d] W[d,f]'; "
+                                "quote it if it contains ': ' or '#'")
+        parsed.append((parse_statement(item.value, item.span), item))
+    given = dict(tensors)
+    ordered = _order(parsed, given)
+    known = dict(given)
+    ops = []
+    for st, item in ordered:
+        at = (lambda col, s=item.span: s.shifted(col) if s else None)
+        bound: dict[str, tuple[sympy.Expr, str, Span | None]] = {}
+        for ref in st.factors:
+            if ref.name not in known:
+                raise SymflopsError(f"unknown tensor {ref.name!r}", at(ref.column),
+                                    f"declare it under 'tensors:' or produce it with an op; "
+                                    f"{_closest(ref.name, sorted(known))}")
+            _bind(ref, known[ref.name], item.span, bound)
+        seen: set[str] = set()
+        for letter, col in zip(st.lhs.indices, st.lhs.index_columns):
+            if letter not in bound:
+                raise SymflopsError(
+                    f"output index {letter!r} of {st.lhs.name} is on no operand", at(col),
+                    f"every output index must index some operand; the operands carry "
+                    f"{', '.join(sorted(bound)) or 'no indices'}")
+            if letter in seen:
+                raise SymflopsError(f"index {letter!r} appears twice on the output {st.lhs.name}",
+                                    at(col), "an output index names one axis; use a new letter")
+            seen.add(letter)
+        shape = tuple(bound[i][0] for i in st.lhs.indices)
+        out = Tensor(st.lhs.name, shape, "activation", False, "", at(st.lhs.column))
+        known[out.name] = out
+        einsum = Einsum(
+            Factor(st.lhs.name, st.lhs.indices, at(st.lhs.column)),
+            tuple(Factor(r.name, r.indices, at(r.column)) for r in st.factors),
+            st.coefficient,
+        )
+        index_dims = tuple((letter, bound[letter][0]) for letter in einsum.indices)
+        ops.append(Contraction(einsum, index_dims, st.text, item.span))
+    return tuple(ops), known
+
+
+def build_layer(root: Node, file: str, default_name: str) -> Layer:
+    if not isinstance(root.value, dict):
+        raise SymflopsError(f"a declaration must be a mapping, found {_kind(root.value)}",
+                            root.span or Span(file, 1, 1),
+                            "start the file with keys such as 'name:', 'dims:', 'tensors:', 'ops:'")
+    top = root.value
+    for key, (kspan, _) in top.items():
+        if key not in TOP_KEYS:
+            raise SymflopsError(f"unknown key {key!r}", kspan, _closest(key, list(TOP_KEYS)))
+    for key in ("dims", "tensors", "ops"):
+        if key not in top:
+            raise SymflopsError(f"the declaration has no {key!r}", root.span or Span(file, 1, 1),
+                                f"add a '{key}:' section (see the README's declaration format)")
+    name = _text(top["name"][1], "'name'") if "name" in top else default_name
+    title = _text(top["title"][1], "'title'") if "title" in top else name
+    dims = _dims(top["dims"][1])
+    symbols = {d.name: d.symbol for d in dims}
+    tensors = _tensors(top["tensors"][1], symbols)
+    for t in tensors.values():
+        if t.name.startswith("d") and t.name[1:] in tensors:
+            raise SymflopsError(f"tensor name {t.name!r} clashes with the gradient of {t.name[1:]!r}",
+                                t.span, f"rename {t.name!r}; 'd' + a tensor's name is reserved "
+                                "for that tensor's gradient")
+    ops, known = _ops(top["ops"][1], tensors)
+    for out in known.values():
+        if out.role == "activation" and out.name.startswith("d") and out.name[1:] in known:
+            raise SymflopsError(f"tensor name {out.name!r} clashes with the gradient of "
+                                f"{out.name[1:]!r}", out.span,
+                                f"rename {out.name!r}; 'd' + a tensor's name is reserved")
+    precision = _text(top["precision"][1], "'precision'") if "precision" in top else None
+    return Layer(name, title, dims, tuple(known.values()), ops, file, precision)
+
+
+def load(path: str | os.PathLike[str]) -> Layer:
+    """Read a declaration file into a :class:`~symflops.ir.Layer`."""
+    file = os.fspath(path)
+    try:
+        with open(file, encoding="utf-8") as fh:
+            text = fh.read()
+    except FileNotFoundError:
+        raise SymflopsError(f"{file}: no such file",
+                            hint="check the path; declarations live in derivations/") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SymflopsError(f"{file}: cannot read: {exc}",
+                            hint="give a readable UTF-8 text file") from None
+    return loads(text, file)
+
+
+def loads(text: str, file: str = "<string>") -> Layer:
+    """Read a declaration from YAML text; ``file`` names it in error messages."""
+    stem = os.path.splitext(os.path.basename(file))[0] or "layer"
+    return build_layer(parse_yaml(text, file), file, stem)
+
+
+def declare(name: str, *, dims: Mapping[str, str], tensors: Mapping[str, Mapping[str, Any]],
+            ops: list[str], title: str | None = None, precision: str | None = None) -> Layer:
+    """Declare a layer from Python, in the same shape as the YAML format::
+
+        declare("ffn", dims={"B": "tokens", "D": "width", "F": "hidden"},
+                tensors={"X": {"shape": ["B", "D"], "role": "input"}, ...},
+                ops=["H[b,f] = X[b,d] W_in[d,f]", "Y[b,e] = H[b,f] W_out[f,e]"])
+    """
+    data: dict[str, Any] = {"name": name, "dims": dict(dims), "tensors": dict(tensors),
+                            "ops": list(ops)}
+    if title is not None:
+        data["title"] = title
+    if precision is not None:
+        data["precision"] = precision
+    return build_layer(_from_python(data), "<python>", name)
