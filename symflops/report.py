@@ -21,9 +21,10 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
-def _table(rows: list[tuple[str, str]], indent: str = "  ") -> list[str]:
-    width = max((len(a) for a, _ in rows), default=0)
-    return [f"{indent}{a.ljust(width)}  {b}" for a, b in rows]
+def _table(rows: list[tuple[str, ...]], indent: str = "  ") -> list[str]:
+    """Left-aligned columns, two spaces apart."""
+    widths = [max(len(r[k]) for r in rows) for k in range(len(rows[0]))] if rows else []
+    return [indent + "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
 
 
 def text_report(s: dict[str, Any], at: dict[str, Any] | None = None) -> str:
@@ -35,19 +36,17 @@ def text_report(s: dict[str, Any], at: dict[str, Any] | None = None) -> str:
     else:
         lines.append("dims: " + ", ".join(f"{k} ({v})" if v else k for k, v in s["dims"].items()))
     lines += [f"convention: {s['conventions']}", "", f"forward ({unit})"]
-    lines += _table([(f["op"] + (f"    [{f['matrix_form']}]" if f["matrix_form"] else ""),
-                      _fmt(f["flops"])) for f in s["forward"]])
+    lines += _table([(f["op"], f["matrix_form"] or "", _fmt(f["flops"])) for f in s["forward"]])
     lines += ["", f"backward, in the order computed ({unit})"]
-    lines += _table([(b["rule"] + (f"    [{b['matrix_form']}]" if b["matrix_form"] else ""),
-                      _fmt(b["flops"])) for b in s["backward"]] or [("(no gradient is needed)", "")])
+    lines += _table([(b["rule"], b["matrix_form"] or "", _fmt(b["flops"]))
+                     for b in s["backward"]] or [("(no gradient is needed)",)])
     fl, pp = s["flops"], s["flops_per_param"]
     lines += ["", f"totals ({unit}, contractions only)"]
     rows = []
     for key in ("forward", "backward", "total"):
-        extra = f"   = {_fmt(pp[key])} * params" if pp and not at else ""
-        rows.append((key, _fmt(fl[key]) + extra))
-    ew = s["flops_elementwise"]["total"]
-    rows.append(("elementwise (apart)", _fmt(ew)))
+        extra = f"= {_fmt(pp[key])} * params" if pp and not at else ""
+        rows.append((key, _fmt(fl[key]), extra))
+    rows.append(("elementwise (apart)", _fmt(s["flops_elementwise"]["total"]), ""))
     lines += _table(rows)
     m = s["memory"]
     saved = ", ".join(f"{d['tensor']} (read by {', '.join(d['needed_by'])})" for d in s["saved_detail"])

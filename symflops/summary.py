@@ -15,11 +15,13 @@ import sympy
 from .cost import Costs
 from .derive import Derivation
 
+_ORDER = ("forward products are contracted pairwise in the order written, backward rules in "
+          "the cheapest order at equal dim sizes; 'flops' counts contractions only, "
+          "'flops_elementwise' everything else")
+
 CONVENTIONS = {
-    "FLOPs": "one multiply-add = 2 FLOPs; pairwise products in the order written; "
-             "'flops' counts contractions only, 'flops_elementwise' everything else",
-    "MACs": "one multiply-accumulate = 1 MAC; pairwise products in the order written; "
-            "'flops' counts contractions only, 'flops_elementwise' everything else",
+    "FLOPs": "one multiply-add = 2 FLOPs; " + _ORDER,
+    "MACs": "one multiply-accumulate = 1 MAC; " + _ORDER,
 }
 
 

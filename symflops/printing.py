@@ -1,0 +1,186 @@
+"""LaTeX for formulas, written the way a teacher writes them.
+
+SymPy's printer sorts factors alphabetically and collapses sums; a sheet wants
+``2BDF`` with the dimensions in the order the declaration introduced them,
+``B(D + F)`` factored, tensor names such as ``W_in`` as :math:`W_\\text{in}`,
+and index expressions with their sums written out.  Everything here returns
+LaTeX math (no surrounding ``$``), which both the Markdown and the LaTeX sheet
+use.  Names reaching this module are identifiers (checked by the spec), so
+escaping ``_`` inside ``\\text{}`` is all they need.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+import sympy
+
+from .derive import IndexTerm, MatrixProduct
+from .ir import Factor
+
+
+def _text_escape(name: str) -> str:
+    return name.replace("_", r"\_")
+
+
+def symbol_name(name: str) -> str:
+    r"""A dim or tensor name in math: ``B`` -> ``B``, ``W_in`` -> ``W_{\text{in}}``,
+    ``d_ff`` -> ``d_{\text{ff}}``, ``heads`` -> ``\mathit{heads}``.
+
+    >>> symbol_name("W_in")
+    'W_{\\text{in}}'
+    """
+    base, sep, rest = name.partition("_")
+    if sep and base and rest:
+        head = base if len(base) == 1 else rf"\mathit{{{_text_escape(base)}}}"
+        return rf"{head}_{{\text{{{_text_escape(rest)}}}}}"
+    return name if len(name) == 1 else rf"\mathit{{{_text_escape(name)}}}"
+
+
+def tensor_name(name: str) -> str:
+    """A tensor or gradient name: ``dW_in`` prints as ``dW_{\\text{in}}``."""
+    return symbol_name(name)
+
+
+def _is_compound(name: str) -> bool:
+    return "_" in name.strip("_") or len(name) > 1
+
+
+def index_list(indices: Sequence[str]) -> str:
+    """Subscript letters: ``bd`` when all are single letters (primes allowed), else ``b,d``."""
+    if all(len(i.rstrip("'")) == 1 for i in indices):
+        return "".join(indices)
+    return ",".join(symbol_name(i.rstrip("'")) + "'" * (len(i) - len(i.rstrip("'")))
+                    for i in indices)
+
+
+def indexed(f: Factor) -> str:
+    """``X_{bd}``, or ``(W_{\\text{in}})_{df}`` when the name has its own subscript."""
+    name = tensor_name(f.tensor)
+    if not f.indices:
+        return name
+    if "_" in name or "^" in name:
+        name = f"({name})"
+    return f"{name}_{{{index_list(f.indices)}}}"
+
+
+@dataclass(frozen=True)
+class PolyPrinter:
+    """Prints polynomials in the dims with factors in declaration order."""
+
+    order: tuple[str, ...]
+
+    def _rank(self, s: sympy.Symbol) -> tuple[int, str]:
+        name = str(s)
+        return (self.order.index(name) if name in self.order else len(self.order), name)
+
+    def _joiner(self, symbols: Iterable[sympy.Symbol]) -> str:
+        return r" \, " if any(_is_compound(str(s)) for s in symbols) else ""
+
+    def _number(self, n: sympy.Expr) -> str:
+        if n.is_Integer:
+            return str(int(n))
+        if n.is_Rational:
+            return rf"\tfrac{{{n.p}}}{{{n.q}}}"
+        return sympy.latex(n)
+
+    def monomial(self, coefficient: sympy.Expr, powers: Sequence[tuple[sympy.Symbol, int]]) -> str:
+        powers = sorted(powers, key=lambda sp: self._rank(sp[0]))
+        parts = [symbol_name(str(s)) + (f"^{{{k}}}" if k != 1 else "") for s, k in powers]
+        body = self._joiner(s for s, _ in powers).join(parts)
+        if not body:
+            return self._number(coefficient)
+        if coefficient == 1:
+            return body
+        if coefficient == -1:
+            return "-" + body
+        return self._number(coefficient) + (r" \, " if body[0].isdigit() else "") + body
+
+    def _sum(self, expr: sympy.Expr) -> str:
+        gens = sorted(expr.free_symbols, key=self._rank)
+        poly = sympy.Poly(expr, *gens)
+        terms = sorted(poly.terms(), key=lambda t: (-sum(t[0]), [-e for e in t[0]]))
+        out = ""
+        for k, (exps, coeff) in enumerate(terms):
+            text = self.monomial(sympy.Integer(1) if coeff == 1 else coeff,
+                                 [(g, e) for g, e in zip(gens, exps) if e])
+            if k == 0:
+                out = text
+            elif text.startswith("-"):
+                out += " - " + text[1:]
+            else:
+                out += " + " + text
+        return out
+
+    def __call__(self, expr: sympy.Expr, factor: bool = True) -> str:
+        """LaTeX for ``expr``: factored where that reads better (``B(D + F)``)."""
+        expr = sympy.expand(expr)
+        if expr.is_number:
+            return self._number(expr)
+        if not expr.is_polynomial(*expr.free_symbols):
+            return self._fallback(expr)
+        if not factor:
+            return self._sum(expr)
+        f = sympy.factor(expr)
+        coefficient, rest = f.as_coeff_Mul()
+        monomial, sums = [], []
+        for part in sympy.Mul.make_args(rest):
+            base, exp = part.as_base_exp()
+            if base.is_Symbol:
+                monomial.append((base, int(exp)))
+            else:
+                sums.append((base, int(exp)))
+        if not sums:
+            return self.monomial(coefficient, monomial)
+        text = self.monomial(coefficient, monomial) if (monomial or coefficient != 1) else ""
+        if text == "1":
+            text = ""
+        for base, exp in sums:
+            inner = self._sum(base)
+            text += f"({inner})" + (f"^{{{exp}}}" if exp != 1 else "")
+        return text
+
+    def _fallback(self, expr: sympy.Expr) -> str:
+        names = {s: sympy.Symbol(symbol_name(str(s))) for s in expr.free_symbols}
+        return sympy.latex(expr.xreplace(names), mul_symbol=None)
+
+    def times_params(self, per_param: sympy.Expr, p: str = "P") -> str:
+        r"""``6 \cdot P \cdot B`` for ``per_param = 6*B``: the count per parameter
+        written the way the 6ND rule is (coefficient, parameters, tokens)."""
+        coefficient, rest = sympy.expand(per_param).as_coeff_Mul()
+        parts = [self._number(coefficient)] if coefficient != 1 else []
+        parts.append(p)
+        if rest != 1:
+            parts.append(self(rest))
+        return r" \cdot ".join(parts)
+
+
+def term(t: IndexTerm, poly: PolyPrinter, show_sum: bool = True) -> str:
+    """``\\sum_{b} X_{bd} dH_{bf}`` with deltas as ``\\delta_{dd'}``."""
+    parts = [indexed(f) for f in t.factors]
+    parts += [rf"\delta_{{{index_list((a, b))}}}" for a, b in t.deltas]
+    body = r"\, ".join(parts) if parts else "1"
+    if t.coefficient != 1:
+        body = poly(t.coefficient) + r"\, " + body
+    summed = [i for i in t.summed]
+    if show_sum and summed:
+        body = rf"\sum_{{{index_list(summed) if len(summed) == 1 else ','.join(summed)}}} " + body
+    return body
+
+
+def terms(ts: Sequence[IndexTerm], poly: PolyPrinter) -> str:
+    if not ts:
+        return "0"
+    return " + ".join(term(t, poly) for t in ts)
+
+
+def matrix(m: MatrixProduct, poly: PolyPrinter) -> str:
+    """``dW_{\\text{in}} = X^\\top dH``."""
+    parts = [tensor_name(name) + (r"^\top" if transposed else "") for name, transposed in m.factors]
+    coefficient = "" if m.coefficient == 1 else poly(m.coefficient) + r"\, "
+    return f"{tensor_name(m.output)} = {coefficient}" + r"\, ".join(parts)
+
+
+def shape(extents: Sequence[sympy.Expr], poly: PolyPrinter) -> str:
+    return "[" + ", ".join(poly(e, factor=False) for e in extents) + "]"
