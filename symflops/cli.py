@@ -18,7 +18,8 @@ from . import __version__
 from .cost import UNITS, costs
 from .derive import derive
 from .errors import SymflopsError
-from .evaluate import evaluate, parse_assignments
+from .build import atomic_write, build, render_file
+from .evaluate import evaluate, parse_assignments, parse_config
 from .precision import DEFAULT_POLICY, POLICIES
 from .report import text_report
 from .spec import load
@@ -36,11 +37,13 @@ in elements, bytes come from a precision policy.
 
 EPILOG = """\
 examples:
+  symflops build                       # every derivations/*.yaml -> build/NAME.md, .tex, .pdf
+  symflops render derivations/ffn.yaml --format md --at B=1048576,D=4096,F=16384
   symflops derive derivations/ffn.yaml
   symflops derive derivations/ffn.yaml --json
   symflops eval derivations/ffn.yaml B=1048576 D=4096 F=16384
 
-exit status: 0 ok, 2 bad input, 70 internal error.
+exit status: 0 ok, 2 bad input (or a declaration that failed to build), 70 internal error.
 """
 
 
@@ -71,7 +74,63 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("values", nargs="*", metavar="DIM=VALUE",
                    help="a value for every dimension, e.g. B=1048576 D=4096 F=16384 "
                         "(also B=2**20, D=4e3, or comma-separated)")
+    r = sub.add_parser("render", help="render one derivation sheet (Markdown or LaTeX)",
+                       description="Render the derivation sheet of one declaration.")
+    r.add_argument("file", help="a layer declaration (YAML)")
+    r.add_argument("--format", choices=("md", "tex"), default="md", help="sheet format (default md)")
+    r.add_argument("-o", "--output", metavar="PATH",
+                   help="write here (atomically) instead of standard output")
+    _sheet_options(r)
+    b = sub.add_parser("build", help="render every declaration in derivations/ into build/",
+                       description="Render every declaration in a directory into NAME.md and "
+                                   "NAME.tex, and NAME.pdf when pdflatex is on the path. A "
+                                   "declaration that fails is reported, its previous files are "
+                                   "left untouched, and the command exits 2 after building the "
+                                   "others.")
+    b.add_argument("--src", default="derivations", help="declarations directory (default derivations)")
+    b.add_argument("--out", default="build", help="output directory (default build)")
+    pdf = b.add_mutually_exclusive_group()
+    pdf.add_argument("--pdf", dest="pdf", action="store_true", default=None,
+                     help="require PDFs (fail when pdflatex is missing)")
+    pdf.add_argument("--no-pdf", dest="pdf", action="store_false", help="skip the PDF step")
+    _sheet_options(b)
     return parser
+
+
+def _sheet_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--at", action="append", default=[], metavar="DIM=V,...",
+                   help="add a numbers table at this configuration, e.g. "
+                        "--at B=1048576,D=4096,F=16384 (repeatable; with build, a "
+                        "configuration is used for the sheets whose dims it names exactly)")
+    p.add_argument("--templates", metavar="DIR",
+                   help="a directory of Jinja templates that override the shipped ones by name")
+    p.add_argument("--macs", action="store_true", help="count multiply-accumulates instead of FLOPs")
+    p.add_argument("--precision", choices=sorted(POLICIES), default=None,
+                   help=f"bytes per element policy (default: the declaration's, else {DEFAULT_POLICY})")
+
+
+def _run_sheet(args: argparse.Namespace) -> int:
+    configs = [parse_config(text) for text in args.at]
+    unit = "MACs" if args.macs else "FLOPs"
+    if args.templates and not os.path.isdir(args.templates):
+        raise SymflopsError(f"{args.templates}: no such template directory",
+                            hint="give a directory holding sheet.md.j2 and/or sheet.tex.j2")
+    if args.command == "build":
+        result = build(args.src, args.out, pdf=args.pdf, configs=configs,
+                       templates=args.templates, unit=unit, precision=args.precision)
+        print(f"{len(result.written)} files written, {len(result.failed)} declarations failed",
+              file=sys.stderr if result.failed else sys.stdout)
+        return 2 if result.failed else 0
+    layer = load(args.file)
+    for config in configs:
+        parse_assignments([",".join(f"{k}={v}" for k, v in config.items())], layer)
+    text = render_file(args.file, args.format, configs, args.templates, unit, args.precision)
+    if args.output:
+        atomic_write(args.output, text)
+        print(f"wrote {args.output}")
+    else:
+        sys.stdout.write(text)
+    return 0
 
 
 def _derive_structure(args: argparse.Namespace):
@@ -83,6 +142,8 @@ def _derive_structure(args: argparse.Namespace):
 
 def run(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command in ("build", "render"):
+        return _run_sheet(args)
     layer, s = _derive_structure(args)
     if args.command == "derive":
         out = json.dumps(to_json_ready(s), indent=2) + "\n" if args.json else text_report(s)

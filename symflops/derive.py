@@ -134,6 +134,13 @@ class Derivation:
         return tuple(t.name for t in self.layer.tensors
                      if t.name in read and not t.is_param)
 
+    def _repr_markdown_(self) -> str:
+        """In a notebook, a derived layer shows its derivation sheet."""
+        from .cost import costs  # display only: the pipeline itself never reaches back
+        from .render import render
+
+        return render(self, costs(self), "md")
+
     def needed_by(self, tensor: str) -> tuple[str, ...]:
         """The gradients whose rules read ``tensor``."""
         return tuple(dict.fromkeys(r.grad for r in self.rules if tensor in r.reads))
@@ -234,7 +241,9 @@ def contraction_rules(op: Contraction, op_number: int, wrt: str) -> tuple[Rule, 
     e = op.einsum
     extents = op.dims()
     upstream = Factor(grad_name(e.output.tensor), e.output.indices)
-    letters = e.indices
+    # Sums are written over the operands' letters in reading order (X[i,j] W[j,k]: i, j, k).
+    letters = tuple(dict.fromkeys([*(i for f in e.operands for i in f.indices),
+                                   *e.output.indices]))
     occurrences = [k for k, f in enumerate(e.operands) if f.tensor == wrt]
     first = e.operands[occurrences[0]]
     used = set(letters)

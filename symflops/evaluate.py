@@ -15,26 +15,35 @@ from .expr import parse_number
 from .ir import Layer, dim_symbol
 
 
+def parse_config(text: str) -> dict[str, sympy.Expr]:
+    """``"B=1048576,D=4096"`` -> ``{"B": 1048576, "D": 4096}`` (values through
+    the whitelisting number reader; nothing is evaluated)."""
+    values: dict[str, sympy.Expr] = {}
+    for part in text.split(","):
+        if not part.strip():
+            continue
+        name, sep, value_text = part.partition("=")
+        name = name.strip()
+        if not sep or not name:
+            raise SymflopsError(f"expected NAME=VALUE, found {part.strip()!r}",
+                                hint="give each dim as e.g. B=1048576")
+        value = parse_number(value_text.strip())
+        if not (value.is_positive and value.is_finite):
+            raise SymflopsError(f"dimension {name} must be positive, got {value_text.strip()!r}",
+                                hint="give a positive size, e.g. B=1048576")
+        values[name] = value
+    return values
+
+
 def parse_assignments(items: list[str], layer: Layer) -> dict[str, sympy.Expr]:
     """``["B=1048576", "D=4096"]`` -> ``{"B": 1048576, ...}``, checked against the layer."""
     known = [d.name for d in layer.dims]
     values: dict[str, sympy.Expr] = {}
     for item in items:
-        for part in item.split(","):
-            if not part.strip():
-                continue
-            name, sep, text = part.partition("=")
-            name = name.strip()
-            if not sep:
-                raise SymflopsError(f"expected NAME=VALUE, found {part!r}",
-                                    hint="give each dim as e.g. B=1048576")
+        for name, value in parse_config(item).items():
             if name not in known:
                 raise SymflopsError(f"{layer.name} has no dimension {name!r}",
                                     hint=f"its dimensions are {', '.join(known)}")
-            value = parse_number(text.strip())
-            if not (value.is_positive and value.is_finite):
-                raise SymflopsError(f"dimension {name} must be positive, got {text.strip()!r}",
-                                    hint="give a positive size, e.g. B=1048576")
             values[name] = value
     missing = [n for n in known if n not in values]
     if missing:

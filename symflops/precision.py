@@ -20,6 +20,16 @@ class Precision:
     master: int            # bytes per trainable parameter of a master copy (0: none)
     activations: int       # bytes per saved activation element
     masks: int = 1         # bytes per element of a saved boolean mask
+    optimizer_name: str = "Adam"
+
+    @property
+    def state_names(self) -> tuple[str, ...]:
+        """Names of the optimizer's per-parameter states (Adam: m and v)."""
+        if self.optimizer_states == 0:
+            return ()
+        if self.optimizer_name == "Adam" and self.optimizer_states == 2:
+            return ("Adam m", "Adam v")
+        return tuple(f"{self.optimizer_name} state {k + 1}" for k in range(self.optimizer_states))
 
     @property
     def bytes_per_trainable_param(self) -> int:
@@ -36,7 +46,7 @@ POLICIES: dict[str, Precision] = {
                   2, 2, 2, 4, 4, 2),
         Precision("fp32-adam", "everything in fp32 with Adam m and v", 4, 4, 2, 4, 0, 4),
         Precision("bf16-sgd", "bf16 weights, gradients and activations; plain SGD, no state",
-                  2, 2, 0, 4, 0, 2),
+                  2, 2, 0, 4, 0, 2, optimizer_name="SGD"),
     )
 }
 
@@ -46,3 +56,8 @@ DEFAULT_POLICY = "bf16-adam"
 def policy(name: str | None) -> Precision:
     """The named policy (the default when ``name`` is None); KeyError if unknown."""
     return POLICIES[name or DEFAULT_POLICY]
+
+
+def dtype_name(nbytes: int) -> str:
+    """The usual number format for a byte width, for table labels."""
+    return {1: "8-bit", 2: "bf16", 4: "fp32", 8: "fp64"}.get(nbytes, f"{nbytes}-byte")

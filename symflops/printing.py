@@ -38,8 +38,11 @@ def symbol_name(name: str) -> str:
     return name if len(name) == 1 else rf"\mathit{{{_text_escape(name)}}}"
 
 
-def tensor_name(name: str) -> str:
-    """A tensor or gradient name: ``dW_in`` prints as ``dW_{\\text{in}}``."""
+def tensor_name(name: str, tensors: frozenset[str] | set[str] = frozenset()) -> str:
+    """A tensor or gradient name: with ``W_in`` among ``tensors``, the gradient
+    ``dW_in`` prints as ``dW_{\\text{in}}`` (seed style), not as one long name."""
+    if name not in tensors and name.startswith("d") and name[1:] in tensors:
+        return "d" + symbol_name(name[1:])
     return symbol_name(name)
 
 
@@ -55,9 +58,9 @@ def index_list(indices: Sequence[str]) -> str:
                     for i in indices)
 
 
-def indexed(f: Factor) -> str:
+def indexed(f: Factor, tensors: frozenset[str] | set[str] = frozenset()) -> str:
     """``X_{bd}``, or ``(W_{\\text{in}})_{df}`` when the name has its own subscript."""
-    name = tensor_name(f.tensor)
+    name = tensor_name(f.tensor, tensors)
     if not f.indices:
         return name
     if "_" in name or "^" in name:
@@ -156,30 +159,39 @@ class PolyPrinter:
         return r" \cdot ".join(parts)
 
 
-def term(t: IndexTerm, poly: PolyPrinter, show_sum: bool = True) -> str:
+def term(t: IndexTerm, poly: PolyPrinter, tensors: frozenset[str] | set[str] = frozenset(),
+         show_sum: bool = True) -> str:
     """``\\sum_{b} X_{bd} dH_{bf}`` with deltas as ``\\delta_{dd'}``."""
-    parts = [indexed(f) for f in t.factors]
+    parts = [indexed(f, tensors) for f in t.factors]
     parts += [rf"\delta_{{{index_list((a, b))}}}" for a, b in t.deltas]
     body = r"\, ".join(parts) if parts else "1"
     if t.coefficient != 1:
         body = poly(t.coefficient) + r"\, " + body
     summed = [i for i in t.summed]
     if show_sum and summed:
-        body = rf"\sum_{{{index_list(summed) if len(summed) == 1 else ','.join(summed)}}} " + body
+        body = rf"\sum_{{{','.join(index_list([i]) for i in summed)}}} " + body
     return body
 
 
-def terms(ts: Sequence[IndexTerm], poly: PolyPrinter) -> str:
+def terms(ts: Sequence[IndexTerm], poly: PolyPrinter,
+          tensors: frozenset[str] | set[str] = frozenset()) -> str:
     if not ts:
         return "0"
-    return " + ".join(term(t, poly) for t in ts)
+    return " + ".join(term(t, poly, tensors) for t in ts)
 
 
-def matrix(m: MatrixProduct, poly: PolyPrinter) -> str:
-    """``dW_{\\text{in}} = X^\\top dH``."""
-    parts = [tensor_name(name) + (r"^\top" if transposed else "") for name, transposed in m.factors]
+def matrix_product(m: MatrixProduct, poly: PolyPrinter,
+                   tensors: frozenset[str] | set[str] = frozenset()) -> str:
+    """The right side ``X^\\top dH`` of a matrix product."""
+    parts = [tensor_name(name, tensors) + (r"^\top" if transposed else "")
+             for name, transposed in m.factors]
     coefficient = "" if m.coefficient == 1 else poly(m.coefficient) + r"\, "
-    return f"{tensor_name(m.output)} = {coefficient}" + r"\, ".join(parts)
+    return coefficient + r"\, ".join(parts)
+
+
+def matrix(m: MatrixProduct, poly: PolyPrinter, tensors: frozenset[str] | set[str] = frozenset()) -> str:
+    """``dW_{\\text{in}} = X^\\top dH``."""
+    return f"{tensor_name(m.output, tensors)} = " + matrix_product(m, poly, tensors)
 
 
 def shape(extents: Sequence[sympy.Expr], poly: PolyPrinter) -> str:

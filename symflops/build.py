@@ -1,0 +1,159 @@
+"""Writing sheets to disk: ``symflops build`` and ``symflops render -o``.
+
+Every file is written atomically (a temporary file in the target directory,
+then ``os.replace``), so an interrupted or failing build leaves the previous
+file intact.  A declaration that fails is reported and skipped; the others are
+still built, and the caller exits non-zero.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence, TextIO
+
+import jinja2
+import sympy
+
+from .cost import costs
+from .derive import derive
+from .errors import SymflopsError
+from .render import render
+from .spec import load
+
+#: pdflatex gets this long per sheet before it is stopped.
+PDF_TIMEOUT_S = 120
+
+
+def atomic_write(path: str, data: str | bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file and a rename."""
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=os.path.basename(path), dir=directory)
+    umask = os.umask(0)
+    os.umask(umask)
+    try:
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a sheet is an ordinary file
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data.encode("utf-8") if isinstance(data, str) else data)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def pdflatex_available() -> bool:
+    return shutil.which("pdflatex") is not None
+
+
+def compile_pdf(tex: str, name: str) -> bytes:
+    """Compile a LaTeX sheet in a scratch directory; return the PDF's bytes.
+
+    Raises SymflopsError with the first LaTeX error when compilation fails
+    (an undefined control sequence among them)."""
+    with tempfile.TemporaryDirectory(prefix="symflops-tex-") as tmp:
+        src = os.path.join(tmp, f"{name}.tex")
+        with open(src, "w", encoding="utf-8") as fh:
+            fh.write(tex)
+        try:
+            subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error",
+                            "-no-shell-escape", f"{name}.tex"],
+                           cwd=tmp, capture_output=True, timeout=PDF_TIMEOUT_S, check=False)
+        except subprocess.TimeoutExpired:
+            raise SymflopsError(f"pdflatex took longer than {PDF_TIMEOUT_S} s on {name}.tex",
+                                hint="build without --pdf, or check the template") from None
+        log_path = os.path.join(tmp, f"{name}.log")
+        log = open(log_path, encoding="latin-1").read() if os.path.exists(log_path) else ""
+        pdf = os.path.join(tmp, f"{name}.pdf")
+        errors = [line for line in log.splitlines() if line.startswith("!")]
+        if errors or not os.path.exists(pdf):
+            first = errors[0] if errors else "no PDF was produced"
+            raise SymflopsError(f"LaTeX failed on {name}.tex: {first.lstrip('! ')}",
+                                hint="check the template; the .tex file is kept in the build directory")
+        with open(pdf, "rb") as fh:
+            return fh.read()
+
+
+def render_file(path: str, fmt: str, configs: Sequence[Mapping[str, sympy.Expr]] = (),
+                templates: str | None = None, unit: str = "FLOPs",
+                precision: str | None = None) -> str:
+    """Load, derive and render one declaration; template errors become
+    SymflopsError naming the template, line and variable."""
+    layer = load(path)
+    derivation = derive(layer)
+    c = costs(derivation, unit, precision)
+    try:
+        return render(derivation, c, fmt, configs, templates)
+    except jinja2.UndefinedError as exc:
+        raise SymflopsError(f"template error: {exc}",
+                            hint="a template used a variable the sheet does not have; the "
+                                 "variables are listed in symflops/render.py (SheetContext)") from None
+    except jinja2.TemplateSyntaxError as exc:
+        where = f"{exc.filename or exc.name}:{exc.lineno}"
+        raise SymflopsError(f"template syntax error at {where}: {exc.message}",
+                            hint="fix the template") from None
+    except jinja2.TemplateNotFound as exc:
+        raise SymflopsError(f"template not found: {exc.name}",
+                            hint="a --templates directory overrides templates by file name; "
+                                 "the shipped ones are sheet.md.j2 and sheet.tex.j2") from None
+
+
+@dataclass
+class BuildResult:
+    written: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+
+
+def fits(config: Mapping[str, sympy.Expr], path: str) -> bool:
+    layer = load(path)
+    return set(config) == {d.name for d in layer.dims}
+
+
+def build(src: str = "derivations", out: str = "build", *, pdf: bool | None = None,
+          configs: Sequence[Mapping[str, sympy.Expr]] = (), templates: str | None = None,
+          unit: str = "FLOPs", precision: str | None = None,
+          stdout: TextIO = sys.stdout, stderr: TextIO = sys.stderr) -> BuildResult:
+    """Render every ``*.yaml`` in ``src`` to ``out/NAME.md`` and ``out/NAME.tex``,
+    and ``out/NAME.pdf`` when pdflatex is available (or ``pdf`` is True)."""
+    if not os.path.isdir(src):
+        raise SymflopsError(f"{src}: no such directory",
+                            hint="run symflops build from the project root, or give --src DIR")
+    files = sorted(glob.glob(os.path.join(src, "*.yaml")) + glob.glob(os.path.join(src, "*.yml")))
+    if not files:
+        raise SymflopsError(f"{src}: no declarations (*.yaml) found",
+                            hint="put one layer declaration per file in this directory")
+    if pdf is None:
+        pdf = pdflatex_available()
+    elif pdf and not pdflatex_available():
+        raise SymflopsError("--pdf was asked for but pdflatex is not on the path",
+                            hint="install TeX Live (Debian: texlive-latex-base "
+                                 "texlive-latex-recommended lmodern) or drop --pdf")
+    result = BuildResult()
+    for path in files:
+        name = os.path.splitext(os.path.basename(path))[0]
+        try:
+            mine = [c for c in configs if fits(c, path)]
+            sheets = {fmt: render_file(path, fmt, mine, templates, unit, precision)
+                      for fmt in ("md", "tex")}
+            pdf_bytes = compile_pdf(sheets["tex"], name) if pdf else None
+        except SymflopsError as exc:
+            print(f"symflops: {exc}", file=stderr)
+            result.failed.append(path)
+            continue
+        for fmt, text in sheets.items():
+            target = os.path.join(out, f"{name}.{fmt}")
+            atomic_write(target, text)
+            result.written.append(target)
+            print(f"wrote {target}", file=stdout)
+        if pdf_bytes is not None:
+            target = os.path.join(out, f"{name}.pdf")
+            atomic_write(target, pdf_bytes)
+            result.written.append(target)
+            print(f"wrote {target}", file=stdout)
+    return result

@@ -1,0 +1,474 @@
+"""Derivation sheets: a typed context from the engine, laid out by Jinja.
+
+:func:`sheet_context` computes every formula of a sheet (as LaTeX math, which
+Markdown viewers render between ``$``) and escapes every piece of user text
+for the target format, so templates only place strings and never compute.
+:func:`environment` builds the Jinja environment (``StrictUndefined``: a
+missing variable is an error, not a blank); :func:`render` returns the sheet
+as a string.  Only ``symflops build`` writes files.
+
+A user template directory (``--templates DIR``) is searched before the
+shipped templates, so any template or partial can be overridden by name.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence, TypedDict
+
+import jinja2
+import sympy
+
+from . import printing as P
+from .cost import Costs, _steps, contraction_path
+from .derive import (Derivation, IndexTerm, MatrixProduct, Rule, contraction_rules,
+                     matrix_form)
+from .evaluate import number
+from .ir import Contraction, Einsum, Factor, Tensor
+from .precision import dtype_name
+
+FORMATS = ("md", "tex")
+TEMPLATE_NAMES = {"md": "sheet.md.j2", "tex": "sheet.tex.j2"}
+
+
+def template_dir() -> str:
+    """The shipped templates: ``templates/`` beside the package in a source
+    checkout, else the installed package ``symflops.templates``."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    checkout = os.path.join(os.path.dirname(here), "templates")
+    if os.path.isfile(os.path.join(checkout, TEMPLATE_NAMES["md"])):
+        return checkout
+    import importlib.util
+
+    spec = importlib.util.find_spec("symflops.templates")
+    if spec is None or spec.origin is None:
+        raise RuntimeError("symflops' templates are not installed; reinstall the package")
+    return os.path.dirname(spec.origin)
+
+
+# ------------------------------------------------------------------ escaping --
+
+_TEX = {"\\": r"\textbackslash{}", "{": r"\{", "}": r"\}", "$": r"\$", "&": r"\&",
+        "#": r"\#", "^": r"\textasciicircum{}", "_": r"\_", "%": r"\%", "~": r"\textasciitilde{}",
+        "<": r"\textless{}", ">": r"\textgreater{}", "|": r"\textbar{}"}
+# Characters that Markdown or its math extensions act on anywhere in a line.
+_MD = set("\\`*_[]<>|$~&")
+
+
+def escape_tex(text: str) -> str:
+    r"""Text that LaTeX prints literally: ``\input{x}`` becomes ``\textbackslash{}input\{x\}``."""
+    return "".join(_TEX.get(c, c) for c in str(text))
+
+
+def escape_md(text: str) -> str:
+    """Text that Markdown (and the math renderers of common viewers) print literally."""
+    out = []
+    for c in str(text):
+        if c == "<":
+            out.append("&lt;")
+        elif c == ">":
+            out.append("&gt;")
+        elif c == "&":
+            out.append("&amp;")
+        elif c in _MD:
+            out.append("\\" + c)
+        else:
+            out.append(c)
+    return "".join(out).replace("\n", " ")
+
+
+def code_md(text: str) -> str:
+    """Text inside a Markdown code span: only a backtick could end it."""
+    return str(text).replace("`", "'")
+
+
+def code_tex(text: str) -> str:
+    return r"\texttt{" + escape_tex(text) + "}"
+
+
+ESCAPES = {"md": escape_md, "tex": escape_tex}
+CODE_ESCAPES = {"md": code_md, "tex": code_tex}
+
+
+# ------------------------------------------------------------------- context --
+
+class Row(TypedDict):
+    cells: list[str]
+
+
+class SheetContext(TypedDict):
+    """Every variable a sheet template may use.  Math strings are LaTeX
+    without delimiters; text strings are already escaped for the format."""
+
+    fmt: str
+    name: str
+    title: str
+    source: str
+    unit: str
+    unit_note: str
+    order_note: str
+    dims: list[dict[str, str]]
+    tensors: list[dict[str, str]]
+    outputs: str
+    output_grads: str
+    P: str | None
+    forward: list[dict[str, Any]]
+    forward_sum: str
+    forward_total: str
+    forward_per_param: str | None
+    generic: list[dict[str, Any]]
+    backward: list[dict[str, Any]]
+    backward_sum: str
+    backward_total: str
+    backward_per_param: str | None
+    ratio: str | None
+    chain: str | None
+    saved: list[dict[str, str]]
+    saved_names: str
+    training_total: str
+    training_per_param: str | None
+    elementwise: str | None
+    memory_rows: list[Row]
+    precision: str
+    fixed_bytes: str
+    activation_bytes: str
+    activation_elements: str
+    inference_peak: str
+    batch_dims: str
+    numbers: dict[str, Any] | None
+
+
+def _ratio(a: sympy.Expr, b: sympy.Expr) -> str | None:
+    if a == 0:
+        return None
+    q = sympy.cancel(b / a)
+    if q.is_Integer:
+        return f"1 : {int(q)}"
+    if q.is_Rational:
+        return f"{q.q} : {q.p}"
+    return None
+
+
+@dataclass(frozen=True)
+class _Math:
+    """LaTeX for one layer's formulas: its dims' order and its tensor names
+    (so that gradients print as ``dW_{\text{in}}``)."""
+
+    poly: P.PolyPrinter
+    names: frozenset[str]
+
+    def t(self, name: str) -> str:
+        return P.tensor_name(name, self.names)
+
+    def ts(self, names: Sequence[str]) -> str:
+        return ", ".join(self.t(n) for n in names)
+
+    def ix(self, f: Factor) -> str:
+        return P.indexed(f, self.names)
+
+    def term(self, t: IndexTerm) -> str:
+        return P.term(t, self.poly, self.names)
+
+    def terms(self, ts: Sequence[IndexTerm]) -> str:
+        return P.terms(ts, self.poly, self.names)
+
+    def einsum_rhs(self, e: Einsum) -> str:
+        return self.term(IndexTerm(e.coefficient, e.operands, (), e.summed))
+
+    def index_form(self, e: Einsum) -> str:
+        return f"{self.ix(e.output)} = {self.einsum_rhs(e)}"
+
+    def matrix(self, m: MatrixProduct | None) -> str | None:
+        return P.matrix(m, self.poly, self.names) if m is not None else None
+
+
+def _generic(op: Contraction) -> Contraction:
+    """The op with tensors renamed Y = X W V ... and letters i, j, k, ... in
+    order of appearance: the textbook form of its pattern."""
+    e = op.einsum
+    pool = iter("ijklmnpqrsuvw")
+    letters: dict[str, str] = {}
+    for f in (*e.operands, e.output):
+        for i in f.indices:
+            if i not in letters:
+                letters[i] = next(pool, f"i{len(letters)}")
+    names: dict[str, str] = {}
+    pool_names = iter(["X", "W", "V", "U", "Z", "T"])
+    for f in e.operands:
+        if f.tensor not in names:
+            names[f.tensor] = next(pool_names, f"A{len(names)}")
+
+    def rename(f: Factor, name: str) -> Factor:
+        return Factor(name, tuple(letters[i] for i in f.indices))
+
+    generic = Einsum(rename(e.output, "Y"), tuple(rename(f, names[f.tensor]) for f in e.operands),
+                     e.coefficient)
+    dims = tuple((letters[i], ext) for i, ext in op.index_dims)
+    return Contraction(generic, dims, generic.statement())
+
+
+def _derivation_lines(rules: Sequence[Rule], m: _Math) -> list[str]:
+    """The aligned lines of one gradient's derivation, from the engine's steps:
+    chain rule, differentiate, contract the deltas, rename."""
+    steps = {s.kind: s for s in rules[0].steps}
+    upstream = steps["contribution"].terms[0].factors[0]      # dY[o]
+    y = Factor(upstream.tensor[1:], upstream.indices)           # Y[o]
+    w = Factor(rules[0].wrt, steps["differentiate"].lhs.indices)  # W[j',k']
+    over = ",".join(P.index_list([i]) for i in upstream.indices)
+    chain = (rf"\frac{{\partial L}}{{\partial {m.ix(w)}}} &= "
+             + (rf"\sum_{{{over}}} " if over else "")
+             + rf"\frac{{\partial L}}{{\partial {m.ix(y)}}}\,\frac{{\partial {m.ix(y)}}}"
+               rf"{{\partial {m.ix(w)}}}")
+    deltas = r"\,".join(rf"\delta_{{{P.index_list(pair)}}}"
+                        for pair in steps["differentiate"].terms[0].deltas)
+    lines = [
+        chain + r" && \text{chain rule}",
+        "&= " + m.terms(steps["differentiate"].terms)
+        + rf" && \text{{differentiate: }}\partial {m.ix(w)}\text{{ gives }}" + (deltas or "1"),
+        "&= " + m.terms(steps["contract"].terms) + r" && \text{contract the deltas}",
+    ]
+    for k, r in enumerate(rules):
+        rhs = " + ".join(m.einsum_rhs(t) for t in r.terms)
+        if r.matrix_form is not None:
+            rhs += (f" = ({P.matrix_product(r.matrix_form, m.poly, m.names)})"
+                    f"_{{{P.index_list(r.terms[0].output.indices)}}}")
+        lines.append((r"\Rightarrow\quad " if k == 0 else "") + f"{m.ix(r.terms[0].output)} &= {rhs}"
+                     + (r" && \text{rename}" if k == 0 else ""))
+    # The first term of the chain-rule line reads dL/dW_{j'k'} with the
+    # operand's own letters; dW_{j'k'} in the steps is the same element.
+    del w
+    return lines
+
+
+def _flops_story(e: Einsum, extents: Mapping[str, sympy.Expr], flops: sympy.Expr,
+                 poly: P.PolyPrinter, unit: str) -> str:
+    """How a forward op's count arises, from the pairwise step the cost model took."""
+    steps = _steps(e, contraction_path(e, extents, "declared"))
+    if len(steps) != 1 or len(e.operands) != 2:
+        return poly(flops)
+    span, summed = steps[0]
+    out = [i for i in dict.fromkeys(e.output.indices) if i in span]
+    inner = [i for i in sorted(span) if i not in out]
+
+    def size(idx: Sequence[str]) -> str:
+        return poly(sympy.Mul(*(extents[i] for i in idx)))
+
+    if summed and inner:
+        factor = "2" if unit == "FLOPs" else "1"
+        return (rf"{factor} \times \underbrace{{{size(out)}}}_{{\text{{outputs}}}} \times "
+                rf"\underbrace{{{size(inner)}}}_{{\text{{terms each}}}} = {poly(flops)}")
+    return rf"\underbrace{{{size(out)}}}_{{\text{{products}}}} = {poly(flops)}"
+
+
+def _group(value: int) -> str:
+    return f"{value:,}".replace(",", "{,}")
+
+
+def _sci(value: int | float) -> str:
+    """``2.815 \\times 10^{14}``: four significant digits, for tables of numbers."""
+    if value == 0:
+        return "0"
+    if abs(value) < 100_000:
+        return _group(value) if isinstance(value, int) else f"{value:.4g}"
+    mantissa, exp = f"{float(value):.3e}".split("e")
+    return rf"{float(mantissa):.4g} \times 10^{{{int(exp)}}}"
+
+
+def _numbers(c: Costs, configs: Sequence[Mapping[str, sympy.Expr]], esc: Any) -> dict[str, Any] | None:
+    if not configs:
+        return None
+    mem = c.memory()
+    rows = [
+        (f"forward ({c.unit})", c.flops_forward),
+        (f"backward ({c.unit})", c.flops_backward),
+        (f"training ({c.unit})", c.flops_total),
+        ("parameters (elements)", c.params),
+        ("saved activations (elements)", c.activations),
+        ("fixed memory (bytes)", mem["fixed_bytes"]),
+        ("activation memory (bytes)", mem["activation_bytes"]),
+        ("training memory (bytes)", mem["total_bytes"]),
+    ]
+    return {
+        "heads": [r",\ ".join(f"{P.symbol_name(k)} = {_group(int(v))}" for k, v in cfg.items())
+                  for cfg in configs],
+        "rows": [{"label": esc(label), "cells": [_sci(number(expr, cfg)) for cfg in configs]}
+                 for label, expr in rows],
+    }
+
+
+def _memory_rows(c: Costs, tensors: Sequence[Tensor], m: _Math, esc: Any,
+                 scales_batch: str) -> list[Row]:
+    """The seed's memory table: item, elements, bytes per element, bytes, scaling."""
+    prec, mem, poly = c.precision, c.memory(), m.poly
+    params = [t.name for t in tensors]
+    trainable = [t.name for t in tensors if t.requires_grad]
+
+    def row(item: str, elements: sympy.Expr, width: int, nbytes: sympy.Expr, scales: str) -> Row:
+        return {"cells": [item, f"${poly(elements)}$", f"{width} ({dtype_name(width)})",
+                          f"${poly(nbytes)}$", scales]}
+
+    rows = [row(esc("Parameters") + f" ${m.ts(params)}$", c.params, prec.params,
+                mem["params_bytes"], esc("model"))]
+    if c.trainable != 0:
+        rows.append(row(esc("Gradients") + f" ${m.ts(['d' + n for n in trainable])}$",
+                        c.trainable, prec.grads, mem["grads_bytes"], esc("model")))
+        for state in prec.state_names:
+            rows.append(row(esc(state), c.trainable, prec.optimizer,
+                            c.trainable * prec.optimizer, esc("model")))
+        if prec.master:
+            rows.append(row(esc("Master weights"), c.trainable, prec.master,
+                            mem["master_bytes"], esc("model")))
+    if c.saved:
+        rows.append(row(esc("Activations") + f" ${m.ts([s.name for s in c.saved])}$",
+                        c.activations, prec.activations, mem["activation_bytes"], scales_batch))
+    return rows
+
+
+def sheet_context(derivation: Derivation, costs: Costs, fmt: str,
+                  configs: Sequence[Mapping[str, sympy.Expr]] = ()) -> SheetContext:
+    """Everything the sheet shows, computed by the engine, escaped for ``fmt``."""
+    esc, code = ESCAPES[fmt], CODE_ESCAPES[fmt]
+    layer = derivation.layer
+    poly = P.PolyPrinter(tuple(d.name for d in layer.dims))
+    m = _Math(poly, frozenset(t.name for t in layer.tensors))
+    tensors = layer.tensor_map
+    unit = costs.unit
+
+    def per_param(expr: sympy.Expr) -> str | None:
+        q = costs.per_param(expr) if costs.params != 0 else None
+        return poly.times_params(q) if q is not None else None
+
+    forward = [{
+        "statement": code(op.einsum.statement()),
+        "index": m.index_form(op.einsum),
+        "matrix": m.matrix(matrix_form(op.einsum)),
+        "flops": poly(c.flops),
+        "story": _flops_story(op.einsum, op.dims(), c.flops, poly, unit),
+    } for op, c in zip(layer.ops, costs.forward)]
+
+    generic: list[dict[str, Any]] = []
+    patterns: dict[str, list[Contraction]] = {}
+    for op in layer.ops:
+        patterns.setdefault(_generic(op).einsum.statement(), []).append(op)
+    for users in patterns.values():
+        g = _generic(users[0])
+        gm = _Math(poly, frozenset(f.tensor for f in (g.einsum.output, *g.einsum.operands)))
+        by_wrt = {wrt: contraction_rules(g, 0, wrt) for wrt in g.inputs}
+        generic.append({
+            "op": gm.index_form(g.einsum),
+            "matrix": gm.matrix(matrix_form(g.einsum)),
+            "output": gm.t("Y"),
+            "gradient": gm.t("dY"),
+            "applies_to": m.ts([o.output for o in users]),
+            "rules": [{"wrt": gm.t(wrt), "lines": _derivation_lines(rules, gm)}
+                      for wrt, rules in by_wrt.items()],
+            "boxed": [gm.matrix(r.matrix_form) for rules in by_wrt.values() for r in rules
+                      if r.matrix_form is not None],
+        })
+
+    backward = [{
+        "grad": m.t(r.grad),
+        "index": m.ix(r.terms[0].output) + " = " + " + ".join(m.einsum_rhs(t) for t in r.terms),
+        "matrix": m.matrix(r.matrix_form),
+        "flops": poly(c.flops),
+        "op": m.t(layer.ops[r.op].output),
+    } for r, c in zip(derivation.rules, costs.backward)]
+
+    # The gradient chain through activations and inputs: dY -> dH -> dX.
+    flow = ["d" + n for n in layer.outputs]
+    for r in derivation.rules:
+        if not tensors[r.wrt].is_param and r.grad not in flow:
+            flow.append(r.grad)
+    chain = r" \;\longrightarrow\; ".join(m.t(n) for n in flow) if len(flow) > 1 else None
+
+    param_dims = set().union(*(t.elements.free_symbols for t in layer.params))
+    batch = sorted(costs.activations.free_symbols - param_dims, key=poly._rank)
+    batch_dims = ", ".join(P.symbol_name(str(s)) for s in batch)
+    scales_batch = esc("batch") + (f" (${batch_dims}$)" if batch_dims else "")
+    mem = costs.memory()
+    ew = sympy.expand(costs.elementwise_forward + costs.elementwise_backward)
+    params = layer.params
+    p_line = None
+    if params:
+        p_line = "P = " + " + ".join(poly(t.elements) for t in params)
+        if len(params) > 1:
+            p_line += f" = {poly(costs.params)}"
+
+    return SheetContext(
+        fmt=fmt,
+        name=esc(layer.name),
+        title=esc(layer.title),
+        source=code(os.path.basename(layer.source)),
+        unit=esc(unit),
+        unit_note=esc("one multiply-add = 2 FLOPs" if unit == "FLOPs"
+                      else "one multiply-accumulate = 1 MAC"),
+        order_note=esc("Operands are contracted pairwise in the order written; backward rules "
+                       "in the cheapest order at equal dimension sizes."),
+        dims=[{"name": P.symbol_name(d.name), "description": esc(d.description)}
+              for d in layer.dims],
+        tensors=[{"name": m.t(t.name),
+                  "role": esc({"activation": "computed"}.get(t.role, t.role)
+                              + ("" if t.requires_grad or t.role in ("activation", "frozen")
+                                 else ", no gradient")),
+                  "shape": P.shape(t.shape, poly), "description": esc(t.description)}
+                 for t in layer.tensors],
+        outputs=m.ts(layer.outputs),
+        output_grads=", ".join(rf"{m.t('d' + n)} = \partial L / \partial {m.t(n)}"
+                               for n in layer.outputs),
+        P=p_line,
+        forward=forward,
+        forward_sum=" + ".join(f["flops"] for f in forward),
+        forward_total=poly(costs.flops_forward),
+        forward_per_param=per_param(costs.flops_forward),
+        generic=generic,
+        backward=backward,
+        backward_sum=" + ".join(b["flops"] for b in backward) or "0",
+        backward_total=poly(costs.flops_backward),
+        backward_per_param=per_param(costs.flops_backward),
+        ratio=_ratio(costs.flops_forward, costs.flops_backward),
+        chain=chain,
+        saved=[{"name": m.t(s.name), "elements": poly(s.elements),
+                "rules": ", ".join(m.matrix(r.matrix_form) or m.index_form(r.terms[0])
+                                   for r in derivation.rules if s.name in r.reads)}
+               for s in costs.saved],
+        saved_names=m.ts([s.name for s in costs.saved]),
+        training_total=poly(costs.flops_total),
+        training_per_param=per_param(costs.flops_total),
+        elementwise=poly(ew) if ew != 0 else None,
+        memory_rows=_memory_rows(costs, layer.params, m, esc, scales_batch),
+        precision=esc(f"{costs.precision.name}: {costs.precision.description}"),
+        fixed_bytes=poly(mem["fixed_bytes"]),
+        activation_bytes=poly(mem["activation_bytes"]),
+        activation_elements=poly(costs.activations),
+        inference_peak=poly(costs.inference_peak),
+        batch_dims=batch_dims,
+        numbers=_numbers(costs, configs, esc),
+    )
+
+
+# ---------------------------------------------------------------- rendering --
+
+def environment(fmt: str, user_templates: str | None = None) -> jinja2.Environment:
+    """The Jinja environment for ``fmt``; a user's directory comes first."""
+    dirs = ([user_templates] if user_templates else []) + [template_dir()]
+    options: dict[str, Any] = {}
+    if fmt == "tex":
+        # LaTeX is full of braces and percent signs; give Jinja its own marks.
+        options = dict(block_start_string="((*", block_end_string="*))",
+                       variable_start_string="(((", variable_end_string=")))",
+                       comment_start_string="((=", comment_end_string="=))",
+                       line_comment_prefix="%%")
+    return jinja2.Environment(loader=jinja2.FileSystemLoader(dirs), undefined=jinja2.StrictUndefined,
+                              autoescape=False, keep_trailing_newline=True, trim_blocks=True,
+                              lstrip_blocks=True, **options)
+
+
+def render(derivation: Derivation, costs: Costs, fmt: str,
+           configs: Sequence[Mapping[str, sympy.Expr]] = (), user_templates: str | None = None) -> str:
+    """The sheet as a string in ``fmt`` ('md' or 'tex')."""
+    if fmt not in FORMATS:
+        raise ValueError(f"format must be one of {FORMATS}")
+    env = environment(fmt, user_templates)
+    context = sheet_context(derivation, costs, fmt, configs)
+    return env.get_template(TEMPLATE_NAMES[fmt]).render(**context)

@@ -1,0 +1,1 @@
+"""Shipped Jinja templates for derivation sheets (installed as symflops.templates)."""

@@ -1,0 +1,178 @@
+"""Derivation sheets: the FFN sheet against the seed, escaping, templates, PDFs.
+
+The expected formulas are the seed cheatsheet's (../shared/seeds/000), written
+here by hand in the LaTeX the sheet uses.
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import symflops
+from symflops.build import build, compile_pdf
+from symflops.cost import costs
+from symflops.render import escape_md, escape_tex, render
+
+ROOT = Path(__file__).resolve().parent.parent
+DERIVATIONS = sorted((ROOT / "derivations").glob("*.yaml"))
+NEEDS_PDF = os.environ.get("CI") == "true"  # CI installs TeX Live; there the PDF check must run
+
+
+def run_cli(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "symflops", *map(str, args)],
+                          capture_output=True, text=True, cwd=cwd)
+
+
+def sheet(fmt, path=ROOT / "derivations" / "ffn.yaml", configs=()):
+    d = symflops.derive(symflops.load(path))
+    return render(d, costs(d), fmt, configs)
+
+
+# What the seed derives for the feed-forward block, as it must appear on the sheet.
+FFN_FORMULAS = [
+    r"H_{bf} = \sum_{d} X_{bd}\, (W_{\text{in}})_{df}",           # forward, index form
+    r"H = X\, W_{\text{in}}",                                      # forward, matrix form
+    r"Y = H\, W_{\text{out}}",
+    r"2BDF + 2BDF = 4BDF = 2 \cdot P \cdot B",                     # forward total = 2BP
+    r"P = DF + DF = 2DF",
+    r"\boxed{dW = X^\top\, dY}",                                   # the generic rules, derived
+    r"\boxed{dX = dY\, W^\top}",
+    r"\delta_{jj'}",                                               # from Kronecker deltas
+    r"dW_{\text{out}} = H^\top\, dY",                              # the four backward products
+    r"dH = dY\, W_{\text{out}}^\top",
+    r"dW_{\text{in}} = X^\top\, dH",
+    r"dX = dH\, W_{\text{in}}^\top",
+    r"2BDF + 2BDF + 2BDF + 2BDF = 8BDF = 4 \cdot P \cdot B",       # backward = 2x forward
+    r"12BDF = 6 \cdot P \cdot B",                                  # training
+    r"dY \;\longrightarrow\; dH \;\longrightarrow\; dX",           # the chain
+    "1 : 2",                                                       # forward : backward
+]
+
+
+@pytest.mark.parametrize("fmt", ["md", "tex"])
+def test_ffn_sheet_has_the_seed_derivation(fmt):
+    text = sheet(fmt)
+    for formula in FFN_FORMULAS:
+        assert formula in text, formula
+
+
+def test_ffn_memory_table_follows_the_seed_policy():
+    text = sheet("md")
+    # Seed 000, section 5: params 2DF at 2 bytes (bf16), grads 2DF, Adam m and v 2DF at 4 (fp32),
+    # activations X, H: B(D + F) at 2 bytes, scaling with the batch.
+    assert r"| Parameters $W_{\text{in}}, W_{\text{out}}$ | $2DF$ | 2 (bf16) | $4DF$ | model |" in text
+    assert r"| Adam m | $2DF$ | 4 (fp32) | $8DF$ | model |" in text
+    assert r"| Adam v | $2DF$ | 4 (fp32) | $8DF$ | model |" in text
+    assert r"| Activations $X, H$ | $B(D + F)$ | 2 (bf16) | $2B(D + F)$ | batch ($B$) |" in text
+    assert r"$24DF$ bytes fixed" in text and r"$2B(D + F)$ bytes of activations" in text
+
+
+def test_numbers_table_at_the_toy_layer_sizes():
+    import sympy
+
+    text = sheet("md", configs=[{"B": sympy.Integer(10), "D": sympy.Integer(4), "F": sympy.Integer(3)}])
+    # 2 products of 2*10*4*3 = 240 forward; 4 backward; 12 * 10 * 4 * 3 = 1440 in all.
+    assert "| forward (FLOPs) | $480$ |" in text
+    assert "| training (FLOPs) | $1{,}440$ |" in text
+
+
+@pytest.mark.parametrize("path", DERIVATIONS, ids=[p.stem for p in DERIVATIONS])
+@pytest.mark.parametrize("fmt", ["md", "tex"])
+def test_committed_sheets_are_fresh(path, fmt):
+    built = ROOT / "build" / f"{path.stem}.{fmt}"
+    assert built.exists(), f"{built} missing: run `symflops build`"
+    assert built.read_text() == sheet(fmt, path), f"{built} is stale: run `symflops build`"
+
+
+HOSTILE_TITLES = [r"\input{/etc/passwd}", "$x$_%&#", r"}\end{document}", "<script>x</script> *a* `b`"]
+
+
+def hostile_layer(title, tmp_path):
+    path = tmp_path / "evil.yaml"
+    text = (ROOT / "derivations" / "ffn.yaml").read_text()
+    quoted = title.replace("'", "''")
+    path.write_text(text.replace("title: Transformer feed-forward block", f"title: '{quoted}'")
+                    .replace("B: tokens in the batch", f"B: '{quoted}'"))
+    return path
+
+
+@pytest.mark.parametrize("title", HOSTILE_TITLES)
+def test_user_text_is_escaped(title, tmp_path):
+    path = hostile_layer(title, tmp_path)
+    md, tex = sheet("md", path), sheet("tex", path)
+    assert escape_md(title) in md and title not in md.replace(escape_md(title), "")
+    assert escape_tex(title) in tex
+    assert r"\input{/etc/passwd}" not in tex
+
+
+@pytest.mark.skipif(not shutil.which("pdflatex") and not NEEDS_PDF, reason="pdflatex not installed")
+@pytest.mark.parametrize("title", HOSTILE_TITLES[:3])
+def test_hostile_title_prints_literally_in_the_pdf(title, tmp_path):
+    pdf = compile_pdf(sheet("tex", hostile_layer(title, tmp_path)), "evil")
+    (tmp_path / "evil.pdf").write_bytes(pdf)
+    if shutil.which("pdftotext"):
+        text = subprocess.run(["pdftotext", str(tmp_path / "evil.pdf"), "-"],
+                              capture_output=True, text=True).stdout
+        assert title.replace(" ", "") in text.replace(" ", "").replace("\n", "")
+
+
+@pytest.mark.skipif(not shutil.which("pdflatex") and not NEEDS_PDF, reason="pdflatex not installed")
+@pytest.mark.parametrize("path", DERIVATIONS, ids=[p.stem for p in DERIVATIONS])
+def test_every_shipped_sheet_compiles_to_pdf(path):
+    pdf = compile_pdf(sheet("tex", path), path.stem)
+    assert pdf.startswith(b"%PDF")
+
+
+def test_missing_template_variable_fails_loudly(tmp_path):
+    (tmp_path / "sheet.md.j2").write_text("# {{ title }}\n{{ no_such_variable }}\n")
+    result = run_cli("render", ROOT / "derivations" / "ffn.yaml", "--templates", tmp_path)
+    assert result.returncode == 2
+    assert "no_such_variable" in result.stderr and "undefined" in result.stderr
+    assert "Traceback" not in result.stderr and result.stdout == ""
+
+
+def test_user_template_directory_overrides_by_name(tmp_path):
+    (tmp_path / "sheet.md.j2").write_text(
+        "{% extends 'base.md.j2' %}{% block body %}Training: ${{ training_total }}$ (mine){% endblock %}")
+    result = run_cli("render", ROOT / "derivations" / "ffn.yaml", "--templates", tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "Training: $12BDF$ (mine)" in result.stdout
+    assert "# Transformer feed-forward block" in result.stdout  # the shipped base still applies
+
+
+def test_build_keeps_old_files_of_a_failing_declaration(tmp_path):
+    src, out = tmp_path / "src", tmp_path / "out"
+    src.mkdir()
+    shutil.copy(ROOT / "derivations" / "ffn.yaml", src / "ffn.yaml")
+    shutil.copy(ROOT / "derivations" / "ffn.yaml", src / "other.yaml")
+    assert run_cli("build", "--src", src, "--out", out, "--no-pdf").returncode == 0
+    before = (out / "other.md").read_text()
+    (src / "other.yaml").write_text("dims: {B: b}\ntensors: {}\nops:\n  - Y[b] = Z[b]\n")
+    (out / "ffn.md").write_text("old")
+    result = run_cli("build", "--src", src, "--out", out, "--no-pdf")
+    assert result.returncode == 2
+    assert "other.yaml:4:12: error: unknown tensor 'Z'" in result.stderr
+    assert (out / "other.md").read_text() == before      # untouched
+    assert (out / "ffn.md").read_text() != "old"          # the good one was rebuilt
+    assert not [p for p in out.iterdir() if p.name.startswith(".tmp-")]
+
+
+def test_render_to_file_is_atomic_and_reports(tmp_path):
+    target = tmp_path / "ffn.tex"
+    result = run_cli("render", ROOT / "derivations" / "ffn.yaml", "--format", "tex", "-o", target)
+    assert result.returncode == 0 and f"wrote {target}" in result.stdout
+    assert target.read_text().startswith("\\documentclass")
+
+
+def test_at_naming_an_unknown_dim_is_an_error():
+    result = run_cli("render", ROOT / "derivations" / "ffn.yaml", "--at", "B=1,D=2,Q=3")
+    assert result.returncode == 2 and "has no dimension 'Q'" in result.stderr
+
+
+def test_notebook_display_is_the_sheet():
+    d = symflops.derive(symflops.load(ROOT / "derivations" / "ffn.yaml"))
+    assert d._repr_markdown_().startswith("# Transformer feed-forward block")
