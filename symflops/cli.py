@@ -15,6 +15,9 @@ import traceback
 from typing import Sequence
 
 from . import __version__
+from . import check as check_command
+from . import grads as grads_command
+from . import verify as verify_command
 from .cost import UNITS, costs
 from .derive import derive
 from .errors import SymflopsError
@@ -42,8 +45,12 @@ examples:
   symflops derive derivations/ffn.yaml
   symflops derive derivations/ffn.yaml --json
   symflops eval derivations/ffn.yaml B=1048576 D=4096 F=16384
+  symflops check derivations/ffn.yaml 'flops.total == 6*params*B' --at B=1048576,D=4096,F=16384
+  symflops verify derivations/ffn.yaml
+  symflops grads derivations/ffn.yaml --inputs in.npz --out grads.npz
 
-exit status: 0 ok, 2 bad input (or a declaration that failed to build), 70 internal error.
+exit status: 0 ok, 1 a claim or verification failed, 2 bad input (or a declaration
+that failed to build), 70 internal error.
 """
 
 
@@ -94,6 +101,20 @@ def build_parser() -> argparse.ArgumentParser:
                      help="require PDFs (fail when pdflatex is missing)")
     pdf.add_argument("--no-pdf", dest="pdf", action="store_false", help="skip the PDF step")
     _sheet_options(b)
+    c = sub.add_parser("check", help="decide claims about FLOPs, params and memory",
+                       description="Decide each claim (an equation or inequality over the dims "
+                                   "and derived quantities) for all dim values; exit 1 when any "
+                                   "does not hold or is undetermined.")
+    check_command.add_arguments(c)
+    v = sub.add_parser("verify", help="check the derived rules numerically and against PyTorch",
+                       description="Check every derived backward rule against finite differences "
+                                   "and, where PyTorch is installed, torch.autograd; compare FLOPs "
+                                   "with FlopCounterMode and saved tensors with autograd's.")
+    verify_command.add_arguments(v)
+    g = sub.add_parser("grads", help="evaluate the derived gradients on arrays from an .npz",
+                       description="Run the forward pass and the derived backward rules on the "
+                                   "given arrays and write every gradient to an .npz, atomically.")
+    grads_command.add_arguments(g)
     return parser
 
 
@@ -144,6 +165,9 @@ def run(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command in ("build", "render"):
         return _run_sheet(args)
+    commands = {"check": check_command, "verify": verify_command, "grads": grads_command}
+    if args.command in commands:
+        return commands[args.command].run(args)
     layer, s = _derive_structure(args)
     if args.command == "derive":
         out = json.dumps(to_json_ready(s), indent=2) + "\n" if args.json else text_report(s)

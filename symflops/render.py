@@ -215,6 +215,8 @@ def _derivation_lines(rules: Sequence[Rule], m: _Math) -> list[str]:
     upstream = steps["contribution"].terms[0].factors[0]      # dY[o]
     y = Factor(upstream.tensor[1:], upstream.indices)           # Y[o]
     w = Factor(rules[0].wrt, steps["differentiate"].lhs.indices)  # W[j',k']
+    occurrence = next(f for f in steps["contribution"].terms[0].factors[1:]
+                      if f.tensor == rules[0].wrt)                  # W[j,k] as the op reads it
     over = ",".join(P.index_list([i]) for i in upstream.indices)
     chain = (rf"\frac{{\partial L}}{{\partial {m.ix(w)}}} &= "
              + (rf"\sum_{{{over}}} " if over else "")
@@ -225,7 +227,8 @@ def _derivation_lines(rules: Sequence[Rule], m: _Math) -> list[str]:
     lines = [
         chain + r" && \text{chain rule}",
         "&= " + m.terms(steps["differentiate"].terms)
-        + rf" && \text{{differentiate: }}\partial {m.ix(w)}\text{{ gives }}" + (deltas or "1"),
+        + rf" && \text{{differentiate: }}\partial {m.ix(occurrence)}/\partial {m.ix(w)} = "
+        + (deltas or "1"),
         "&= " + m.terms(steps["contract"].terms) + r" && \text{contract the deltas}",
     ]
     for k, r in enumerate(rules):

@@ -21,7 +21,7 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
-def _table(rows: list[tuple[str, ...]], indent: str = "  ") -> list[str]:
+def table(rows: list[tuple[str, ...]], indent: str = "  ") -> list[str]:
     """Left-aligned columns, two spaces apart."""
     widths = [max(len(r[k]) for r in rows) for k in range(len(rows[0]))] if rows else []
     return [indent + "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
@@ -36,9 +36,9 @@ def text_report(s: dict[str, Any], at: dict[str, Any] | None = None) -> str:
     else:
         lines.append("dims: " + ", ".join(f"{k} ({v})" if v else k for k, v in s["dims"].items()))
     lines += [f"convention: {s['conventions']}", "", f"forward ({unit})"]
-    lines += _table([(f["op"], f["matrix_form"] or "", _fmt(f["flops"])) for f in s["forward"]])
+    lines += table([(f["op"], f["matrix_form"] or "", _fmt(f["flops"])) for f in s["forward"]])
     lines += ["", f"backward, in the order computed ({unit})"]
-    lines += _table([(b["rule"], b["matrix_form"] or "", _fmt(b["flops"]))
+    lines += table([(b["rule"], b["matrix_form"] or "", _fmt(b["flops"]))
                      for b in s["backward"]] or [("(no gradient is needed)",)])
     fl, pp = s["flops"], s["flops_per_param"]
     lines += ["", f"totals ({unit}, contractions only)"]
@@ -47,17 +47,17 @@ def text_report(s: dict[str, Any], at: dict[str, Any] | None = None) -> str:
         extra = f"= {_fmt(pp[key])} * params" if pp and not at else ""
         rows.append((key, _fmt(fl[key]), extra))
     rows.append(("elementwise (apart)", _fmt(s["flops_elementwise"]["total"]), ""))
-    lines += _table(rows)
+    lines += table(rows)
     m = s["memory"]
     saved = ", ".join(f"{d['tensor']} (read by {', '.join(d['needed_by'])})" for d in s["saved_detail"])
     lines += ["", "memory (elements)"]
-    lines += _table([("params", _fmt(s["params"])), ("trainable params", _fmt(s["trainable_params"])),
+    lines += table([("params", _fmt(s["params"])), ("trainable params", _fmt(s["trainable_params"])),
                      ("saved for backward", saved or "nothing"),
                      ("activations (training)", _fmt(m["activations"])),
                      ("live at peak (inference)", _fmt(m["inference_peak"]))])
     p = s["precision"]
     lines += ["", f"memory (bytes, precision '{p['name']}': {p['description']})"]
-    lines += _table([("params", _fmt(m["params_bytes"])), ("grads", _fmt(m["grads_bytes"])),
+    lines += table([("params", _fmt(m["params_bytes"])), ("grads", _fmt(m["grads_bytes"])),
                      ("optimizer state", _fmt(m["optimizer_bytes"])),
                      ("master weights", _fmt(m["master_bytes"])),
                      ("fixed (model)", _fmt(m["fixed_bytes"])),

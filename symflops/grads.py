@@ -1,0 +1,245 @@
+"""``symflops grads``: run the declared forward pass and the derived backward
+rules on given arrays, and write every derived gradient.
+
+Input (one ``.npz``): every input and parameter of the layer by its declared
+name, and optionally the upstream gradient of each layer output, named ``d`` +
+the output's name (``dY``).  An absent upstream gradient is all ones: the
+gradient of the sum of that output.  Any other name is refused, so that a
+misspelt ``dy`` cannot silently become ones.
+
+Conventions and invariants:
+
+* dims are inferred from shapes: an axis declared as a plain dim (``B``)
+  binds it; every other axis (``P + K - 1``) and every later use of a dim must
+  then agree.  Missing arrays, wrong ranks and conflicting sizes are
+  SymflopsErrors naming the tensor and its expected shape.
+* arithmetic is float64 whatever the input dtype (complex and non-numeric
+  arrays are refused); gradients are written in float64.
+* the output holds one array per derived gradient (``d`` + tensor name),
+  intermediates such as ``dH`` included, contributions of several ops summed;
+  frozen parameters and inputs that need no gradient have none.
+* the output file is written atomically: a temporary file in the same
+  directory, flushed to disk, then ``os.replace``; a failed run leaves no
+  partial file and an existing file untouched.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import os
+import sys
+import secrets
+import zipfile
+from dataclasses import dataclass
+from typing import Mapping
+
+import numpy as np
+import sympy
+
+from .derive import Derivation, derive, grad_name
+from .errors import SymflopsError
+from .ir import Layer, Tensor
+from .numeric import backward, forward
+from .spec import load
+
+
+def _shape_text(tensor: Tensor) -> str:
+    return "[" + ", ".join(sympy.sstr(s) for s in tensor.shape) + "]"
+
+
+def load_arrays(path: str) -> dict[str, np.ndarray]:
+    """Every array of an ``.npz`` file, by name (pickled objects refused)."""
+    try:
+        data = np.load(path, allow_pickle=False)
+        if not hasattr(data, "files"):  # a lone .npy array, not an archive
+            raise SymflopsError(f"{path}: is a single .npy array, not an .npz archive",
+                                hint="save the arrays with numpy.savez(path, X=..., W=...)")
+        with data:
+            return {name: data[name] for name in data.files}
+    except FileNotFoundError:
+        raise SymflopsError(f"{path}: no such file", hint="check the path of --inputs") from None
+    except SymflopsError:
+        raise
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
+        # NumPy tries pickle on anything that is not .npy/.npz; that says nothing useful.
+        if "pickle" not in str(exc):
+            detail = f"cannot read as .npz: {exc}"
+        elif zipfile.is_zipfile(path):
+            detail = "holds an object (pickled) array, which is never loaded"
+        else:
+            detail = "not a NumPy .npz archive"
+        raise SymflopsError(f"{path}: {detail}",
+                            hint="save the arrays with numpy.savez(path, X=..., W=...) "
+                                 "(object arrays are not accepted)") from None
+
+
+def _as_float(name: str, array: np.ndarray) -> np.ndarray:
+    if array.dtype.kind not in "biuf":
+        raise SymflopsError(f"array {name!r} has dtype {array.dtype}, not a real number type",
+                            hint="give real floating-point (or integer) arrays")
+    return np.asarray(array, dtype=np.float64)
+
+
+@dataclass(frozen=True)
+class Binding:
+    """Where a dim got its value: from ``axis`` of array ``tensor``."""
+
+    value: int
+    tensor: str
+    axis: int
+
+
+def _expected(layer_tensor: Tensor, array_name: str) -> str:
+    return f"{array_name} is declared with shape {_shape_text(layer_tensor)}"
+
+
+def infer_dims(layer: Layer, arrays: Mapping[str, np.ndarray]) -> dict[str, int]:
+    """Dim values read off the arrays' shapes; SymflopsError on a missing
+    leaf array, a wrong rank or a conflict.  Upstream gradients (``dY``) bind
+    and are checked like the tensors they belong to."""
+    tensors = layer.tensor_map
+    leaves = [t for t in layer.tensors if t.role != "activation"]
+    missing = [t for t in leaves if t.name not in arrays]
+    if missing:
+        t = missing[0]
+        others = f" (also missing: {', '.join(m.name for m in missing[1:])})" if missing[1:] else ""
+        raise SymflopsError(f"no array for {t.role} {t.name!r}, shape {_shape_text(t)}{others}",
+                            hint=f"add {t.name} to the .npz, e.g. numpy.savez(path, "
+                                 f"{', '.join(f'{m.name}=...' for m in missing)}, ...)")
+    # Which declared tensor each given array stands for.
+    checked = [(t.name, t) for t in leaves]
+    checked += [(grad_name(o), tensors[o]) for o in layer.outputs if grad_name(o) in arrays]
+    bound: dict[str, Binding] = {}
+    for array_name, tensor in checked:
+        shape = arrays[array_name].shape
+        if len(shape) != len(tensor.shape):
+            raise SymflopsError(
+                f"array {array_name!r} has {len(shape)} axes {tuple(shape)} but "
+                f"{_expected(tensor, array_name)}",
+                hint=f"give {array_name} one axis per declared dim")
+        for axis, (extent, size) in enumerate(zip(tensor.shape, shape)):
+            if size < 1:  # dims are positive integers
+                raise SymflopsError(f"array {array_name!r} has an empty axis {axis}; "
+                                    f"{_expected(tensor, array_name)}",
+                                    hint="every axis needs at least one element")
+            if not isinstance(extent, sympy.Symbol):
+                continue
+            name = str(extent)
+            if name in bound and bound[name].value != size:
+                first = bound[name]
+                raise SymflopsError(
+                    f"array {array_name!r} has size {size} on axis {axis} ({name}), but "
+                    f"{first.tensor!r} gave {name}={first.value} (axis {first.axis}); "
+                    f"{_expected(tensor, array_name)}",
+                    hint=f"make every axis of size {name} agree")
+            bound.setdefault(name, Binding(int(size), array_name, axis))
+    unbound = [d.name for d in layer.dims if d.name not in bound]
+    if unbound:
+        raise SymflopsError(
+            f"cannot infer dim(s) {', '.join(unbound)}: no given array has an axis declared "
+            f"as exactly that dim", hint="declare some tensor's axis as the plain dim")
+    dims = {d.name: bound[d.name].value for d in layer.dims}
+    # Axes declared as expressions of dims are checked, not solved.
+    for array_name, tensor in checked:
+        want = _sizes(tensor, dims)
+        given = arrays[array_name].shape
+        for axis, (extent, size, expected) in enumerate(zip(tensor.shape, given, want)):
+            if expected != size:
+                raise SymflopsError(
+                    f"array {array_name!r} has size {size} on axis {axis}, expected "
+                    f"{sympy.sstr(extent)} = {expected} with "
+                    + ", ".join(f"{k}={v}" for k, v in dims.items())
+                    + f"; {_expected(tensor, array_name)}",
+                    hint=f"give {array_name} the shape {want}")
+    return {d.name: dims[d.name] for d in layer.dims}
+
+
+def _sizes(tensor: Tensor, dims: Mapping[str, int]) -> tuple[int, ...]:
+    return tuple(int(e.subs({s: dims[str(s)] for s in e.free_symbols})) for e in tensor.shape)
+
+
+def _check_names(layer: Layer, arrays: Mapping[str, np.ndarray]) -> None:
+    allowed = [t.name for t in layer.tensors if t.role != "activation"]
+    allowed += [grad_name(o) for o in layer.outputs]
+    extra = [name for name in arrays if name not in allowed]
+    if extra:
+        name = extra[0]
+        what = ("is an activation the forward pass computes"
+                if name in layer.tensor_map else "is not a tensor of the layer")
+        near = ([a for a in allowed if a.lower() == name.lower()]
+                or difflib.get_close_matches(name, allowed, n=1))
+        guess = f"did you mean {near[0]!r}? " if near else ""
+        raise SymflopsError(f"array {name!r} in the inputs {what}",
+                            hint=f"{guess}give only {', '.join(allowed)} "
+                                 "(the d-names are upstream gradients, optional)")
+
+
+def compute(derivation: Derivation, arrays: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Every derived gradient, in float64, for the given leaves and upstream
+    gradients (missing upstream gradients are ones)."""
+    layer = derivation.layer
+    _check_names(layer, arrays)
+    values = {name: _as_float(name, a) for name, a in arrays.items()}
+    dims = infer_dims(layer, values)
+    leaves = {t.name: values[t.name] for t in layer.tensors if t.role != "activation"}
+    activations = forward(layer, leaves, dims)
+    upstream = {grad_name(o): values.get(grad_name(o), np.ones_like(activations[o]))
+                for o in layer.outputs}
+    grads = backward(derivation, activations, upstream, dims)
+    return {name: np.asarray(g, dtype=np.float64) for name, g in grads.items()}
+
+
+def write_npz(path: str, arrays: Mapping[str, np.ndarray]) -> None:
+    """Write ``arrays`` to ``path`` atomically (same-directory temp file, then
+    os.replace), so readers see the old file or the whole new one."""
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise SymflopsError(f"{path}: directory {directory} does not exist",
+                            hint="create the directory first or choose another --out")
+    # Not mkstemp: its 0600 mode would survive the rename; 0666 & ~umask is
+    # what a plain open() would have given the output.
+    tmp = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    except OSError as exc:
+        raise SymflopsError(f"{path}: cannot write: {exc.strerror or exc}",
+                            hint="choose a writable --out path") from None
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            np.savez(fh, **arrays)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException as exc:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        if isinstance(exc, OSError):
+            raise SymflopsError(f"{path}: cannot write: {exc.strerror or exc}",
+                                hint="choose a writable --out path") from None
+        raise
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("file", help="a layer declaration (YAML), e.g. derivations/ffn.yaml")
+    parser.add_argument("--inputs", required=True, metavar="IN.npz",
+                        help="every input and parameter by name, and optionally the upstream "
+                             "gradient of each output as d<output> (default: ones)")
+    parser.add_argument("--out", required=True, metavar="OUT.npz",
+                        help="where to write every derived gradient (d<tensor>), atomically")
+
+
+def run(args: argparse.Namespace) -> int:
+    layer = load(args.file)
+    derivation = derive(layer)
+    grads = compute(derivation, load_arrays(args.inputs))
+    write_npz(args.out, grads)
+    rows = [(name, "x".join(map(str, g.shape)) or "scalar") for name, g in grads.items()]
+    width = max((len(n) for n, _ in rows), default=0)
+    lines = [f"wrote {len(grads)} gradient{'s' if len(grads) != 1 else ''} of {layer.name} "
+             f"to {args.out} (float64)"]
+    lines += [f"  {n.ljust(width)}  {shape}" for n, shape in rows]
+    sys.stdout.write("\n".join(lines) + "\n")
+    return 0

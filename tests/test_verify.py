@@ -1,0 +1,198 @@
+"""``symflops verify``: derived rules against finite differences and PyTorch.
+
+The FFN's hand counts: every forward op and every backward rule is one
+``2*B*D*F`` matrix product; the rules read X and H (the seed's saved
+activations).
+"""
+
+import argparse
+import dataclasses
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import sympy
+
+import symflops
+from symflops import verify
+from symflops.errors import SymflopsError
+from symflops.ir import Einsum, Factor
+
+ROOT = Path(__file__).resolve().parent.parent
+FFN = str(ROOT / "derivations" / "ffn.yaml")
+RULES = ["dW_out[f,e] = H[b,f] dY[b,e]", "dH[b,f] = dY[b,e] W_out[f,e]",
+         "dW_in[d,f] = X[b,d] dH[b,f]", "dX[b,d] = dH[b,f] W_in[d,f]"]
+
+
+def invoke(argv, capsys):
+    parser = argparse.ArgumentParser(prog="symflops verify")
+    verify.add_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        status = verify.run(args)
+    except SymflopsError as exc:
+        print(f"symflops: {exc}", file=sys.stderr)
+        status = 2
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def ffn_derivation():
+    return symflops.derive(symflops.load(FFN))
+
+
+def with_rule(derivation, k, **changes):
+    """The derivation with rule ``k``'s single term changed."""
+    rule = derivation.rules[k]
+    bad = dataclasses.replace(rule, terms=(dataclasses.replace(rule.terms[0], **changes),))
+    return dataclasses.replace(derivation, rules=derivation.rules[:k] + (bad,) + derivation.rules[k + 1:])
+
+
+def test_ffn_passes_and_lists_every_rule_with_its_error(capsys):
+    status, out, _ = invoke([FFN, "--no-torch"], capsys)
+    assert status == 0
+    for rule in RULES:
+        line = next(l for l in out.splitlines() if rule in l)
+        assert line.split()[0] == "pass"
+        assert "e-" in line  # the max error, e.g. 2.9e-10
+    assert "result: pass" in out
+
+
+def test_ffn_json(capsys):
+    status, out, _ = invoke([FFN, "--json", "--no-torch", "--seed", "3"], capsys)
+    report = json.loads(out)
+    assert status == 0 and report["passed"] is True and report["seed"] == 3
+    assert [r["statements"][0] for r in report["rules"]] == RULES
+    assert all(r["fd_error"] < 1e-6 for r in report["rules"])
+    assert sorted(g["grad"] for g in report["gradients"]) == ["dH", "dW_in", "dW_out", "dX"]
+    assert "finite differences only" in report["notes"][0]
+    small = report["small"]
+    assert len(set(small.values())) == 3  # distinct sizes: a transposed rule cannot pass
+
+
+def test_wrong_coefficient_fails_through_run(capsys, monkeypatch):
+    bad = with_rule(ffn_derivation(), 2, coefficient=sympy.Integer(2))  # dW_in doubled
+    monkeypatch.setattr(verify, "derive", lambda layer: bad)
+    status, out, _ = invoke([FFN, "--no-torch"], capsys)
+    assert status == 1
+    line = next(l for l in out.splitlines() if "dW_in[d,f] = 2 X[b,d] dH[b,f]" in l)
+    assert line.split()[0] == "FAIL"
+    assert "result: FAIL" in out
+
+
+def test_wrong_operand_is_reported_not_raised():
+    d = ffn_derivation()
+    rule = d.rules[1]  # dH = dY W_out^T; make it read W_out untransposed
+    bad = with_rule(d, 1, operands=(rule.terms[0].operands[0], Factor("W_out", ("e", "f"))))
+    report = verify.verify(bad, use_torch=False)
+    assert not report.passed
+    [failed] = [r for r in report.rules if not r.passed]
+    assert failed.grad == "dH" and "needs shape" in failed.problem
+    # dW_in and dX are computed from dH, so the chain fails for them too.
+    assert {g.grad for g in report.gradients if not g.passed} == {"dH", "dW_in", "dX"}
+
+
+def test_rule_with_swapped_output_axes_fails():
+    d = ffn_derivation()
+    report = verify.verify(with_rule(d, 3, output=Factor("dX", ("d", "b"))), use_torch=False)
+    [failed] = [r for r in report.rules if not r.passed]
+    assert failed.grad == "dX" and "shape" in failed.problem
+
+
+def test_without_torch_says_so(monkeypatch):
+    monkeypatch.setattr(verify, "load_torch", lambda: None)
+    report = verify.verify(ffn_derivation())
+    assert report.passed and report.torch_version is None
+    assert report.notes == ("PyTorch not installed: finite differences only",)
+    assert report.flops == () and report.saved is None
+    assert "PyTorch not installed: finite differences only" in verify.text_report(report)
+
+
+def test_bad_file_exits_2(capsys, tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("dims: {B: x}\ntensors: {}\nops: ['Y[b] = Z[b]']\n")
+    status, _, err = invoke([str(path)], capsys)
+    assert status == 2 and "unknown tensor 'Z'" in err
+
+
+@pytest.mark.parametrize("statement,plain", [
+    ("C[m,n] = A[m,k] W[k,n]", True),
+    ("C[b,m,n] = A[b,m,k] W[b,k,n]", True),
+    ("Z[i,j] = a[i] b[j]", False),          # no sum: mul
+    ("y[i] = A[i,j,k] B[i,j]", False),      # k on one operand: summed out first
+    ("t[] = A[i,i]", False),
+    ("Y[i,l] = A[i,j] B[j,k] C[k,l]", False),
+])
+def test_plain_contractions(statement, plain):
+    from symflops.statement import parse_statement
+
+    st = parse_statement(statement)
+    e = Einsum(Factor(st.lhs.name, st.lhs.indices),
+               tuple(Factor(r.name, r.indices) for r in st.factors))
+    assert verify.is_plain(e) is plain
+
+
+# ---------------------------------------------------------------- torch --
+
+def test_ffn_against_torch(capsys):
+    pytest.importorskip("torch")
+    status, out, _ = invoke([FFN, "--json"], capsys)
+    report = json.loads(out)
+    assert status == 0 and report["passed"]
+    assert all(r["torch_error"] < 1e-10 for r in report["rules"])
+    assert all(g["torch_error"] < 1e-10 for g in report["gradients"])
+    for f in report["flops"]:
+        dims = report[f["size"]]
+        product = 2 * dims["B"] * dims["D"] * dims["F"]
+        # By hand: each op is one product forward and two backward (dW and dX/dH).
+        per_op = {"forward": product, "backward": 2 * product}[f["direction"]]
+        expected = per_op if f["op"] is not None else 2 * per_op
+        assert f["derived"] == f["torch"] == expected, f
+    assert {f["size"] for f in report["flops"]} == {"small", "medium"}
+    assert all(8 <= v <= 64 for v in report["medium"].values())
+    assert report["saved"]["derived"] == report["saved"]["torch"] == ["X", "H"]
+    assert report["saved"]["notes"] == []
+
+
+def test_text_report_with_torch(capsys):
+    pytest.importorskip("torch")
+    status, out, _ = invoke([FFN], capsys)
+    assert status == 0
+    assert "FlopCounterMode" in out and "autograd: X, H" in out
+
+
+def test_uncounted_outer_product_is_a_note_not_a_failure():
+    pytest.importorskip("torch")
+    layer = symflops.declare("outer", dims={"I": "", "J": ""},
+                             tensors={"a": {"shape": ["I"], "role": "input"},
+                                      "b": {"shape": ["J"], "role": "param"}},
+                             ops=["Z[i,j] = a[i] b[j]"])
+    report = verify.verify(symflops.derive(layer))
+    assert report.passed
+    fwd = [f for f in report.flops if f.direction == "forward" and f.op == 1]
+    assert all(f.status == "not counted" and f.torch == 0 and "mul" in f.note for f in fwd)
+
+
+def test_wrong_flop_count_on_a_plain_contraction_fails():
+    pytest.importorskip("torch")
+    d = ffn_derivation()
+    c = symflops.costs(d)
+    wrong = dataclasses.replace(c, forward=(dataclasses.replace(c.forward[0], flops=c.forward[0].flops * 3),
+                                            c.forward[1]))
+    checks = verify.check_flops(d, wrong, {"small": {"B": 2, "D": 3, "F": 4}}, verify.load_torch())
+    [bad] = [f for f in checks if not f.passed]
+    assert bad.op == 1 and bad.direction == "forward" and bad.derived == 3 * bad.torch == 3 * 48
+
+
+def test_multi_operand_layer_passes_with_notes():
+    pytest.importorskip("torch")
+    layer = symflops.declare("chain", dims={"I": "", "J": "", "K": "", "L": ""},
+                             tensors={"A": {"shape": ["I", "J"], "role": "input"},
+                                      "B": {"shape": ["J", "K"], "role": "param"},
+                                      "C": {"shape": ["K", "L"], "role": "param"}},
+                             ops=["Y[i,l] = A[i,j] B[j,k] C[k,l]"])
+    report = verify.verify(symflops.derive(layer))
+    assert report.passed
+    assert any("three or more operands" in f.note for f in report.flops)
+    assert any("intermediates of torch.einsum" in n for n in report.saved.notes)
