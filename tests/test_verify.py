@@ -196,3 +196,19 @@ def test_multi_operand_layer_passes_with_notes():
     assert report.passed
     assert any("three or more operands" in f.note for f in report.flops)
     assert any("intermediates of torch.einsum" in n for n in report.saved.notes)
+
+
+SHIPPED = sorted((ROOT / "derivations").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=[p.stem for p in SHIPPED])
+def test_every_shipped_declaration_passes_verify(path, capsys):
+    """CI installs PyTorch, so there this runs against torch.autograd and
+    FlopCounterMode too; elsewhere against finite differences."""
+    import os
+
+    if os.environ.get("CI") == "true":
+        import torch  # noqa: F401  (.ci/run installs it: without it this must fail, not skip)
+    status, out, err = invoke([str(path)], capsys)
+    assert status == 0, out + err
+    assert "result: pass" in out
