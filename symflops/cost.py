@@ -23,7 +23,8 @@ from typing import Mapping
 import sympy
 
 from .derive import Derivation, Rule
-from .ir import Einsum, Layer
+from .functions import cost as function_cost
+from .ir import Contraction, Einsum, Layer
 from .precision import Precision, policy
 
 UNITS = ("FLOPs", "MACs")
@@ -109,10 +110,15 @@ def einsum_flops(e: Einsum, extents: Mapping[str, sympy.Expr], unit: str = "FLOP
 
 def einsum_elementwise(e: Einsum, extents: Mapping[str, sympy.Expr]) -> sympy.Expr:
     """FLOPs outside the contraction: one multiply per output element for a
-    constant coefficient other than 1 (and -1, a sign flip)."""
+    constant coefficient other than 1 (and -1, a sign flip), and each
+    pointwise function at its documented cost per element of its operand."""
+    total = sympy.Integer(0)
+    for f in e.operands:
+        if f.fn:
+            total += function_cost(f.fn) * _size(set(f.indices), extents)
     if e.coefficient in (1, -1, 0) or not e.operands:
-        return sympy.Integer(0)
-    return _size(set(e.output.indices) & {i for f in e.operands for i in f.indices}, extents)
+        return total
+    return total + _size(set(e.output.indices) & {i for f in e.operands for i in f.indices}, extents)
 
 
 @dataclass(frozen=True)
@@ -128,6 +134,7 @@ class SavedTensor:
     name: str
     elements: sympy.Expr
     needed_by: tuple[str, ...]
+    mask: bool = False  # a dropout keep-mask, stored at the policy's mask width
 
 
 @dataclass(frozen=True)
@@ -182,7 +189,8 @@ class Costs:
         p = self.precision
         fixed = (self.params * p.params + self.trainable * p.grads
                  + self.trainable * p.optimizer_states * p.optimizer + self.trainable * p.master)
-        act_bytes = self.activations * p.activations
+        act_bytes = sum((s.elements * (p.masks if s.mask else p.activations) for s in self.saved),
+                        sympy.Integer(0))
         return {
             "params": self.params,
             "grads": self.trainable,
@@ -200,12 +208,33 @@ class Costs:
 
 
 def rule_cost(rule: Rule, unit: str) -> OpCost:
+    """A rule's products count as ``flops`` when its forward term was
+    matmul-type (summed over an index), else as elementwise work."""
     extents = rule.dims()
-    return OpCost(
-        sympy.expand(sum((einsum_flops(t, extents, unit, "equal-sizes") for t in rule.terms), sympy.Integer(0))),
-        sympy.expand(sum((einsum_elementwise(t, extents) for t in rule.terms), sympy.Integer(0))
-                     + (len(rule.terms) - 1) * _grad_elements(rule)),
-    )
+    products = sympy.expand(sum((einsum_flops(t, extents, unit, "equal-sizes") for t in rule.terms),
+                                sympy.Integer(0)))
+    other = sympy.expand(sum((einsum_elementwise(t, extents) for t in rule.terms), sympy.Integer(0))
+                         + (len(rule.terms) - 1) * _grad_elements(rule))
+    if rule.matmul:
+        return OpCost(products, other)
+    return OpCost(sympy.Integer(0), sympy.expand(products + other))
+
+
+def op_cost(op: Contraction, unit: str) -> OpCost:
+    """A forward op: each matmul-type term (one that sums over an index) in
+    ``flops``; elementwise terms, pointwise functions, constant factors and
+    the additions between terms as elementwise work."""
+    extents = op.dims()
+    flops = elementwise = sympy.Integer(0)
+    for t in op.terms:
+        work = einsum_flops(t, extents, unit)
+        if t.summed:
+            flops += work
+        else:
+            elementwise += work
+        elementwise += einsum_elementwise(t, extents)
+    elementwise += (len(op.terms) - 1) * _size(set(op.out.indices), extents)
+    return OpCost(sympy.expand(flops), sympy.expand(elementwise))
 
 
 def _grad_elements(rule: Rule) -> sympy.Expr:
@@ -239,10 +268,7 @@ def costs(derivation: Derivation, unit: str = "FLOPs", precision: Precision | st
         raise ValueError(f"unit must be one of {UNITS}")
     layer = derivation.layer
     prec = precision if isinstance(precision, Precision) else policy(precision or layer.precision)
-    forward = tuple(
-        OpCost(einsum_flops(op.einsum, op.dims(), unit), einsum_elementwise(op.einsum, op.dims()))
-        for op in layer.ops
-    )
+    forward = tuple(op_cost(op, unit) for op in layer.ops)
     backward = tuple(rule_cost(r, unit) for r in derivation.rules)
     # Gradient accumulation: a tensor reached by n rules needs n - 1 additions.
     counts: dict[str, int] = {}
@@ -254,7 +280,8 @@ def costs(derivation: Derivation, unit: str = "FLOPs", precision: Precision | st
     params = sympy.expand(sum((t.elements for t in layer.params), sympy.Integer(0)))
     trainable = sympy.expand(sum((t.elements for t in layer.params if t.requires_grad),
                                  sympy.Integer(0)))
-    saved = tuple(SavedTensor(n, tensors[n].elements, derivation.needed_by(n))
+    saved = tuple(SavedTensor(n, tensors[n].elements, derivation.needed_by(n),
+                              tensors[n].role == "mask")
                   for n in derivation.saved)
     return Costs(unit, prec, forward, backward, accumulate, params, trainable, saved,
                  _inference_peak(layer))

@@ -29,6 +29,7 @@ from typing import Iterable
 
 import sympy
 
+from .functions import FUNCTIONS
 from .ir import Contraction, Einsum, Factor, Layer
 
 
@@ -49,8 +50,9 @@ class IndexTerm:
         """The summand as a SymPy expression of Indexed objects (no Sum)."""
         expr = self.coefficient
         for f in self.factors:
-            expr *= sympy.IndexedBase(f.tensor)[tuple(_sym(i) for i in f.indices)] if f.indices \
+            element = sympy.IndexedBase(f.tensor)[tuple(_sym(i) for i in f.indices)] if f.indices \
                 else sympy.Symbol(f.tensor)
+            expr *= sympy.Function(f.fn)(element) if f.fn else element
         for a, b in self.deltas:
             expr *= sympy.KroneckerDelta(_sym(a), _sym(b))
         return expr
@@ -95,6 +97,9 @@ class Rule:
     terms: tuple[Einsum, ...]
     index_dims: tuple[tuple[str, sympy.Expr], ...]
     steps: tuple[Step, ...]
+    #: whether the forward term it comes from sums over an index (matmul-type
+    #: work, counted in ``flops``) rather than being elementwise.
+    matmul: bool = True
 
     @property
     def grad(self) -> str:
@@ -165,7 +170,7 @@ def _fresh(used: set[str], preferred: Iterable[str] = ()) -> str:
 
 
 def _rename_factor(f: Factor, mapping: dict[str, str]) -> Factor:
-    return Factor(f.tensor, tuple(mapping.get(i, i) for i in f.indices))
+    return Factor(f.tensor, tuple(mapping.get(i, i) for i in f.indices), fn=f.fn)
 
 
 def _rename_term(t: IndexTerm, mapping: dict[str, str]) -> IndexTerm:
@@ -223,7 +228,7 @@ def _merge(terms: list[tuple[Factor, IndexTerm]]) -> list[tuple[Factor, IndexTer
     merged: dict[tuple, tuple[Factor, IndexTerm]] = {}
     for out, t in terms:
         # The same factors in another order are the same einsum.
-        key = (out, tuple(sorted(t.factors, key=lambda f: (f.tensor, f.indices))),
+        key = (out, tuple(sorted(t.factors, key=lambda f: (f.tensor, f.indices, f.fn or ""))),
                frozenset(t.summed))
         if key in merged:
             prev = merged[key][1]
@@ -234,11 +239,37 @@ def _merge(terms: list[tuple[Factor, IndexTerm]]) -> list[tuple[Factor, IndexTer
 
 # -------------------------------------------------------------- the rule --
 
-def contraction_rules(op: Contraction, op_number: int, wrt: str) -> tuple[Rule, ...]:
-    """Derive the gradient that contraction ``op`` sends to tensor ``wrt``:
-    one rule per index pattern of the result (several only when ``wrt``
-    occurs both on and off a diagonal)."""
-    e = op.einsum
+def _derivative_factor(op: Contraction, occurrence: Factor,
+                       output_form: bool = True) -> tuple[Factor, ...]:
+    """What differentiating ``occurrence`` leaves besides Kronecker deltas:
+    nothing for a plain tensor, f'(X) for f(X) -- or f' written in the output
+    Y when the op is exactly Y = f(X) and f's convention saves its output."""
+    if not occurrence.fn:
+        return ()
+    function = FUNCTIONS[occurrence.fn]
+    e = op.terms[0]
+    lone = (output_form and len(op.terms) == 1 and len(e.operands) == 1 and e.coefficient == 1
+            and occurrence.indices == e.output.indices
+            and len(set(occurrence.indices)) == len(occurrence.indices))
+    if function.saves == "output" and lone:
+        return (Factor(e.output.tensor, e.output.indices, fn=f"{function.name}'@out"),)
+    return (Factor(occurrence.tensor, occurrence.indices, fn=f"{function.name}'"),)
+
+
+def contraction_rules(op: Contraction, op_number: int, wrt: str,
+                      output_form: bool = True) -> tuple[Rule, ...]:
+    """Every gradient contribution that ``op`` sends to ``wrt``: per term that
+    reads ``wrt``, one rule per index pattern of the result (several only when
+    ``wrt`` occurs both on and off a diagonal)."""
+    return tuple(rule for k, term in enumerate(op.terms)
+                 if any(f.tensor == wrt for f in term.operands)
+                 for rule in term_rules(op, k, op_number, wrt, output_form))
+
+
+def term_rules(op: Contraction, term: int, op_number: int, wrt: str,
+               output_form: bool = True) -> tuple[Rule, ...]:
+    """Derive the gradient that term ``term`` of ``op`` sends to ``wrt``."""
+    e = op.terms[term]
     extents = op.dims()
     upstream = Factor(grad_name(e.output.tensor), e.output.indices)
     # Sums are written over the operands' letters in reading order (X[i,j] W[j,k]: i, j, k).
@@ -258,12 +289,16 @@ def contraction_rules(op: Contraction, op_number: int, wrt: str) -> tuple[Rule, 
     #    derivative (Kronecker deltas) and the upstream gradient put in its place.
     differentiated = []
     for k in occurrences:
-        others = tuple(upstream if j == k else f for j, f in enumerate(e.operands))
-        differentiated.append(IndexTerm(e.coefficient, others,
-                                        _delta_pairs(e.operands[k], generic), letters))
+        others: list[Factor] = []
+        for j, f in enumerate(e.operands):
+            others += [upstream, *_derivative_factor(op, f, output_form)] if j == k else [f]
+        plain = Factor(e.operands[k].tensor, e.operands[k].indices)
+        differentiated.append(IndexTerm(e.coefficient, tuple(others),
+                                        _delta_pairs(plain, generic), letters))
+    has_fn = any(f.fn for f in e.operands)
     check = sympy.expand(scalar.sympy().diff(
-        sympy.IndexedBase(wrt)[tuple(_sym(g) for g in generic)]) if generic else 0)
-    if generic and sympy.expand(sum(t.sympy() for t in differentiated) - check) != 0:
+        sympy.IndexedBase(wrt)[tuple(_sym(g) for g in generic)]) if generic and not has_fn else 0)
+    if generic and not has_fn and sympy.expand(sum(t.sympy() for t in differentiated) - check) != 0:
         raise AssertionError(f"product rule disagrees with SymPy for d{wrt} in {op.text}")
     # 3. Contract the deltas.
     contracted = [_contract(t, set(generic)) for t in differentiated]
@@ -318,7 +353,7 @@ def contraction_rules(op: Contraction, op_number: int, wrt: str) -> tuple[Rule, 
     for group in groups.values():
         used_letters = {i for t in group for i in t.indices}
         index_dims = tuple((i, extents[i]) for i in sorted(used_letters, key=str))
-        rules.append(Rule(wrt, op_number, tuple(group), index_dims, steps))
+        rules.append(Rule(wrt, op_number, tuple(group), index_dims, steps, bool(e.summed)))
     return tuple(rules)
 
 

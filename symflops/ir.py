@@ -25,9 +25,9 @@ import sympy
 from .errors import Span
 
 #: Roles a declared tensor may have.  ``activation`` is given to tensors that an
-#: op produces; users do not write it.
+#: op produces, ``mask`` to the keep-masks dropout draws; users write neither.
 LEAF_ROLES = ("input", "param", "frozen")
-ROLES = LEAF_ROLES + ("activation",)
+ROLES = LEAF_ROLES + ("activation", "mask")
 
 
 def dim_symbol(name: str) -> sympy.Symbol:
@@ -70,14 +70,19 @@ class Tensor:
 
 @dataclass(frozen=True)
 class Factor:
-    """One indexed tensor occurrence, e.g. ``X[b,d]``."""
+    """One indexed tensor occurrence, e.g. ``X[b,d]``, optionally through a
+    pointwise function (``fn``, a name from :mod:`symflops.functions`:
+    ``"gelu"``, its derivative ``"gelu'"``, or ``"sigmoid'@out"``, the
+    derivative written in terms of the function's output)."""
 
     tensor: str
     indices: tuple[str, ...]
     span: Span | None = field(default=None, compare=False)
+    fn: str | None = None
 
     def __str__(self) -> str:
-        return f"{self.tensor}[{','.join(self.indices)}]"
+        core = f"{self.tensor}[{','.join(self.indices)}]"
+        return f"{self.fn}({core})" if self.fn else core
 
 
 @dataclass(frozen=True)
@@ -107,17 +112,36 @@ class Einsum:
 
     def statement(self) -> str:
         """The einsum in the declaration syntax, e.g. ``dW[d,f] = X[b,d] dY[b,f]``."""
-        rhs = " ".join(str(f) for f in self.operands)
-        if self.coefficient != 1:
-            rhs = f"{sympy.sstr(self.coefficient)} {rhs}" if rhs else sympy.sstr(self.coefficient)
-        return f"{self.output} = {rhs}"
+        return f"{self.output} = {product_text(self.coefficient, self.operands)}"
+
+
+def product_text(coefficient: sympy.Expr, operands: Iterable["Factor"]) -> str:
+    """``2 X[b,d] dY[b]``, ``Q[s,h] K[t,h] / sqrt(H)``, ``-X[b,d]``: a coefficient
+    written the way the statement grammar reads it back."""
+    body = " ".join(str(f) for f in operands)
+    sign = ""
+    if coefficient.could_extract_minus_sign():
+        sign, coefficient = "-", -coefficient
+    num, den = sympy.fraction(sympy.factor_terms(coefficient))
+    wrap = (lambda e: f"({sympy.sstr(e)})" if isinstance(e, (sympy.Add, sympy.Mul)) else sympy.sstr(e))
+    text = body
+    if num != 1 or not body:
+        text = f"{wrap(num)} {body}".strip()
+    if den != 1:
+        text = f"{text} / {wrap(den)}"
+    return sign + text
 
 
 @dataclass(frozen=True)
 class Contraction:
-    """A forward op that is a tensor contraction (any einsum)."""
+    """A forward op that is a sum of einsum products: ``out = sum of terms``.
 
-    einsum: Einsum
+    One term covers every contraction (matmuls, batched and multi-operand
+    products, outer and elementwise products, scaling by a constant, a
+    pointwise function of a tensor, a dropout mask); several terms add
+    (residuals, biases).  All terms write the same output factor."""
+
+    terms: tuple[Einsum, ...]
     index_dims: tuple[tuple[str, sympy.Expr], ...]
     text: str = ""
     span: Span | None = field(default=None, compare=False)
@@ -125,13 +149,34 @@ class Contraction:
     kind = "contraction"
 
     @property
+    def einsum(self) -> Einsum:
+        """The single term of a one-term op."""
+        if len(self.terms) != 1:
+            raise ValueError(f"{self.text!r} has {len(self.terms)} terms")
+        return self.terms[0]
+
+    @property
     def output(self) -> str:
-        return self.einsum.output.tensor
+        return self.terms[0].output.tensor
+
+    @property
+    def out(self) -> Factor:
+        return self.terms[0].output
 
     @property
     def inputs(self) -> tuple[str, ...]:
         """Distinct operand tensors in order of first use."""
-        return tuple(dict.fromkeys(f.tensor for f in self.einsum.operands))
+        return tuple(dict.fromkeys(f.tensor for t in self.terms for f in t.operands))
+
+    def statement(self) -> str:
+        parts = []
+        for k, t in enumerate(self.terms):
+            rhs = t.statement().split(" = ", 1)[1]
+            if k and rhs.startswith("-"):
+                parts.append("- " + rhs[1:].lstrip())
+            else:
+                parts.append(("+ " if k else "") + rhs)
+        return f"{self.out} = " + " ".join(parts)
 
     def dims(self) -> dict[str, sympy.Expr]:
         return dict(self.index_dims)

@@ -15,22 +15,30 @@ from typing import Mapping
 import numpy as np
 
 from .derive import Derivation
-from .ir import Einsum, Layer
+from .functions import numpy_function
+from .ir import Contraction, Einsum, Layer, dim_symbol
 
 
-def run_einsum(e: Einsum, arrays: Mapping[str, np.ndarray], extents: Mapping[str, int]) -> np.ndarray:
-    """Evaluate ``e`` with NumPy; ``extents`` sizes every index letter."""
+def run_einsum(e: Einsum, arrays: Mapping[str, np.ndarray], extents: Mapping[str, int],
+               dims: Mapping[str, int] | None = None) -> np.ndarray:
+    """Evaluate ``e`` with NumPy; ``extents`` sizes every index letter and
+    ``dims`` gives the dims a coefficient may contain (``1/sqrt(H)``)."""
     letters = {i: string.ascii_letters[k] for k, i in enumerate(e.indices)}
     present = [i for i in dict.fromkeys(e.output.indices)
                if any(i in f.indices for f in e.operands)]
-    dtype = np.result_type(*(arrays[f.tensor] for f in e.operands)) if e.operands else float
+    values = [numpy_function(f.fn)(arrays[f.tensor]) if f.fn else arrays[f.tensor]
+              for f in e.operands]
+    dtype = np.result_type(*values) if values else float
     if e.operands:
         spec = ",".join("".join(letters[i] for i in f.indices) for f in e.operands)
-        core = np.einsum(spec + "->" + "".join(letters[i] for i in present),
-                         *(arrays[f.tensor] for f in e.operands), optimize=True)
+        core = np.einsum(spec + "->" + "".join(letters[i] for i in present), *values,
+                         optimize=True)
     else:
         core = np.ones((), dtype=dtype)
-    core = core * float(e.coefficient)
+    coefficient = e.coefficient
+    if coefficient.free_symbols:
+        coefficient = coefficient.subs({dim_symbol(k): v for k, v in (dims or {}).items()})
+    core = core * float(coefficient)
     unique = list(dict.fromkeys(e.output.indices))
     # Broadcast along output indices that no operand carries.
     full = np.broadcast_to(
@@ -47,13 +55,19 @@ def run_einsum(e: Einsum, arrays: Mapping[str, np.ndarray], extents: Mapping[str
     return out
 
 
+def run_op(op: Contraction, values: Mapping[str, np.ndarray], extents: Mapping[str, int],
+           dims: Mapping[str, int] | None = None) -> np.ndarray:
+    """One forward op: the sum of its terms."""
+    return sum(run_einsum(t, values, extents, dims) for t in op.terms)
+
+
 def forward(layer: Layer, arrays: Mapping[str, np.ndarray], dims: Mapping[str, int]) -> dict[str, np.ndarray]:
     """Run every forward op; returns inputs, params and activations by name."""
     values = dict(arrays)
     for op in layer.ops:
         extents = {i: int(ext.subs({s: dims[str(s)] for s in ext.free_symbols}))
                    for i, ext in op.index_dims}
-        values[op.output] = run_einsum(op.einsum, values, extents)
+        values[op.output] = run_op(op, values, extents, dims)
     return values
 
 
@@ -67,7 +81,7 @@ def backward(derivation: Derivation, values: Mapping[str, np.ndarray],
     for rule in derivation.rules:
         extents = {i: int(ext.subs({s: dims[str(s)] for s in ext.free_symbols}))
                    for i, ext in rule.index_dims}
-        total = sum(run_einsum(t, env, extents) for t in rule.terms)
+        total = sum(run_einsum(t, env, extents, dims) for t in rule.terms)
         grads[rule.grad] = grads.get(rule.grad, 0) + total
         env[rule.grad] = grads[rule.grad]
     return grads

@@ -17,6 +17,7 @@ from typing import Iterable, Sequence
 import sympy
 
 from .derive import IndexTerm, MatrixProduct
+from .functions import Y, parse_fn
 from .ir import Factor
 
 
@@ -59,13 +60,23 @@ def index_list(indices: Sequence[str]) -> str:
 
 
 def indexed(f: Factor, tensors: frozenset[str] | set[str] = frozenset()) -> str:
-    """``X_{bd}``, or ``(W_{\\text{in}})_{df}`` when the name has its own subscript."""
+    """``X_{bd}``, or ``(W_{\\text{in}})_{df}`` when the name has its own subscript;
+    through a function: ``\\operatorname{gelu}(H_{bf})``, ``\\operatorname{gelu}'(H_{bf})``,
+    or for a derivative written in the output, that formula (``A_{bf}(1 - A_{bf})``)."""
     name = tensor_name(f.tensor, tensors)
-    if not f.indices:
+    if f.indices:
+        if "_" in name or "^" in name:
+            name = f"({name})"
+        name = f"{name}_{{{index_list(f.indices)}}}"
+    if not f.fn:
         return name
-    if "_" in name or "^" in name:
-        name = f"({name})"
-    return f"{name}_{{{index_list(f.indices)}}}"
+    function, what = parse_fn(f.fn)
+    if what == "value":
+        return rf"{function.latex}({name})"
+    if what == "derivative":
+        return rf"{function.latex}'({name})"
+    g = function.derivative_of_output.subs(Y, sympy.Symbol(name))
+    return r"\left(" + sympy.latex(g) + r"\right)"
 
 
 @dataclass(frozen=True)

@@ -179,14 +179,25 @@ class _Math:
     def index_form(self, e: Einsum) -> str:
         return f"{self.ix(e.output)} = {self.einsum_rhs(e)}"
 
+    def op_form(self, op: Contraction) -> str:
+        """All terms of an op: ``Y_{bd} = X_{bd} + F_{bd}``."""
+        rhs = ""
+        for k, t in enumerate(op.terms):
+            text = self.einsum_rhs(t)
+            if k and text.startswith("-"):
+                rhs += " - " + text[1:]
+            else:
+                rhs += (" + " if k else "") + text
+        return f"{self.ix(op.out)} = {rhs}"
+
     def matrix(self, m: MatrixProduct | None) -> str | None:
         return P.matrix(m, self.poly, self.names) if m is not None else None
 
 
-def _generic(op: Contraction) -> Contraction:
-    """The op with tensors renamed Y = X W V ... and letters i, j, k, ... in
-    order of appearance: the textbook form of its pattern."""
-    e = op.einsum
+def _generic(op: Contraction, term: int = 0) -> Contraction:
+    """One term of the op, alone, with tensors renamed Y = X W V ... and letters
+    i, j, k, ... in order of appearance: the textbook form of its pattern."""
+    e = op.terms[term]
     pool = iter("ijklmnpqrsuvw")
     letters: dict[str, str] = {}
     for f in (*e.operands, e.output):
@@ -200,12 +211,14 @@ def _generic(op: Contraction) -> Contraction:
             names[f.tensor] = next(pool_names, f"A{len(names)}")
 
     def rename(f: Factor, name: str) -> Factor:
-        return Factor(name, tuple(letters[i] for i in f.indices))
+        return Factor(name, tuple(letters[i] for i in f.indices), fn=f.fn)
 
     generic = Einsum(rename(e.output, "Y"), tuple(rename(f, names[f.tensor]) for f in e.operands),
                      e.coefficient)
-    dims = tuple((letters[i], ext) for i, ext in op.index_dims)
-    return Contraction(generic, dims, generic.statement())
+    dims = tuple((letters[i], ext) for i, ext in op.index_dims if i in letters)
+    if len(op.terms) > 1:  # a term of a sum: its pattern is that of the term alone
+        generic = Einsum(generic.output, generic.operands, generic.coefficient)
+    return Contraction((generic,), dims, generic.statement())
 
 
 def _derivation_lines(rules: Sequence[Rule], m: _Math) -> list[str]:
@@ -343,27 +356,37 @@ def sheet_context(derivation: Derivation, costs: Costs, fmt: str,
         return poly.times_params(q) if q is not None else None
 
     forward = [{
-        "statement": code(op.einsum.statement()),
-        "index": m.index_form(op.einsum),
-        "matrix": m.matrix(matrix_form(op.einsum)),
+        "statement": code(op.statement()),
+        "index": m.op_form(op),
+        "matrix": m.matrix(matrix_form(op.terms[0])) if len(op.terms) == 1 else None,
         "flops": poly(c.flops),
-        "story": _flops_story(op.einsum, op.dims(), c.flops, poly, unit),
+        "elementwise": poly(c.elementwise) if c.elementwise != 0 else None,
+        "story": (_flops_story(op.einsum, op.dims(), c.flops, poly, unit)
+                  if len(op.terms) == 1 and c.flops != 0 else poly(c.flops)),
     } for op, c in zip(layer.ops, costs.forward)]
 
     generic: list[dict[str, Any]] = []
-    patterns: dict[str, list[Contraction]] = {}
+    patterns: dict[str, list[str]] = {}
+    representative: dict[str, tuple[Contraction, bool]] = {}
     for op in layer.ops:
-        patterns.setdefault(_generic(op).einsum.statement(), []).append(op)
-    for users in patterns.values():
-        g = _generic(users[0])
+        lone = len(op.terms) == 1
+        for k in range(len(op.terms)):
+            g = _generic(op, k)
+            key = g.einsum.statement() + ("" if lone else " (a term of a sum)")
+            patterns.setdefault(key, []).append(op.output)
+            representative.setdefault(key, (g, lone))
+    for key, users in patterns.items():
+        g, lone = representative[key]
+        if not any(name in derivation.needs_grad for name in users) or not g.inputs:
+            continue
         gm = _Math(poly, frozenset(f.tensor for f in (g.einsum.output, *g.einsum.operands)))
-        by_wrt = {wrt: contraction_rules(g, 0, wrt) for wrt in g.inputs}
+        by_wrt = {wrt: contraction_rules(g, 0, wrt, output_form=lone) for wrt in g.inputs}
         generic.append({
             "op": gm.index_form(g.einsum),
             "matrix": gm.matrix(matrix_form(g.einsum)),
             "output": gm.t("Y"),
             "gradient": gm.t("dY"),
-            "applies_to": m.ts([o.output for o in users]),
+            "applies_to": m.ts(list(dict.fromkeys(users))),
             "rules": [{"wrt": gm.t(wrt), "lines": _derivation_lines(rules, gm)}
                       for wrt, rules in by_wrt.items()],
             "boxed": [gm.matrix(r.matrix_form) for rules in by_wrt.values() for r in rules

@@ -32,7 +32,9 @@ import yaml
 from .errors import Span, SymflopsError
 from .expr import parse_expression
 from .ir import LEAF_ROLES, Contraction, Dim, Einsum, Factor, Layer, Tensor, dim_symbol
-from .statement import Ref, parse_statement
+from .functions import FUNCTIONS
+from .functions import known as known_functions
+from .statement import Call, Constant, Ref, Term, output_name, parse_statement
 
 TOP_KEYS = ("name", "title", "description", "dims", "tensors", "ops", "precision")
 TENSOR_KEYS = ("shape", "role", "requires_grad", "description")
@@ -267,7 +269,7 @@ def _order(parsed: list[tuple[Any, Node]], file_tensors: Mapping[str, Tensor]) -
             raise SymflopsError(f"the ops form a cycle: {names}", node.span,
                                 "a tensor cannot depend on itself; rename one output")
         state[k] = "active"
-        for ref in st.factors:
+        for ref in st.refs:
             if ref.name in producer:
                 visit(producer[ref.name], chain + [k])
         state[k] = "done"
@@ -278,17 +280,78 @@ def _order(parsed: list[tuple[Any, Node]], file_tensors: Mapping[str, Tensor]) -
     return [parsed[k] for k in order]
 
 
-def _ops(node: Node, tensors: dict[str, Tensor]) -> tuple[tuple[Contraction, ...], dict[str, Tensor]]:
+def _coefficient(term: Term, dims: dict[str, sympy.Symbol], span: Span | None) -> sympy.Expr:
+    """The term's constant factor: its sign times every constant, read by the
+    whitelisting expression parser."""
+    value: sympy.Expr = sympy.Integer(-1 if term.negative else 1)
+    for f in term.factors:
+        if isinstance(f, Constant):
+            c = parse_expression(f.text, dims, span=span.shifted(f.column) if span else None)
+            value = value / c if f.divide else value * c
+    return value
+
+
+DROPOUT_DEFAULT = sympy.Rational(1, 10)
+
+
+def _lower_term(term: Term, out: str, dims: dict[str, sympy.Symbol], span: Span | None,
+                known: dict[str, Tensor], new_leaves: dict[str, Tensor]) -> tuple[sympy.Expr, list[Factor]]:
+    """A parsed term as (coefficient, factors).  Pointwise functions become a
+    factor's ``fn``; ``dropout(A[..], p)`` becomes ``A[..] mask[..] / (1 - p)``
+    with a keep-mask tensor the layer gains."""
+    at = (lambda col: span.shifted(col) if span else None)
+    coefficient = _coefficient(term, dims, span)
+    factors: list[Factor] = []
+    for f in term.factors:
+        if isinstance(f, Ref):
+            factors.append(Factor(f.name, f.indices, at(f.column)))
+        elif isinstance(f, Call):
+            ref = Factor(f.ref.name, f.ref.indices, at(f.ref.column))
+            if f.name in FUNCTIONS:
+                if f.argument is not None:
+                    raise SymflopsError(f"{f.name} takes one tensor", at(f.argument.column),
+                                        f"write {f.name}({f.ref.name}[...])")
+                factors.append(Factor(ref.tensor, ref.indices, ref.span, f.name))
+            elif f.name == "dropout":
+                p = DROPOUT_DEFAULT
+                if f.argument is not None:
+                    p = parse_expression(f.argument.text, dims, span=at(f.argument.column))
+                if not (p.is_number and 0 <= p < 1):
+                    raise SymflopsError(f"dropout probability must be in [0, 1), got {p}",
+                                        at(f.argument.column if f.argument else f.column),
+                                        "give the drop probability, e.g. dropout(A[b,d], 0.1)")
+                mask = f"mask_{out}" + (f"_{len(new_leaves)}" if f"mask_{out}" in new_leaves else "")
+                if mask in known:
+                    raise SymflopsError(f"the dropout mask name {mask!r} is taken",
+                                        at(f.column), f"rename the tensor {mask!r}")
+                if ref.tensor not in known:
+                    raise SymflopsError(f"unknown tensor {ref.tensor!r}", ref.span,
+                                        f"declare it under 'tensors:' or produce it with an op; "
+                                        f"{_closest(ref.tensor, sorted(known))}")
+                new_leaves[mask] = Tensor(mask, known[ref.tensor].shape, "mask", False,
+                                          f"dropout keep-mask of {out} (drop probability {p})",
+                                          at(f.column))
+                factors += [ref, Factor(mask, ref.indices, at(f.column))]
+                coefficient = coefficient / (1 - p)
+            else:
+                raise SymflopsError(f"unknown function {f.name!r}", at(f.column),
+                                    f"the pointwise functions are {known_functions()}, and "
+                                    "dropout(A[..], p)")
+    return coefficient, factors
+
+
+def _ops(node: Node, tensors: dict[str, Tensor], dims: dict[str, sympy.Symbol]
+         ) -> tuple[tuple[Contraction, ...], dict[str, Tensor]]:
     if not isinstance(node.value, list) or not node.value:
         raise SymflopsError("'ops' must be a non-empty list of op statements", node.span,
                             "write each op on its own line, e.g. '- H[b,f] = X[b,d] W[d,f]'")
-    parsed = []
     for item in node.value:
         if not isinstance(item.value, str):
             raise SymflopsError(f"an op must be a statement, found {_kind(item.value)}", item.span,
                                 "write the op as text, e.g. '- H[b,f] = X[b,d] W[d,f]'; "
                                 "quote it if it contains ': ' or '#'")
-        parsed.append((parse_statement(item.value, item.span), item))
+    names = frozenset(tensors) | {n for n in (output_name(i.value) for i in node.value) if n}
+    parsed = [(parse_statement(item.value, item.span, names), item) for item in node.value]
     given = dict(tensors)
     ordered = _order(parsed, given)
     known = dict(given)
@@ -296,7 +359,7 @@ def _ops(node: Node, tensors: dict[str, Tensor]) -> tuple[tuple[Contraction, ...
     for st, item in ordered:
         at = (lambda col, s=item.span: s.shifted(col) if s else None)
         bound: dict[str, tuple[sympy.Expr, str, Span | None]] = {}
-        for ref in st.factors:
+        for ref in st.refs:
             if ref.name not in known:
                 raise SymflopsError(f"unknown tensor {ref.name!r}", at(ref.column),
                                     f"declare it under 'tensors:' or produce it with an op; "
@@ -313,16 +376,19 @@ def _ops(node: Node, tensors: dict[str, Tensor]) -> tuple[tuple[Contraction, ...
                 raise SymflopsError(f"index {letter!r} appears twice on the output {st.lhs.name}",
                                     at(col), "an output index names one axis; use a new letter")
             seen.add(letter)
+        out_factor = Factor(st.lhs.name, st.lhs.indices, at(st.lhs.column))
+        new_leaves: dict[str, Tensor] = {}
+        terms = []
+        for term in st.terms:
+            coefficient, factors = _lower_term(term, st.lhs.name, dims, item.span, known, new_leaves)
+            terms.append(Einsum(out_factor, tuple(factors), coefficient))
+        known.update(new_leaves)
         shape = tuple(bound[i][0] for i in st.lhs.indices)
         out = Tensor(st.lhs.name, shape, "activation", False, "", at(st.lhs.column))
         known[out.name] = out
-        einsum = Einsum(
-            Factor(st.lhs.name, st.lhs.indices, at(st.lhs.column)),
-            tuple(Factor(r.name, r.indices, at(r.column)) for r in st.factors),
-            st.coefficient,
-        )
-        index_dims = tuple((letter, bound[letter][0]) for letter in einsum.indices)
-        ops.append(Contraction(einsum, index_dims, st.text, item.span))
+        letters = dict.fromkeys(i for t in terms for i in t.indices)
+        index_dims = tuple((letter, bound[letter][0]) for letter in letters)
+        ops.append(Contraction(tuple(terms), index_dims, st.text, item.span))
     return tuple(ops), known
 
 
@@ -349,7 +415,7 @@ def build_layer(root: Node, file: str, default_name: str) -> Layer:
             raise SymflopsError(f"tensor name {t.name!r} clashes with the gradient of {t.name[1:]!r}",
                                 t.span, f"rename {t.name!r}; 'd' + a tensor's name is reserved "
                                 "for that tensor's gradient")
-    ops, known = _ops(top["ops"][1], tensors)
+    ops, known = _ops(top["ops"][1], tensors, symbols)
     for out in known.values():
         if out.role == "activation" and out.name.startswith("d") and out.name[1:] in known:
             raise SymflopsError(f"tensor name {out.name!r} clashes with the gradient of "

@@ -1,16 +1,21 @@
-"""The grammar of one op statement, e.g. ``H[b,f] = X[b,d] W_in[d,f]``.
+"""The grammar of one op statement.
 
 ::
 
-    statement := ref "=" product
-    product   := [number ["*"]] ref (["*"] ref)*
+    statement := ref "=" rhs
+    rhs       := ["-"] term (("+" | "-") term)*
+    term      := factor (["*"] factor | "/" constant)*
+    factor    := ref | NAME "(" ref ["," constant] ")" | constant
     ref       := NAME "[" [INDEX ("," INDEX)*] "]"
+    constant  := NUMBER | NAME | NAME "(" ... ")" | "(" ... ")"     (no brackets inside)
 
-NAME and INDEX are identifiers (letters, digits, underscores; not starting
-with a digit).  Juxtaposition and ``*`` both mean multiplication.  Nothing in a
-statement is ever evaluated: numbers are read by :func:`symflops.expr.parse_number`
-(through a whitelist) and everything else becomes plain strings with their
-columns, for :mod:`symflops.spec` to bind to tensors and dimensions.
+Examples: ``H[b,f] = X[b,d] W_in[d,f]``, ``A[s,t] = Q[s,h] K[t,h] / sqrt(H)``,
+``Y[b,d] = X[b,d] + F[b,d]``, ``G[b,f] = silu(A[b,f]) * U[b,f]``,
+``Z[b,d] = dropout(A[b,d], 0.1)``.  Juxtaposition and ``*`` both multiply.
+A call whose argument is an indexed tensor applies a function (or an op such
+as ``softmax_t``) to it; any other parenthesised or named factor is a
+constant, kept as text with its column and read later by the whitelisting
+:mod:`symflops.expr`.  Nothing here evaluates anything.
 """
 
 from __future__ import annotations
@@ -18,14 +23,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-import sympy
-
 from .errors import Span, SymflopsError
 
 _TOKEN = re.compile(
     r"(?P<space>\s+)|(?P<name>[A-Za-z_][A-Za-z0-9_]*)"
     r"|(?P<number>\d[\d_]*(?:\.\d*)?(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?)"
-    r"|(?P<punct>[\[\],=*/()+-])"
+    r"|(?P<punct>\*\*|[\[\],=*/()+\-^])"
 )
 
 
@@ -47,11 +50,54 @@ class Ref:
 
 
 @dataclass(frozen=True)
+class Call:
+    """``name(ref[, constant])``: a pointwise function or an op applied to a tensor."""
+
+    name: str
+    column: int
+    ref: Ref
+    argument: "Constant | None" = None
+
+
+@dataclass(frozen=True)
+class Constant:
+    """Constant text (``sqrt(H)``, ``0.125``, ``D``) and its column; ``divide``
+    when it follows ``/``."""
+
+    text: str
+    column: int
+    divide: bool = False
+
+
+@dataclass(frozen=True)
+class Term:
+    """A signed product of factors."""
+
+    negative: bool
+    factors: tuple[Ref | Call | Constant, ...]
+    column: int
+
+
+@dataclass(frozen=True)
 class Statement:
     lhs: Ref
-    factors: tuple[Ref, ...]
-    coefficient: sympy.Expr
+    terms: tuple[Term, ...]
     text: str
+
+    @property
+    def refs(self) -> tuple[Ref, ...]:
+        """Every tensor reference on the right side, in order."""
+        out: list[Ref] = []
+        for term in self.terms:
+            for f in term.factors:
+                if isinstance(f, Ref):
+                    out.append(f)
+                elif isinstance(f, Call):
+                    out.append(f.ref)
+        return tuple(out)
+
+
+EXAMPLE = "'H[b,f] = X[b,d] W[d,f]'"
 
 
 def tokenize(text: str, span: Span | None = None) -> list[Token]:
@@ -61,11 +107,9 @@ def tokenize(text: str, span: Span | None = None) -> list[Token]:
         m = _TOKEN.match(text, pos)
         if m is None:
             raise SymflopsError(
-                f"unexpected character {text[pos]!r} in op {text!r}",
-                _at(span, pos),
-                "an op is written like 'H[b,f] = X[b,d] W[d,f]': tensor names, "
-                "index letters in square brackets, '=', and '*' or spaces between factors",
-            )
+                f"unexpected character {text[pos]!r} in op {text!r}", _at(span, pos),
+                f"an op is written like {EXAMPLE}: tensor names, index letters in square "
+                "brackets, '=', and '*' or spaces between factors")
         if m.lastgroup != "space":
             tokens.append(Token(m.lastgroup or "", m.group(), pos))
         pos = m.end()
@@ -78,9 +122,10 @@ def _at(span: Span | None, column: int) -> Span | None:
 
 
 class _Parser:
-    def __init__(self, text: str, span: Span | None):
+    def __init__(self, text: str, span: Span | None, tensors: frozenset[str] = frozenset()):
         self.text = text
         self.span = span
+        self.tensors = tensors
         self.tokens = tokenize(text, span)
         self.pos = 0
 
@@ -88,11 +133,15 @@ class _Parser:
     def tok(self) -> Token:
         return self.tokens[self.pos]
 
+    def peek(self, k: int = 1) -> Token:
+        return self.tokens[min(self.pos + k, len(self.tokens) - 1)]
+
     def error(self, message: str, hint: str, token: Token | None = None) -> SymflopsError:
         token = token or self.tok
         return SymflopsError(message, _at(self.span, token.column), hint)
 
-    def describe(self, token: Token) -> str:
+    @staticmethod
+    def describe(token: Token) -> str:
         return "the end of the op" if token.kind == "end" else repr(token.text)
 
     def expect(self, text: str, message: str, hint: str) -> Token:
@@ -105,73 +154,148 @@ class _Parser:
     def ref(self) -> Ref:
         name = self.tok
         if name.kind != "name":
-            raise self.error(
-                f"expected a tensor name, found {self.describe(name)}",
-                "each factor is a tensor with its indices, e.g. 'X[b,d]'",
-            )
+            raise self.error(f"expected a tensor name, found {self.describe(name)}",
+                             "each factor is a tensor with its indices, e.g. 'X[b,d]'")
         self.pos += 1
         if self.tok.text != "[":
             raise self.error(
                 f"expected '[' after tensor {name.text!r}, found {self.describe(self.tok)}",
-                f"give the indices of {name.text} in square brackets, e.g. '{name.text}[b,d]'",
-            )
+                f"give the indices of {name.text} in square brackets, e.g. '{name.text}[b,d]'")
         opening = self.tok
         self.pos += 1
         indices: list[str] = []
         columns: list[int] = []
         while self.tok.text != "]":
             if self.tok.kind == "end":
-                raise self.error(
-                    f"'[' after {name.text!r} is never closed",
-                    "close the index list with ']'",
-                    opening,
-                )
+                raise self.error(f"'[' after {name.text!r} is never closed",
+                                 "close the index list with ']'", opening)
             if indices:
                 self.expect(",", f"expected ',' or ']' in the indices of {name.text!r}",
                             "separate index letters with commas, e.g. 'X[b,d]'")
             if self.tok.kind != "name":
                 raise self.error(
                     f"expected an index name in {name.text}[...], found {self.describe(self.tok)}",
-                    "indices are names such as b, d, head, t1; "
-                    "arithmetic on indices is not allowed here",
-                )
+                    "indices are names such as b, d, head, t1; arithmetic on indices is not "
+                    "allowed here")
             indices.append(self.tok.text)
             columns.append(self.tok.column)
             self.pos += 1
         self.pos += 1
         return Ref(name.text, name.column, tuple(indices), tuple(columns))
 
+    def _balanced(self) -> Constant:
+        """Raw text from here to the matching ')' (the current token is '(' or
+        a name followed by '('); it must hold no tensor reference."""
+        start = self.tok
+        if self.tok.kind == "name":
+            self.pos += 1
+        depth = 0
+        while True:
+            tok = self.tok
+            if tok.kind == "end":
+                raise self.error("'(' is never closed", "add the missing ')'", start)
+            if tok.text == "[":
+                raise self.error("a tensor inside a constant factor",
+                                 "functions apply to one tensor, e.g. gelu(H[b,f]); sums of "
+                                 "tensors inside parentheses are not supported: write them "
+                                 "as a separate op", tok)
+            self.pos += 1
+            if tok.text == "(":
+                depth += 1
+            elif tok.text == ")":
+                depth -= 1
+                if depth == 0:
+                    end = tok.column + 1
+                    return Constant(self.text[start.column:end], start.column)
+
+    def constant_or_call(self) -> Ref | Call | Constant:
+        tok = self.tok
+        if tok.kind == "number":
+            self.pos += 1
+            return Constant(tok.text, tok.column)
+        if tok.kind == "name" and self.peek().text == "[":
+            return self.ref()
+        if tok.kind == "name" and self.peek().text == "(":
+            # A call on an indexed tensor is a function or an op; else a constant.
+            if self.peek(2).kind == "name" and self.peek(3).text == "[":
+                self.pos += 2
+                ref = self.ref()
+                argument = None
+                if self.tok.text == ",":
+                    self.pos += 1
+                    argument = self.constant_or_call()
+                    if not isinstance(argument, Constant):
+                        raise self.error("the second argument must be a constant",
+                                         "e.g. dropout(A[b,d], 0.1)")
+                self.expect(")", f"expected ')' to close {tok.text}(...)",
+                            f"a call takes one tensor, e.g. {tok.text}(X[b,d])")
+                return Call(tok.text, tok.column, ref, argument)
+            return self._balanced()
+        if tok.kind == "name":
+            if tok.text in self.tensors:  # a tensor without its indices
+                return self.ref()
+            self.pos += 1
+            return Constant(tok.text, tok.column)
+        if tok.text == "(":
+            return self._balanced()
+        raise self.error(f"unexpected {self.describe(tok)}",
+                         f"the right side is a sum of products of tensors, e.g. {EXAMPLE}")
+
+    def term(self, negative: bool) -> Term:
+        start = self.tok.column
+        factors: list[Ref | Call | Constant] = [self.constant_or_call()]
+        while self.tok.kind != "end" and self.tok.text not in ("+", "-"):
+            if self.tok.text == "/":
+                slash = self.tok
+                self.pos += 1
+                divisor = self.constant_or_call()
+                if not isinstance(divisor, Constant):
+                    raise self.error("division by a tensor is not supported", "divide by "
+                                     "constants only, e.g. '/ sqrt(H)'", slash)
+                factors.append(Constant(divisor.text, divisor.column, divide=True))
+                continue
+            if self.tok.text == "*":
+                self.pos += 1
+                if self.tok.kind == "end":
+                    raise self.error("the op ends after '*'", "put a factor after '*' or remove it")
+            if self.tok.text in ("**", "^"):
+                raise self.error("powers of tensors are not supported",
+                                 "write a product, e.g. X[b,d] X[b,d]")
+            factors.append(self.constant_or_call())
+        return Term(negative, tuple(factors), start)
+
     def statement(self) -> Statement:
         if self.tok.kind == "end":
-            raise self.error("empty op", "write an op like 'H[b,f] = X[b,d] W[d,f]'")
+            raise self.error("empty op", f"write an op like {EXAMPLE}")
         lhs = self.ref()
         self.expect("=", "expected '=' after the output tensor",
-                    "an op assigns one output, e.g. 'H[b,f] = X[b,d] W[d,f]'")
-        coefficient = sympy.Integer(1)
-        if self.tok.kind == "number":
-            from .expr import parse_number  # the whitelisting number reader
-
-            coefficient = parse_number(self.tok.text, span=_at(self.span, self.tok.column))
+                    f"an op assigns one output, e.g. {EXAMPLE}")
+        if self.tok.kind == "end":
+            raise self.error("nothing after '='", f"write an op like {EXAMPLE}")
+        terms = []
+        negative = False
+        if self.tok.text == "-":
+            negative = True
             self.pos += 1
-            if self.tok.text == "*":
-                self.pos += 1
-        factors = [self.ref()]
+        terms.append(self.term(negative))
         while self.tok.kind != "end":
-            if self.tok.text == "*":
-                self.pos += 1
+            negative = self.tok.text == "-"
+            self.pos += 1
             if self.tok.kind == "end":
-                raise self.error("the op ends after '*'", "put a factor after '*' or remove it")
-            if self.tok.kind != "name":
-                raise self.error(
-                    f"unexpected {self.describe(self.tok)} in the product",
-                    "a contraction is a product of indexed tensors, e.g. "
-                    "'Y[b,e] = H[b,f] W[f,e]'",
-                )
-            factors.append(self.ref())
-        return Statement(lhs, tuple(factors), coefficient, self.text)
+                raise self.error("the op ends after '+' or '-'", "add the missing term")
+            terms.append(self.term(negative))
+        return Statement(lhs, tuple(terms), self.text)
 
 
-def parse_statement(text: str, span: Span | None = None) -> Statement:
+def parse_statement(text: str, span: Span | None = None,
+                    tensors: frozenset[str] = frozenset()) -> Statement:
     """Parse one op.  ``span`` is where ``text`` starts in its file; errors
-    point at the offending column."""
-    return _Parser(text, span).statement()
+    point at the offending column.  Names in ``tensors`` must carry indices
+    (so a forgotten bracket is reported as such, not read as a constant)."""
+    return _Parser(text, span, tensors).statement()
+
+
+def output_name(text: str) -> str | None:
+    """The output tensor's name, read off the start of a statement, if any."""
+    m = re.match(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*\[", text)
+    return m.group(1) if m else None

@@ -52,16 +52,16 @@ def summary(derivation: Derivation, costs: Costs) -> dict[str, Any]:
                               "total": sympy.expand(costs.elementwise_forward
                                                     + costs.elementwise_backward)},
         "forward": [
-            {"op": op.einsum.statement(), "output": op.output, "flops": c.flops,
+            {"op": op.statement(), "output": op.output, "flops": c.flops,
              "flops_elementwise": c.elementwise,
-             "matrix_form": _matrix(op.einsum)}
+             "matrix_form": _matrix(op.terms[0]) if len(op.terms) == 1 else None}
             for op, c in zip(layer.ops, costs.forward)
         ],
         "backward": [
             {"grad": r.grad, "wrt": r.wrt, "rule": r.statement, "flops": c.flops,
              "flops_elementwise": c.elementwise,
              "matrix_form": str(r.matrix_form) if r.matrix_form else None,
-             "reads": list(r.reads), "from_op": layer.ops[r.op].einsum.statement()}
+             "reads": list(r.reads), "from_op": layer.ops[r.op].statement()}
             for r, c in zip(derivation.rules, costs.backward)
         ],
         "saved": [s.name for s in costs.saved],

@@ -59,8 +59,8 @@ from .report import table
 from .cost import Costs, costs
 from .derive import Derivation, Rule, derive, grad_name
 from .errors import SymflopsError
-from .ir import Einsum, Layer, dim_symbol
-from .numeric import run_einsum
+from .ir import Contraction, Einsum, Layer, dim_symbol
+from .numeric import run_einsum, run_op
 from .spec import load
 
 FD_TOLERANCE = 1e-6      # central differences of a polynomial: rounding ~1e-10 at eps 1e-6
@@ -214,7 +214,7 @@ def _forward_with(layer: Layer, leaves: Mapping[str, np.ndarray], dims: Mapping[
     values = dict(leaves)
     for op in layer.ops:
         values[op.output] = (override[op.output] if op.output in override
-                             else run_einsum(op.einsum, values, _extents(op.index_dims, dims)))
+                             else run_op(op, values, _extents(op.index_dims, dims), dims))
     return values
 
 
@@ -252,7 +252,7 @@ def _apply_rules(rules: Sequence[Rule], env: Mapping[str, np.ndarray],
                 if env[f.tensor].shape != want:
                     raise ValueError(f"{f} needs shape {want}, but {f.tensor} has shape "
                                      f"{env[f.tensor].shape}")
-            total = total + run_einsum(term, env, extents)
+            total = total + run_einsum(term, env, extents, dims)
     return np.asarray(total, dtype=float)
 
 
@@ -267,20 +267,52 @@ def load_torch() -> Any | None:
     return torch
 
 
-def torch_einsum(torch: Any, e: Einsum, tensors: Mapping[str, Any]) -> Any:
-    """A forward op with ``torch.einsum`` (forward ops never repeat an output
-    letter nor carry one no operand has, so torch's einsum takes them as is)."""
+def torch_function(torch: Any, name: str) -> Callable[[Any], Any]:
+    """PyTorch's own implementation of a pointwise function: an oracle
+    independent of the SymPy formula symflops derives from."""
+    F = torch.nn.functional
+    table = {"relu": torch.relu, "sigmoid": torch.sigmoid, "tanh": torch.tanh, "exp": torch.exp,
+             "silu": F.silu, "gelu": F.gelu, "gelu_tanh": lambda x: F.gelu(x, approximate="tanh")}
+    return table[name]
+
+
+def torch_einsum(torch: Any, e: Einsum, tensors: Mapping[str, Any],
+                 dims: Mapping[str, int] | None = None) -> Any:
+    """A forward term with ``torch.einsum`` (forward terms never repeat an output
+    letter; one that broadcasts, as in a bias add, is expanded)."""
     letters = {i: string.ascii_letters[k] for k, i in enumerate(e.indices)}
+    present = [i for i in e.output.indices if any(i in f.indices for f in e.operands)]
     spec = ",".join("".join(letters[i] for i in f.indices) for f in e.operands)
-    spec += "->" + "".join(letters[i] for i in e.output.indices)
-    out = torch.einsum(spec, *(tensors[f.tensor] for f in e.operands))
-    return out if e.coefficient == 1 else out * float(e.coefficient)
+    spec += "->" + "".join(letters[i] for i in present)
+    args = [torch_function(torch, f.fn)(tensors[f.tensor]) if f.fn else tensors[f.tensor]
+            for f in e.operands]
+    out = torch.einsum(spec, *args)
+    coefficient = e.coefficient
+    if coefficient.free_symbols:
+        coefficient = coefficient.subs({dim_symbol(k): v for k, v in (dims or {}).items()})
+    return out if coefficient == 1 else out * float(coefficient)
 
 
-def _torch_forward(torch: Any, layer: Layer, leaves: Mapping[str, Any]) -> dict[str, Any]:
+def torch_op(torch: Any, op: Contraction, tensors: Mapping[str, Any],
+             dims: Mapping[str, int] | None = None) -> Any:
+    """A forward op: its terms with ``torch.einsum``, broadcast to the output and added."""
+    total = None
+    for t in op.terms:
+        part = torch_einsum(torch, t, tensors, dims)
+        present = [i for i in t.output.indices if any(i in f.indices for f in t.operands)]
+        if len(present) != len(t.output.indices):  # a broadcast term (a bias): expand it
+            shape = [1 if i not in present else part.shape[present.index(i)]
+                     for i in t.output.indices]
+            part = part.reshape(shape)
+        total = part if total is None else total + part
+    return total
+
+
+def _torch_forward(torch: Any, layer: Layer, leaves: Mapping[str, Any],
+                   dims: Mapping[str, int] | None = None) -> dict[str, Any]:
     values = dict(leaves)
     for op in layer.ops:
-        values[op.output] = torch_einsum(torch, op.einsum, values)
+        values[op.output] = torch_op(torch, op, values, dims)
     return values
 
 
@@ -303,7 +335,7 @@ def check_rules(derivation: Derivation, values: Mapping[str, np.ndarray], dims: 
         statements = tuple(r.statement for r in rules)
 
         def scalar(x: np.ndarray, op=op, wrt=wrt, G=G, extents=extents) -> float:
-            return float(np.sum(G * run_einsum(op.einsum, {**values, wrt: x}, extents)))
+            return float(np.sum(G * run_op(op, {**values, wrt: x}, extents, dims)))
 
         numeric = central_differences(scalar, values[wrt])
         problem = ""
@@ -316,7 +348,7 @@ def check_rules(derivation: Derivation, values: Mapping[str, np.ndarray], dims: 
         if torch is not None:
             tensors = {n: torch.tensor(values[n], dtype=torch.float64) for n in op.inputs}
             tensors[wrt].requires_grad_(True)
-            out = torch_einsum(torch, op.einsum, tensors)
+            out = torch_op(torch, op, tensors, dims)
             (ref,) = _grad_or_zeros(torch, out, [tensors[wrt]], torch.tensor(G))
             t_err = float("inf") if derived is None else relative_error(derived, ref.numpy())
         passed = fd <= FD_TOLERANCE and (t_err is None or t_err <= TORCH_TOLERANCE)
@@ -373,7 +405,7 @@ def check_chain(derivation: Derivation, leaves: Mapping[str, np.ndarray], dims: 
     if torch is not None:
         tleaves = {n: torch.tensor(a, dtype=torch.float64, requires_grad=n in derivation.needs_grad)
                    for n, a in leaves.items()}
-        tvalues = _torch_forward(torch, layer, tleaves)
+        tvalues = _torch_forward(torch, layer, tleaves, dims)
         s = sum((tvalues[o] * torch.tensor(upstream[grad_name(o)])).sum() for o in layer.outputs)
         refs = _grad_or_zeros(torch, s, [tvalues[n] for n in targets], None)
         references = {n: r.detach().numpy() for n, r in zip(targets, refs)}
@@ -459,27 +491,27 @@ def check_flops(derivation: Derivation, c: Costs, sizes: Mapping[str, Mapping[st
             return int(expr.subs({dim_symbol(k): v for k, v in values.items()}))
 
         leaves = _meta_leaves(torch, layer, derivation, dims, "meta")
-        full = _torch_forward(torch, layer, leaves)  # operands of each op, autograd-connected
+        full = _torch_forward(torch, layer, leaves, dims)  # operands of each op, autograd-connected
         for k, op in enumerate(layer.ops):
             inputs = {n: full[n].detach().requires_grad_(n in derivation.needs_grad)
                       for n in op.inputs}
-            fwd = _count(torch, lambda: torch_einsum(torch, op.einsum, inputs))
-            checks.append(_flop_check("forward", k + 1, op.einsum.statement(), size,
-                                      num(c.forward[k].flops), fwd, [op.einsum]))
+            fwd = _count(torch, lambda: torch_op(torch, op, inputs, dims))
+            checks.append(_flop_check("forward", k + 1, op.statement(), size,
+                                      num(c.forward[k].flops), fwd, list(op.terms)))
             if k not in rules_of:
                 continue
-            out = torch_einsum(torch, op.einsum, inputs)
+            out = torch_op(torch, op, inputs, dims)
             wanted = [inputs[n] for n in op.inputs if n in derivation.needs_grad]
             G = torch.ones_like(out)
             bwd = _count(torch, lambda: torch.autograd.grad(out, wanted, G))
             terms = [t for j in rules_of[k] for t in derivation.rules[j].terms]
             derived = sum(num(c.backward[j].flops) for j in rules_of[k])
-            checks.append(_flop_check("backward", k + 1, op.einsum.statement(), size, derived, bwd,
-                                      [op.einsum, *terms]))
+            checks.append(_flop_check("backward", k + 1, op.statement(), size, derived, bwd,
+                                      [*op.terms, *terms]))
         # Whole-layer totals: differences are explained per op above, so never a failure.
         fresh = _meta_leaves(torch, layer, derivation, dims, "meta")
         holder: dict[str, Any] = {}
-        fwd_total = _count(torch, lambda: holder.update(_torch_forward(torch, layer, fresh)))
+        fwd_total = _count(torch, lambda: holder.update(_torch_forward(torch, layer, fresh, dims)))
         checks.append(_flop_check("forward", None, "whole layer", size, num(c.flops_forward),
                                   fwd_total, None))
         wanted = [fresh[n] for n in fresh if n in derivation.needs_grad]
@@ -510,7 +542,8 @@ def _flop_check(direction: str, op: int | None, statement: str, size: str, deriv
 
 # ----------------------------------------------------------- saved tensors --
 
-def check_saved(derivation: Derivation, leaves: Mapping[str, np.ndarray], torch: Any) -> SavedCheck:
+def check_saved(derivation: Derivation, leaves: Mapping[str, np.ndarray], torch: Any,
+                dims: Mapping[str, int] | None = None) -> SavedCheck:
     """Which forward tensors autograd saves, against ``derivation.saved``."""
     layer = derivation.layer
     saved: list[Any] = []
@@ -522,7 +555,7 @@ def check_saved(derivation: Derivation, leaves: Mapping[str, np.ndarray], torch:
     tleaves = {n: torch.tensor(a, dtype=torch.float64, requires_grad=n in derivation.needs_grad)
                for n, a in leaves.items()}
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        values = _torch_forward(torch, layer, tleaves)
+        values = _torch_forward(torch, layer, tleaves, dims)
     tensors = layer.tensor_map
     by_storage: dict[int, str] = {}
     for n, v in values.items():  # leaves first: an einsum that only permutes returns a view
@@ -586,7 +619,7 @@ def verify(derivation: Derivation, seed: int = 0, use_torch: bool = True) -> Rep
     else:
         c = costs(derivation, "FLOPs")
         flops = check_flops(derivation, c, {"small": small, "medium": medium}, torch)
-        saved = check_saved(derivation, leaves, torch)
+        saved = check_saved(derivation, leaves, torch, small)
     if not derivation.rules:
         notes.append("no gradient is needed: nothing to check in the backward pass")
     return Report(layer.name, layer.source, seed, small, medium,

@@ -105,9 +105,12 @@ def test_batched_matmul_counts_by_hand():
 def test_outer_and_elementwise_products_count_one_flop_per_term():
     I, J = sympy.symbols("I J", positive=True, integer=True)
     c = costs(symflops.derive(_declare(*CASES[6])))
-    assert c.flops_forward == I * J
+    # An op that sums over no index is elementwise work, apart from `flops`
+    # (the 6N convention counts matmul-type products only).
+    assert c.flops_forward == 0 and c.flops_backward == 0
+    assert c.elementwise_forward == I * J  # one multiply per product
     # da[i] = dZ[i,j] b[j] and db[j] = a[i] dZ[i,j] each sum over one index: 2IJ each.
-    assert c.flops_backward == 4 * I * J
+    assert c.elementwise_backward == 4 * I * J
 
 
 def test_three_operand_forward_uses_declared_pairwise_order():
