@@ -268,7 +268,8 @@ def costs(derivation: Derivation, unit: str = "FLOPs", precision: Precision | st
         raise ValueError(f"unit must be one of {UNITS}")
     layer = derivation.layer
     prec = precision if isinstance(precision, Precision) else policy(precision or layer.precision)
-    forward = tuple(op_cost(op, unit) for op in layer.ops)
+    forward = tuple(op_cost(op, unit) if isinstance(op, Contraction) else op.cost(unit)
+                    for op in layer.ops)
     backward = tuple(rule_cost(r, unit) for r in derivation.rules)
     # Gradient accumulation: a tensor reached by n rules needs n - 1 additions.
     counts: dict[str, int] = {}

@@ -67,6 +67,9 @@ class Step:
     lhs: Factor
     terms: tuple[IndexTerm, ...]
     note: str
+    #: a step that is a SymPy expression rather than index terms (the
+    #: forward formula and the derivative of a normalisation)
+    expr: sympy.Expr | None = None
 
 
 @dataclass(frozen=True)
@@ -107,8 +110,14 @@ class Rule:
 
     @property
     def statement(self) -> str:
-        parts = [t.statement().split(" = ", 1)[1] for t in self.terms]
-        return f"{self.terms[0].output} = " + " + ".join(parts)
+        text = ""
+        for k, t in enumerate(self.terms):
+            rhs = t.statement().split(" = ", 1)[1]
+            if k:
+                text += " - " + rhs[1:] if rhs.startswith("-") else " + " + rhs
+            else:
+                text = rhs
+        return f"{self.terms[0].output} = {text}"
 
     @property
     def reads(self) -> tuple[str, ...]:
@@ -400,6 +409,9 @@ def derive(layer: Layer) -> Derivation:
     for number in reversed(range(len(layer.ops))):
         op = layer.ops[number]
         if op.output not in need:
+            continue
+        if not isinstance(op, Contraction):  # an op that knows its own rule
+            rules.extend(op.rules(number))
             continue
         targets = sorted((n for n in op.inputs if n in need),
                          key=lambda n: not tensors[n].is_param)

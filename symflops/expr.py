@@ -36,10 +36,11 @@ import sympy
 from symflops.errors import Span, SymflopsError
 
 MAX_DEPTH = 100  # each level costs ~4 Python frames; stays well inside the recursion limit
-# Python refuses to print ints over 4300 digits, so a bigger number would parse
-# and then crash whatever reports it.
-MAX_DIGITS = 4_000
+# SymPy's assumption queries run primality tests on big integers (seconds each at
+# 4000 digits), and Python refuses to print ints of over 4300 digits.
+MAX_DIGITS = 1_000
 MAX_ROOT_DIGITS = 300  # SymPy factors radicands: time grows steeply past a few hundred digits
+MAX_LENGTH = 20_000  # characters; bounds the remaining polynomial costs of a long text
 
 Function = Callable[..., sympy.Expr]
 DEFAULT_FUNCTIONS: Mapping[str, Function] = MappingProxyType({
@@ -47,9 +48,10 @@ DEFAULT_FUNCTIONS: Mapping[str, Function] = MappingProxyType({
     "min": sympy.Min, "ceiling": sympy.ceiling, "floor": sympy.floor, "abs": sympy.Abs,
 })
 # (fewest, most) arguments; callables not listed are called and their TypeError reported.
+# Max/Min compare every pair symbolically: 64 arguments already take seconds.
 _ARITY: dict[object, tuple[int, int | None]] = {
-    sympy.sqrt: (1, 1), sympy.log: (1, 2), sympy.exp: (1, 1), sympy.Max: (1, None),
-    sympy.Min: (1, None), sympy.ceiling: (1, 1), sympy.floor: (1, 1), sympy.Abs: (1, 1),
+    sympy.sqrt: (1, 1), sympy.log: (1, 2), sympy.exp: (1, 1), sympy.Max: (1, 16),
+    sympy.Min: (1, 16), sympy.ceiling: (1, 1), sympy.floor: (1, 1), sympy.Abs: (1, 1),
 }
 _UNDEFINED = (sympy.S.ComplexInfinity, sympy.S.NaN, sympy.S.Infinity, sympy.S.NegativeInfinity)
 
@@ -156,10 +158,16 @@ def _log10(value: sympy.Expr) -> float | None:
 
 
 def _size(value: sympy.Expr) -> float:
-    """log10 of an exact Rational's larger term (p or q), else log10 of the magnitude."""
+    """Digits of the largest exact number written in ``value``, or log10 of its magnitude."""
     if value.is_Rational:
         return math.log10(max(abs(value.p), value.q))
-    return abs(_log10(value) or 0.0)
+    exact = max((_size(atom) for atom in value.atoms(sympy.Rational)), default=0.0)
+    return max(exact, abs(_log10(value) or 0.0)) if value.is_number else exact
+
+
+def _weight(value: sympy.Expr) -> float:
+    """Digits a factor adds to a product's coefficient (its magnitude if purely numeric)."""
+    return _size(value if value.is_number else value.as_coeff_Mul()[0])
 
 
 def _radicand(value: sympy.Expr) -> float:
@@ -215,39 +223,56 @@ class _Parser:
         if tok.kind in ("num", "name", "("):
             self.fail(f"missing operator between {prev.text!r} and {tok.text!r}", tok.pos,
                       f"implicit multiplication is not supported; write {prev.text}*{tok.text}")
-        elif tok.kind == "end" and opening is not None:
+        if tok.kind == "end" and opening is not None:
             self.fail("unbalanced parentheses: '(' is never closed", opening.pos, "add the missing ')'")
-        elif tok.kind == ")":
+        if tok.kind == ")":
             self.fail("unbalanced parentheses: unmatched ')'", tok.pos, "remove it or add the matching '('")
-        elif tok.kind == "cmp" and self.comparisons:
+        if tok.kind == "cmp" and self.comparisons:
             self.fail(f"misplaced comparison {tok.text!r}", tok.pos,
                       "the whole text must be one comparison like B*D <= 4096, unchained and unparenthesised")
-        elif tok.kind == "cmp":
+        if tok.kind == "cmp":
             self.fail(f"comparison {tok.text!r} is not allowed here", tok.pos,
                       "this field takes a value, not a condition")
         self.fail(f"unexpected {tok.text!r}", tok.pos, "',' only separates function arguments")
 
     def sum(self) -> sympy.Expr:
-        value = self.product()
+        first, terms = self.tok.pos, [self.product()]
         while self.tok.kind == "op" and self.tok.text in ("+", "-"):
             negate = self.advance().text == "-"
             rhs = self.product()
-            value = sympy.Add(value, sympy.Mul(-1, rhs) if negate else rhs)
-        return value
+            terms.append(sympy.Mul(-1, rhs) if negate else rhs)
+        if len(terms) == 1:
+            return terms[0]
+        # Fractions merge over a common denominator, which can need every
+        # denominator's digits at once (1e999 + 1/1e999).
+        coefficients = [term.as_coeff_Mul()[0] for term in terms]
+        digits = max(map(_size, coefficients)) + sum(math.log10(c.q) for c in coefficients if c.is_Rational)
+        if digits > MAX_DIGITS:
+            self.fail(f"sum {self.source(first)} is too large: more than {MAX_DIGITS} digits", first,
+                      "use smaller numbers")
+        return self.guard(sympy.Add(*terms), first, self.source(first))  # one Add: pairwise is O(n**2)
 
     def product(self) -> sympy.Expr:
-        first, value = self.tok.pos, self.factor()
+        first, factors = self.tok.pos, [self.factor()]
+        # Bounds on what one Mul of all factors would build: numbers multiply into the
+        # coefficient (digits add up) and exact roots merge (sqrt(2)*sqrt(3) -> sqrt(6)).
+        digits, roots = _weight(factors[0]), _radicand(factors[0])
         while self.tok.kind == "op" and self.tok.text in ("*", "/"):
             op, start = self.advance(), self.tok.pos
             rhs = self.factor()
             if op.text == "/" and rhs.is_zero:
                 self.fail(f"division by zero: {self.source(start)} is 0", start, "divide by a non-zero value")
-            if _radicand(value) + _radicand(rhs) > MAX_ROOT_DIGITS:
+            factors.append(rhs if op.text == "*" else sympy.Pow(rhs, -1))
+            digits, roots = digits + _weight(rhs), roots + _radicand(rhs)
+            if digits > MAX_DIGITS:
+                self.fail(f"product {self.source(first)} is too large: more than {MAX_DIGITS} digits",
+                          op.pos, "use smaller numbers")
+            if roots > MAX_ROOT_DIGITS:
                 self.fail(f"roots in {self.source(first)} would merge into a number with more than "
                           f"{MAX_ROOT_DIGITS} digits", op.pos, "use smaller numbers")
-            value = sympy.Mul(value, rhs if op.text == "*" else sympy.Pow(rhs, -1))
-            value = self.guard(value, op.pos, self.source(first))
-        return value
+        if len(factors) == 1:
+            return factors[0]
+        return self.guard(sympy.Mul(*factors), first, self.source(first))  # one Mul: pairwise is O(n**2)
 
     def factor(self) -> sympy.Expr:
         self.depth += 1
@@ -335,9 +360,8 @@ class _Parser:
     def apply(self, tok: _Token, func: Function, args: list[sympy.Expr]) -> sympy.Expr:
         low, high = _ARITY.get(func, (0, None))
         if len(args) < low or (high is not None and len(args) > high):
-            count = f"{low}" if low == high else f"at least {low}" if high is None else f"{low} to {high}"
-            noun = "argument" if count.endswith("1") else "arguments"
-            self.fail(f"{tok.text}() takes {count} {noun}, got {len(args)}", tok.pos,
+            count = f"{low} argument" if low == high else f"{low} to {high} arguments"
+            self.fail(f"{tok.text}() takes {count}, got {len(args)}", tok.pos,
                       f"write e.g. {tok.text}({', '.join(['B'] * max(low, 1))})")
         what = self.source(tok.pos)
         if func is sympy.sqrt:  # through power() so that the root-size limit applies
@@ -350,6 +374,10 @@ class _Parser:
             self.fail(f"cannot compute {what}: {_reason(exc)}", tok.pos, "check the arguments")
         if not isinstance(result, sympy.Expr):
             self.fail(f"{tok.text}() did not return an expression", tok.pos)
+        if func in (sympy.floor, sympy.ceiling) and result.is_number and not result.is_Integer:
+            # SymPy gave up rounding (e.g. floor(exp(1000))); such a value makes later
+            # printing and comparisons raise, so refuse it here.
+            self.fail(f"cannot compute {what} exactly", tok.pos, "round a smaller number")
         return self.guard(result, tok.pos, what)
 
     def guard(self, value: sympy.Expr, pos: int, what: str) -> sympy.Expr:
@@ -367,6 +395,9 @@ def parse_expression(text: str, symbols: Mapping[str, sympy.Expr], *, span: Span
                      functions: Mapping[str, Function] | None = None,
                      comparisons: bool = False) -> sympy.Expr | Comparison:
     """Parse ``text`` into a SymPy expression, or a Comparison when ``comparisons``."""
+    if len(text) > MAX_LENGTH:
+        raise SymflopsError(f"expression is longer than {MAX_LENGTH} characters", span,
+                            "split it into named parts")
     try:
         parser = _Parser(text, symbols, DEFAULT_FUNCTIONS if functions is None else functions,
                          span, comparisons)

@@ -67,7 +67,10 @@ def forward(layer: Layer, arrays: Mapping[str, np.ndarray], dims: Mapping[str, i
     for op in layer.ops:
         extents = {i: int(ext.subs({s: dims[str(s)] for s in ext.free_symbols}))
                    for i, ext in op.index_dims}
-        values[op.output] = run_op(op, values, extents, dims)
+        if isinstance(op, Contraction):
+            values[op.output] = run_op(op, values, extents, dims)
+        else:  # an op with its own forward pass (softmax, norms)
+            values.update(op.run(values))
     return values
 
 

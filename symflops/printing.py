@@ -25,6 +25,11 @@ def _text_escape(name: str) -> str:
     return name.replace("_", r"\_")
 
 
+GREEK = {"alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa",
+         "lambda", "mu", "nu", "xi", "pi", "rho", "sigma", "tau", "phi", "chi", "psi", "omega",
+         "Gamma", "Delta", "Theta", "Lambda", "Xi", "Pi", "Sigma", "Phi", "Psi", "Omega"}
+
+
 def symbol_name(name: str) -> str:
     r"""A dim or tensor name in math: ``B`` -> ``B``, ``W_in`` -> ``W_{\text{in}}``,
     ``d_ff`` -> ``d_{\text{ff}}``, ``heads`` -> ``\mathit{heads}``.
@@ -32,6 +37,12 @@ def symbol_name(name: str) -> str:
     >>> symbol_name("W_in")
     'W_{\\text{in}}'
     """
+    if name in GREEK:
+        return "\\" + name
+    if name.startswith("rstd_") and len(name) > 5:  # a norm's saved 1/sigma per row
+        return rf"\mathrm{{rstd}}_{{{symbol_name(name[5:])}}}"
+    if name.endswith("_hat") and len(name) > 4:  # a normalised tensor: \hat{X}
+        return rf"\hat{{{symbol_name(name[:-4])}}}"
     base, sep, rest = name.partition("_")
     if sep and base and rest:
         head = base if len(base) == 1 else rf"\mathit{{{_text_escape(base)}}}"
@@ -173,7 +184,10 @@ class PolyPrinter:
 def term(t: IndexTerm, poly: PolyPrinter, tensors: frozenset[str] | set[str] = frozenset(),
          show_sum: bool = True) -> str:
     """``\\sum_{b} X_{bd} dH_{bf}`` with deltas as ``\\delta_{dd'}``."""
-    parts = [indexed(f, tensors) for f in t.factors]
+    counts: dict[Factor, int] = {}
+    for f in t.factors:  # a factor read k times prints once, to the k-th power
+        counts[f] = counts.get(f, 0) + 1
+    parts = [indexed(f, tensors) + (f"^{{{k}}}" if k > 1 else "") for f, k in counts.items()]
     parts += [rf"\delta_{{{index_list((a, b))}}}" for a, b in t.deltas]
     body = r"\, ".join(parts) if parts else "1"
     if t.coefficient != 1:
@@ -186,9 +200,16 @@ def term(t: IndexTerm, poly: PolyPrinter, tensors: frozenset[str] | set[str] = f
 
 def terms(ts: Sequence[IndexTerm], poly: PolyPrinter,
           tensors: frozenset[str] | set[str] = frozenset()) -> str:
+    """A sum of terms, a negative one joined by a minus sign: ``a - \\sum_e b``."""
     if not ts:
         return "0"
-    return " + ".join(term(t, poly, tensors) for t in ts)
+    text = ""
+    for k, t in enumerate(ts):
+        negative = t.coefficient.could_extract_minus_sign()
+        body = term(IndexTerm(-t.coefficient, t.factors, t.deltas, t.summed) if negative else t,
+                    poly, tensors)
+        text += (" - " if negative else " + ") + body if k else ("-" if negative else "") + body
+    return text
 
 
 def matrix_product(m: MatrixProduct, poly: PolyPrinter,

@@ -26,6 +26,7 @@ from .derive import (Derivation, IndexTerm, MatrixProduct, Rule, contraction_rul
                      matrix_form)
 from .evaluate import number
 from .ir import Contraction, Einsum, Factor, Tensor
+from .functions import FUNCTIONS
 from .precision import dtype_name
 
 FORMATS = ("md", "tex")
@@ -118,7 +119,10 @@ class SheetContext(TypedDict):
     forward_total: str
     forward_per_param: str | None
     generic: list[dict[str, Any]]
+    normalizations: list[dict[str, Any]]
+    functions: list[dict[str, Any]]
     backward: list[dict[str, Any]]
+    backward_lines: list[str]
     backward_sum: str
     backward_total: str
     backward_per_param: str | None
@@ -200,10 +204,15 @@ def _generic(op: Contraction, term: int = 0) -> Contraction:
     e = op.terms[term]
     pool = iter("ijklmnpqrsuvw")
     letters: dict[str, str] = {}
-    for f in (*e.operands, e.output):
-        for i in f.indices:
-            if i not in letters:
-                letters[i] = next(pool, f"i{len(letters)}")
+    on_operands = {i for f in e.operands for i in f.indices}
+    # Output letters no operand carries (a bias broadcast over them) come
+    # first, so that a bias reads Y_ij = X_j; then the operands' letters in
+    # reading order, as in Y_ik = sum_j X_ij W_jk.
+    order = [i for i in e.output.indices if i not in on_operands]
+    order += [i for f in (*e.operands, e.output) for i in f.indices]
+    for i in order:
+        if i not in letters:
+            letters[i] = next(pool, f"i{len(letters)}")
     names: dict[str, str] = {}
     pool_names = iter(["X", "W", "V", "U", "Z", "T"])
     for f in e.operands:
@@ -245,7 +254,7 @@ def _derivation_lines(rules: Sequence[Rule], m: _Math) -> list[str]:
         "&= " + m.terms(steps["contract"].terms) + r" && \text{contract the deltas}",
     ]
     for k, r in enumerate(rules):
-        rhs = " + ".join(m.einsum_rhs(t) for t in r.terms)
+        rhs = m.terms([IndexTerm(t.coefficient, t.operands, (), t.summed) for t in r.terms])
         if r.matrix_form is not None:
             rhs += (f" = ({P.matrix_product(r.matrix_form, m.poly, m.names)})"
                     f"_{{{P.index_list(r.terms[0].output.indices)}}}")
@@ -255,6 +264,62 @@ def _derivation_lines(rules: Sequence[Rule], m: _Math) -> list[str]:
     # operand's own letters; dW_{j'k'} in the steps is the same element.
     del w
     return lines
+
+
+def _sympy_latex(expr: sympy.Expr, m: _Math) -> str:
+    """A SymPy expression of tensor elements, with each element printed in
+    the sheet's style (``P_{st}``, not SymPy's ``{P}_{s,t}``)."""
+    names = {e: sympy.Symbol(m.ix(Factor(str(e.base), tuple(str(i) for i in e.indices))))
+             for e in expr.atoms(sympy.Indexed)}
+    return sympy.latex(expr.xreplace(names))
+
+
+def _reduction_lines(red: Any, m: _Math) -> list[str]:
+    """The stages of a normalisation's derivation as aligned lines, one
+    additive term per line so that long derivatives stay on the page."""
+    d_out, d_in = m.ix(red.output), m.ix(Factor(red.inp.tensor, red.element.indices))
+
+    def split(lhs: str, parts: Sequence[str], note: str) -> list[str]:
+        out = []
+        for k, part in enumerate(parts):
+            sign = "-" if part.startswith("-") else "+"
+            body = part[1:].lstrip() if part.startswith("-") else part
+            head = f"{lhs} &= " + ("-" if sign == "-" else "") if k == 0 else rf"&\quad {sign} "
+            out.append(head + body + (rf" && \text{{{note}}}" if k == 0 else ""))
+        return out
+
+    def expr_parts(expr: sympy.Expr) -> list[str]:
+        return [_sympy_latex(t, m) for t in sympy.Add.make_args(expr)]
+
+    def term_parts(ts: Sequence[IndexTerm]) -> list[str]:
+        return [m.terms([t]) for t in ts] or ["0"]
+
+    lines = split(rf"\frac{{\partial {d_out}}}{{\partial {d_in}}}",
+                  expr_parts(red.stage("derivative")), "differentiate (SymPy)")
+    lines += split("", expr_parts(red.stage("substituted")), "name the saved tensors")
+    lines += split(m.ix(red.element), term_parts(red.stage("scalar")), "chain rule")
+    lines += split("", term_parts(red.stage("contracted")), "contract the deltas")
+    lines += split(rf"\Rightarrow\quad {m.ix(red.lhs)}", term_parts(red.stage("rule")), "rename")
+    return lines
+
+
+def _functions(layer: Any, derivation: Derivation, m: _Math) -> list[dict[str, Any]]:
+    """Each pointwise function the layer uses: its formula and SymPy's derivative."""
+    from .functions import FUNCTIONS, X, Y
+
+    used = dict.fromkeys(f.fn for op in layer.ops if isinstance(op, Contraction)
+                         for t in op.terms for f in t.operands if f.fn)
+    out = []
+    for name in used:
+        f = FUNCTIONS[name]
+        x, y = sympy.Symbol("x"), sympy.Symbol("y")
+        item = {"name": f.latex, "formula": sympy.latex(f.formula.xreplace({X: x})),
+                "derivative": sympy.latex(sympy.simplify(f.derivative).xreplace({X: x})),
+                "in_output": (sympy.latex(f.derivative_of_output.xreplace({Y: y}))
+                              if f.saves == "output" else None),
+                "cost": f.cost, "derivative_cost": f.derivative_cost}
+        out.append(item)
+    return out
 
 
 def _flops_story(e: Einsum, extents: Mapping[str, sympy.Expr], flops: sympy.Expr,
@@ -324,10 +389,13 @@ def _memory_rows(c: Costs, tensors: Sequence[Tensor], m: _Math, esc: Any,
         return {"cells": [item, f"${poly(elements)}$", f"{width} ({dtype_name(width)})",
                           f"${poly(nbytes)}$", scales]}
 
-    rows = [row(esc("Parameters") + f" ${m.ts(params)}$", c.params, prec.params,
+    def names(ns: Sequence[str]) -> str:  # one math span each, so a long list can wrap
+        return ", ".join(f"${m.t(n)}$" for n in ns)
+
+    rows = [row(esc("Parameters") + " " + names(params), c.params, prec.params,
                 mem["params_bytes"], esc("model"))]
     if c.trainable != 0:
-        rows.append(row(esc("Gradients") + f" ${m.ts(['d' + n for n in trainable])}$",
+        rows.append(row(esc("Gradients") + " " + names(["d" + n for n in trainable]),
                         c.trainable, prec.grads, mem["grads_bytes"], esc("model")))
         for state in prec.state_names:
             rows.append(row(esc(state), c.trainable, prec.optimizer,
@@ -336,7 +404,7 @@ def _memory_rows(c: Costs, tensors: Sequence[Tensor], m: _Math, esc: Any,
             rows.append(row(esc("Master weights"), c.trainable, prec.master,
                             mem["master_bytes"], esc("model")))
     if c.saved:
-        rows.append(row(esc("Activations") + f" ${m.ts([s.name for s in c.saved])}$",
+        rows.append(row(esc("Activations") + " " + names([s.name for s in c.saved]),
                         c.activations, prec.activations, mem["activation_bytes"], scales_batch))
     return rows
 
@@ -357,7 +425,9 @@ def sheet_context(derivation: Derivation, costs: Costs, fmt: str,
 
     forward = [{
         "statement": code(op.statement()),
-        "index": m.op_form(op),
+        "index": m.op_form(op) if isinstance(op, Contraction) else op.latex(m.ix),
+        "definition": (None if isinstance(op, Contraction) else
+                       f"{m.ix(op.out)} = " + _sympy_latex(op.reduction().stage("forward"), m)),
         "matrix": m.matrix(matrix_form(op.terms[0])) if len(op.terms) == 1 else None,
         "flops": poly(c.flops),
         "elementwise": poly(c.elementwise) if c.elementwise != 0 else None,
@@ -365,14 +435,26 @@ def sheet_context(derivation: Derivation, costs: Costs, fmt: str,
                   if len(op.terms) == 1 and c.flops != 0 else poly(c.flops)),
     } for op, c in zip(layer.ops, costs.forward)]
 
+    normalizations = []
+    for op in layer.ops:
+        if isinstance(op, Contraction) or op.output not in derivation.needs_grad:
+            continue
+        red = op.reduction()
+        normalizations.append({"op": op.latex(m.ix), "grad": m.t(red.lhs.tensor),
+                               "lines": _reduction_lines(red, m)})
+
     generic: list[dict[str, Any]] = []
     patterns: dict[str, list[str]] = {}
     representative: dict[str, tuple[Contraction, bool]] = {}
     for op in layer.ops:
+        if not isinstance(op, Contraction):
+            continue
         lone = len(op.terms) == 1
         for k in range(len(op.terms)):
             g = _generic(op, k)
-            key = g.einsum.statement() + ("" if lone else " (a term of a sum)")
+            # Only an output-saving function's rule depends on the term being alone.
+            output_form = any(f.fn and FUNCTIONS[f.fn].saves == "output" for f in g.einsum.operands)
+            key = g.einsum.statement() + ("" if lone or not output_form else " (a term of a sum)")
             patterns.setdefault(key, []).append(op.output)
             representative.setdefault(key, (g, lone))
     for key, users in patterns.items():
@@ -393,13 +475,22 @@ def sheet_context(derivation: Derivation, costs: Costs, fmt: str,
                       if r.matrix_form is not None],
         })
 
-    backward = [{
-        "grad": m.t(r.grad),
-        "index": m.ix(r.terms[0].output) + " = " + " + ".join(m.einsum_rhs(t) for t in r.terms),
-        "matrix": m.matrix(r.matrix_form),
-        "flops": poly(c.flops),
-        "op": m.t(layer.ops[r.op].output),
-    } for r, c in zip(derivation.rules, costs.backward)]
+    backward = []
+    for r, c in zip(derivation.rules, costs.backward):
+        terms = [IndexTerm(t.coefficient, t.operands, (), t.summed) for t in r.terms]
+        lhs = m.ix(r.terms[0].output)
+        pieces = [m.terms([t]) for t in terms]
+        backward.append({
+            "grad": m.t(r.grad),
+            "index": f"{lhs} = " + m.terms(terms),
+            "index_lines": [f"{lhs} &= {pieces[0]}"] + [
+                (r"&\quad - " + p[1:]) if p.startswith("-") else (r"&\quad + " + p)
+                for p in pieces[1:]],
+            "matrix": m.matrix(r.matrix_form),
+            "flops": poly(c.flops),
+            "elementwise": poly(c.elementwise),
+            "op": m.t(layer.ops[r.op].output),
+        })
 
     # The gradient chain through activations and inputs: dY -> dH -> dX.
     flow = ["d" + n for n in layer.outputs]
@@ -444,12 +535,15 @@ def sheet_context(derivation: Derivation, costs: Costs, fmt: str,
                                for n in layer.outputs),
         P=p_line,
         forward=forward,
-        forward_sum=" + ".join(f["flops"] for f in forward),
+        forward_sum=" + ".join(f["flops"] for f in forward if f["flops"] != "0") or "0",
         forward_total=poly(costs.flops_forward),
         forward_per_param=per_param(costs.flops_forward),
         generic=generic,
+        normalizations=normalizations,
+        functions=_functions(layer, derivation, m),
         backward=backward,
-        backward_sum=" + ".join(b["flops"] for b in backward) or "0",
+        backward_lines=[line for b in backward for line in b["index_lines"]],
+        backward_sum=" + ".join(b["flops"] for b in backward if b["flops"] != "0") or "0",
         backward_total=poly(costs.flops_backward),
         backward_per_param=per_param(costs.flops_backward),
         ratio=_ratio(costs.flops_forward, costs.flops_backward),

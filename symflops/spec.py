@@ -32,6 +32,7 @@ import yaml
 from .errors import Span, SymflopsError
 from .expr import parse_expression
 from .ir import LEAF_ROLES, Contraction, Dim, Einsum, Factor, Layer, Tensor, dim_symbol
+from .normalize import Normalize
 from .functions import FUNCTIONS
 from .functions import known as known_functions
 from .statement import Call, Constant, Ref, Term, output_name, parse_statement
@@ -294,11 +295,41 @@ def _coefficient(term: Term, dims: dict[str, sympy.Symbol], span: Span | None) -
 DROPOUT_DEFAULT = sympy.Rational(1, 10)
 
 
+_NORMALIZE = re.compile(r"(softmax|layernorm|rmsnorm)_([A-Za-z_][A-Za-z0-9_]*)\Z")
+
+
+def _normalize(call: Call, out: Factor, bound: dict[str, tuple[sympy.Expr, str, Span | None]],
+               span: Span | None, text: str) -> Normalize:
+    """``softmax_t(A[s,t])`` and the like, checked: the index is one of the
+    tensor's letters, and no second argument."""
+    at = (lambda col: span.shifted(col) if span else None)
+    m = _NORMALIZE.match(call.name)
+    assert m is not None
+    kind, index = m.group(1), m.group(2)
+    if call.argument is not None:
+        raise SymflopsError(f"{call.name} takes one tensor", at(call.argument.column),
+                            f"write {call.name}({call.ref.name}[...])")
+    if index not in call.ref.indices:
+        raise SymflopsError(
+            f"{kind} over {index!r}, an index {call.ref.name} does not have", at(call.column),
+            f"normalise over one of {call.ref.name}'s indices: "
+            + ", ".join(f"{kind}_{i}" for i in dict.fromkeys(call.ref.indices)))
+    if len(set(call.ref.indices)) != len(call.ref.indices):
+        raise SymflopsError(f"{call.name} of a diagonal is not supported", at(call.column),
+                            "give each axis its own letter")
+    letters = tuple(dict.fromkeys(call.ref.indices))
+    return Normalize(kind, out, Factor(call.ref.name, call.ref.indices, at(call.ref.column)), index,
+                     tuple((i, bound[i][0]) for i in letters), text, span)
+
+
 def _lower_term(term: Term, out: str, dims: dict[str, sympy.Symbol], span: Span | None,
-                known: dict[str, Tensor], new_leaves: dict[str, Tensor]) -> tuple[sympy.Expr, list[Factor]]:
+                known: dict[str, Tensor], new_leaves: dict[str, Tensor],
+                bound: dict[str, tuple[sympy.Expr, str, Span | None]],
+                pre_ops: list[Normalize], text: str) -> tuple[sympy.Expr, list[Factor]]:
     """A parsed term as (coefficient, factors).  Pointwise functions become a
     factor's ``fn``; ``dropout(A[..], p)`` becomes ``A[..] mask[..] / (1 - p)``
-    with a keep-mask tensor the layer gains."""
+    with a keep-mask tensor the layer gains; ``softmax_t(A[..])`` and the norms
+    become an op of their own (in ``pre_ops``) whose result is the factor."""
     at = (lambda col: span.shifted(col) if span else None)
     coefficient = _coefficient(term, dims, span)
     factors: list[Factor] = []
@@ -307,7 +338,17 @@ def _lower_term(term: Term, out: str, dims: dict[str, sympy.Symbol], span: Span 
             factors.append(Factor(f.name, f.indices, at(f.column)))
         elif isinstance(f, Call):
             ref = Factor(f.ref.name, f.ref.indices, at(f.ref.column))
-            if f.name in FUNCTIONS:
+            if _NORMALIZE.match(f.name):
+                name = f"{f.ref.name}_hat"  # the normalised tensor, printed as a hat
+                while name in known or name in new_leaves:
+                    name = f"{f.ref.name}{len(name)}_hat"
+                temp = Factor(name, f.ref.indices, at(f.column))
+                op = _normalize(f, temp, bound, span, text)
+                pre_ops.append(op)
+                shape = known[f.ref.name].shape
+                new_leaves[name] = Tensor(name, shape, "activation", False, "", at(f.column))
+                factors.append(temp)
+            elif f.name in FUNCTIONS:
                 if f.argument is not None:
                     raise SymflopsError(f"{f.name} takes one tensor", at(f.argument.column),
                                         f"write {f.name}({f.ref.name}[...])")
@@ -335,8 +376,9 @@ def _lower_term(term: Term, out: str, dims: dict[str, sympy.Symbol], span: Span 
                 coefficient = coefficient / (1 - p)
             else:
                 raise SymflopsError(f"unknown function {f.name!r}", at(f.column),
-                                    f"the pointwise functions are {known_functions()}, and "
-                                    "dropout(A[..], p)")
+                                    f"the pointwise functions are {known_functions()}; also "
+                                    "dropout(A[..], p), and softmax_i, layernorm_i, rmsnorm_i "
+                                    "over an index i")
     return coefficient, factors
 
 
@@ -377,19 +419,46 @@ def _ops(node: Node, tensors: dict[str, Tensor], dims: dict[str, sympy.Symbol]
                                     at(col), "an output index names one axis; use a new letter")
             seen.add(letter)
         out_factor = Factor(st.lhs.name, st.lhs.indices, at(st.lhs.column))
-        new_leaves: dict[str, Tensor] = {}
-        terms = []
-        for term in st.terms:
-            coefficient, factors = _lower_term(term, st.lhs.name, dims, item.span, known, new_leaves)
-            terms.append(Einsum(out_factor, tuple(factors), coefficient))
-        known.update(new_leaves)
         shape = tuple(bound[i][0] for i in st.lhs.indices)
         out = Tensor(st.lhs.name, shape, "activation", False, "", at(st.lhs.column))
+        lone = st.terms[0].factors[0] if len(st.terms) == 1 and len(st.terms[0].factors) == 1 else None
+        if (isinstance(lone, Call) and _NORMALIZE.match(lone.name) and not st.terms[0].negative
+                and lone.ref.indices == st.lhs.indices):
+            op = _normalize(lone, out_factor, bound, item.span, st.text)
+            known[out.name] = out
+            known.update(_aux_tensors(op, known))
+            ops.append(op)
+            continue
+        new_leaves: dict[str, Tensor] = {}
+        pre_ops: list[Normalize] = []
+        terms = []
+        for term in st.terms:
+            coefficient, factors = _lower_term(term, st.lhs.name, dims, item.span, known,
+                                               new_leaves, bound, pre_ops, st.text)
+            terms.append(Einsum(out_factor, tuple(factors), coefficient))
+        known.update(new_leaves)
+        for op in pre_ops:
+            known.update(_aux_tensors(op, known))
         known[out.name] = out
         letters = dict.fromkeys(i for t in terms for i in t.indices)
         index_dims = tuple((letter, bound[letter][0]) for letter in letters)
+        ops.extend(pre_ops)
         ops.append(Contraction(tuple(terms), index_dims, st.text, item.span))
     return tuple(ops), known
+
+
+def _aux_tensors(op: Normalize, known: dict[str, Tensor]) -> dict[str, Tensor]:
+    """The per-row tensors a norm saves (``rstd_N``), as activations of the layer."""
+    extents = op.dims()
+    out = {}
+    for f in op.aux:
+        if f.tensor in known:
+            raise SymflopsError(f"the name {f.tensor!r} is taken", op.span,
+                                f"rename the tensor {f.tensor!r}: {op.kind} saves a tensor of "
+                                "that name")
+        out[f.tensor] = Tensor(f.tensor, tuple(extents[i] for i in f.indices), "activation",
+                               False, f"reciprocal standard deviation saved by {op.kind}", op.span)
+    return out
 
 
 def build_layer(root: Node, file: str, default_name: str) -> Layer:

@@ -213,8 +213,12 @@ def _forward_with(layer: Layer, leaves: Mapping[str, np.ndarray], dims: Mapping[
     override = override or {}
     values = dict(leaves)
     for op in layer.ops:
-        values[op.output] = (override[op.output] if op.output in override
-                             else run_op(op, values, _extents(op.index_dims, dims), dims))
+        if op.output in override:
+            values[op.output] = override[op.output]
+        elif isinstance(op, Contraction):
+            values[op.output] = run_op(op, values, _extents(op.index_dims, dims), dims)
+        else:
+            values.update(op.run(values))
     return values
 
 
@@ -295,7 +299,10 @@ def torch_einsum(torch: Any, e: Einsum, tensors: Mapping[str, Any],
 
 def torch_op(torch: Any, op: Contraction, tensors: Mapping[str, Any],
              dims: Mapping[str, int] | None = None) -> Any:
-    """A forward op: its terms with ``torch.einsum``, broadcast to the output and added."""
+    """A forward op: its terms with ``torch.einsum``, broadcast to the output and
+    added; an op with its own forward pass (softmax, norms) runs that."""
+    if not isinstance(op, Contraction):
+        return op.torch(torch, tensors)[op.output]
     total = None
     for t in op.terms:
         part = torch_einsum(torch, t, tensors, dims)
@@ -312,7 +319,10 @@ def _torch_forward(torch: Any, layer: Layer, leaves: Mapping[str, Any],
                    dims: Mapping[str, int] | None = None) -> dict[str, Any]:
     values = dict(leaves)
     for op in layer.ops:
-        values[op.output] = torch_op(torch, op, values, dims)
+        if isinstance(op, Contraction):
+            values[op.output] = torch_op(torch, op, values, dims)
+        else:
+            values.update(op.torch(torch, values))
     return values
 
 
@@ -335,6 +345,8 @@ def check_rules(derivation: Derivation, values: Mapping[str, np.ndarray], dims: 
         statements = tuple(r.statement for r in rules)
 
         def scalar(x: np.ndarray, op=op, wrt=wrt, G=G, extents=extents) -> float:
+            if not isinstance(op, Contraction):
+                return float(np.sum(G * op.run({**values, wrt: x})[op.output]))
             return float(np.sum(G * run_op(op, {**values, wrt: x}, extents, dims)))
 
         numeric = central_differences(scalar, values[wrt])
@@ -497,7 +509,7 @@ def check_flops(derivation: Derivation, c: Costs, sizes: Mapping[str, Mapping[st
                       for n in op.inputs}
             fwd = _count(torch, lambda: torch_op(torch, op, inputs, dims))
             checks.append(_flop_check("forward", k + 1, op.statement(), size,
-                                      num(c.forward[k].flops), fwd, list(op.terms)))
+                                      num(c.forward[k].flops), fwd, list(op.terms) or None))
             if k not in rules_of:
                 continue
             out = torch_op(torch, op, inputs, dims)
@@ -507,7 +519,7 @@ def check_flops(derivation: Derivation, c: Costs, sizes: Mapping[str, Mapping[st
             terms = [t for j in rules_of[k] for t in derivation.rules[j].terms]
             derived = sum(num(c.backward[j].flops) for j in rules_of[k])
             checks.append(_flop_check("backward", k + 1, op.statement(), size, derived, bwd,
-                                      [*op.terms, *terms]))
+                                      [*op.terms, *terms] if op.terms else None))
         # Whole-layer totals: differences are explained per op above, so never a failure.
         fresh = _meta_leaves(torch, layer, derivation, dims, "meta")
         holder: dict[str, Any] = {}

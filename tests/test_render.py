@@ -64,10 +64,10 @@ def test_ffn_memory_table_follows_the_seed_policy():
     text = sheet("md")
     # Seed 000, section 5: params 2DF at 2 bytes (bf16), grads 2DF, Adam m and v 2DF at 4 (fp32),
     # activations X, H: B(D + F) at 2 bytes, scaling with the batch.
-    assert r"| Parameters $W_{\text{in}}, W_{\text{out}}$ | $2DF$ | 2 (bf16) | $4DF$ | model |" in text
+    assert r"| Parameters $W_{\text{in}}$, $W_{\text{out}}$ | $2DF$ | 2 (bf16) | $4DF$ | model |" in text
     assert r"| Adam m | $2DF$ | 4 (fp32) | $8DF$ | model |" in text
     assert r"| Adam v | $2DF$ | 4 (fp32) | $8DF$ | model |" in text
-    assert r"| Activations $X, H$ | $B(D + F)$ | 2 (bf16) | $2B(D + F)$ | batch ($B$) |" in text
+    assert r"| Activations $X$, $H$ | $B(D + F)$ | 2 (bf16) | $2B(D + F)$ | batch ($B$) |" in text
     assert r"$24DF$ bytes fixed" in text and r"$2B(D + F)$ bytes of activations" in text
 
 
