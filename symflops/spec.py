@@ -339,9 +339,11 @@ def _lower_term(term: Term, out: str, dims: dict[str, sympy.Symbol], span: Span 
         elif isinstance(f, Call):
             ref = Factor(f.ref.name, f.ref.indices, at(f.ref.column))
             if _NORMALIZE.match(f.name):
-                name = f"{f.ref.name}_hat"  # the normalised tensor, printed as a hat
+                # The normalised tensor before gain and bias, printed with a hat.
+                name = f"{out}_hat"
+                k = 2
                 while name in known or name in new_leaves:
-                    name = f"{f.ref.name}{len(name)}_hat"
+                    name, k = f"{out}_hat{k}", k + 1
                 temp = Factor(name, f.ref.indices, at(f.column))
                 op = _normalize(f, temp, bound, span, text)
                 pre_ops.append(op)
