@@ -117,6 +117,8 @@ class SheetContext(TypedDict):
     forward: list[dict[str, Any]]
     forward_sum: str
     forward_total: str
+    forward_elementwise: str
+    backward_elementwise: str
     forward_per_param: str | None
     generic: list[dict[str, Any]]
     normalizations: list[dict[str, Any]]
@@ -139,6 +141,7 @@ class SheetContext(TypedDict):
     activation_bytes: str
     activation_elements: str
     inference_peak: str
+    inference_candidates: list[str]
     batch_dims: str
     numbers: dict[str, Any] | None
 
@@ -230,6 +233,29 @@ def _generic(op: Contraction, term: int = 0) -> Contraction:
     return Contraction((generic,), dims, generic.statement())
 
 
+#: Beyond this many characters of LaTeX, a derivation line's note goes on a
+#: line of its own in the LaTeX sheet, so the line fits the page.
+LONG_LINE = 150
+NOTE = r"\qquad \text{("
+
+
+def _fold(lines: list[str]) -> list[str]:
+    """Move the note of a long line to a line of its own (for the page width)."""
+    out = []
+    for line in lines:
+        at = line.rfind(NOTE)
+        if len(line) > LONG_LINE and at > 0:
+            out += [line[:at], "&" + line[at:]]
+        else:
+            out.append(line)
+    return out
+
+
+def _note(text: str) -> str:
+    """A step's name beside its line, e.g. ``(chain rule)``."""
+    return rf"\qquad \text{{({text})}}"
+
+
 def _derivation_lines(rules: Sequence[Rule], m: _Math) -> list[str]:
     """The aligned lines of one gradient's derivation, from the engine's steps:
     chain rule, differentiate, contract the deltas, rename."""
@@ -237,8 +263,8 @@ def _derivation_lines(rules: Sequence[Rule], m: _Math) -> list[str]:
     upstream = steps["contribution"].terms[0].factors[0]      # dY[o]
     y = Factor(upstream.tensor[1:], upstream.indices)           # Y[o]
     w = Factor(rules[0].wrt, steps["differentiate"].lhs.indices)  # W[j',k']
-    occurrence = next(f for f in steps["contribution"].terms[0].factors[1:]
-                      if f.tensor == rules[0].wrt)                  # W[j,k] as the op reads it
+    occurrence = next(Factor(f.tensor, f.indices) for f in steps["contribution"].terms[0].factors[1:]
+                      if f.tensor == rules[0].wrt)                  # W[j,k], without its function
     over = ",".join(P.index_list([i]) for i in upstream.indices)
     chain = (rf"\frac{{\partial L}}{{\partial {m.ix(w)}}} &= "
              + (rf"\sum_{{{over}}} " if over else "")
@@ -247,11 +273,11 @@ def _derivation_lines(rules: Sequence[Rule], m: _Math) -> list[str]:
     deltas = r"\,".join(rf"\delta_{{{P.index_list(pair)}}}"
                         for pair in steps["differentiate"].terms[0].deltas)
     lines = [
-        chain + r" && \text{chain rule}",
+        chain + _note("chain rule"),
         "&= " + m.terms(steps["differentiate"].terms)
-        + rf" && \text{{differentiate: }}\partial {m.ix(occurrence)}/\partial {m.ix(w)} = "
-        + (deltas or "1"),
-        "&= " + m.terms(steps["contract"].terms) + r" && \text{contract the deltas}",
+        + rf"\qquad \text{{(differentiate: }}\partial {m.ix(occurrence)}/\partial {m.ix(w)} = "
+        + (deltas or "1") + r"\text{)}",
+        "&= " + m.terms(steps["contract"].terms) + _note("contract the deltas"),
     ]
     for k, r in enumerate(rules):
         rhs = m.terms([IndexTerm(t.coefficient, t.operands, (), t.summed) for t in r.terms])
@@ -259,7 +285,7 @@ def _derivation_lines(rules: Sequence[Rule], m: _Math) -> list[str]:
             rhs += (f" = ({P.matrix_product(r.matrix_form, m.poly, m.names)})"
                     f"_{{{P.index_list(r.terms[0].output.indices)}}}")
         lines.append((r"\Rightarrow\quad " if k == 0 else "") + f"{m.ix(r.terms[0].output)} &= {rhs}"
-                     + (r" && \text{rename}" if k == 0 else ""))
+                     + (_note("rename") if k == 0 else ""))
     # The first term of the chain-rule line reads dL/dW_{j'k'} with the
     # operand's own letters; dW_{j'k'} in the steps is the same element.
     del w
@@ -285,7 +311,7 @@ def _reduction_lines(red: Any, m: _Math) -> list[str]:
             sign = "-" if part.startswith("-") else "+"
             body = part[1:].lstrip() if part.startswith("-") else part
             head = f"{lhs} &= " + ("-" if sign == "-" else "") if k == 0 else rf"&\quad {sign} "
-            out.append(head + body + (rf" && \text{{{note}}}" if k == 0 else ""))
+            out.append(head + body + (_note(note) if k == 0 else ""))
         return out
 
     def expr_parts(expr: sympy.Expr) -> list[str]:
@@ -303,6 +329,13 @@ def _reduction_lines(red: Any, m: _Math) -> list[str]:
     return lines
 
 
+def _signed(parts: list[str]) -> list[str]:
+    """Terms of a sum for continued lines: the first as it is, the others
+    with their sign in front (``+ t``, ``- t``)."""
+    return parts[:1] + [("- " + p[1:].lstrip()) if p.startswith("-") else ("+ " + p)
+                        for p in parts[1:]]
+
+
 def _functions(layer: Any, derivation: Derivation, m: _Math) -> list[dict[str, Any]]:
     """Each pointwise function the layer uses: its formula and SymPy's derivative."""
     from .functions import FUNCTIONS, X, Y
@@ -313,10 +346,12 @@ def _functions(layer: Any, derivation: Derivation, m: _Math) -> list[dict[str, A
     for name in used:
         f = FUNCTIONS[name]
         x, y = sympy.Symbol("x"), sympy.Symbol("y")
-        item = {"name": f.latex, "formula": sympy.latex(f.formula.xreplace({X: x})),
-                "derivative": sympy.latex(sympy.simplify(f.derivative).xreplace({X: x})),
+        item = {"name": f.latex, "formula": sympy.latex(f.formula.xreplace({X: x}), long_frac_ratio=2),
+                "derivative": sympy.latex(f.derivative.xreplace({X: x}), long_frac_ratio=2),
                 "in_output": (sympy.latex(f.derivative_of_output.xreplace({Y: y}))
                               if f.saves == "output" else None),
+                "derivative_lines": _signed([sympy.latex(t.xreplace({X: x}), long_frac_ratio=2)
+                                             for t in sympy.Add.make_args(f.derivative)]),
                 "cost": f.cost, "derivative_cost": f.derivative_cost}
         out.append(item)
     return out
@@ -413,6 +448,7 @@ def sheet_context(derivation: Derivation, costs: Costs, fmt: str,
                   configs: Sequence[Mapping[str, sympy.Expr]] = ()) -> SheetContext:
     """Everything the sheet shows, computed by the engine, escaped for ``fmt``."""
     esc, code = ESCAPES[fmt], CODE_ESCAPES[fmt]
+    fold = _fold if fmt == "tex" else (lambda lines: lines)
     layer = derivation.layer
     poly = P.PolyPrinter(tuple(d.name for d in layer.dims))
     m = _Math(poly, frozenset(t.name for t in layer.tensors))
@@ -441,7 +477,7 @@ def sheet_context(derivation: Derivation, costs: Costs, fmt: str,
             continue
         red = op.reduction()
         normalizations.append({"op": op.latex(m.ix), "grad": m.t(red.lhs.tensor),
-                               "lines": _reduction_lines(red, m)})
+                               "lines": fold(_reduction_lines(red, m))})
 
     generic: list[dict[str, Any]] = []
     patterns: dict[str, list[str]] = {}
@@ -469,7 +505,7 @@ def sheet_context(derivation: Derivation, costs: Costs, fmt: str,
             "output": gm.t("Y"),
             "gradient": gm.t("dY"),
             "applies_to": m.ts(list(dict.fromkeys(users))),
-            "rules": [{"wrt": gm.t(wrt), "lines": _derivation_lines(rules, gm)}
+            "rules": [{"wrt": gm.t(wrt), "lines": fold(_derivation_lines(rules, gm))}
                       for wrt, rules in by_wrt.items()],
             "boxed": [gm.matrix(r.matrix_form) for rules in by_wrt.values() for r in rules
                       if r.matrix_form is not None],
@@ -537,6 +573,8 @@ def sheet_context(derivation: Derivation, costs: Costs, fmt: str,
         forward=forward,
         forward_sum=" + ".join(f["flops"] for f in forward if f["flops"] != "0") or "0",
         forward_total=poly(costs.flops_forward),
+        forward_elementwise=poly(costs.elementwise_forward),
+        backward_elementwise=poly(costs.elementwise_backward),
         forward_per_param=per_param(costs.flops_forward),
         generic=generic,
         normalizations=normalizations,
@@ -562,6 +600,9 @@ def sheet_context(derivation: Derivation, costs: Costs, fmt: str,
         activation_bytes=poly(mem["activation_bytes"]),
         activation_elements=poly(costs.activations),
         inference_peak=poly(costs.inference_peak),
+        inference_candidates=[poly(a) for a in (costs.inference_peak.args
+                                                 if isinstance(costs.inference_peak, sympy.Max)
+                                                 else (costs.inference_peak,))],
         batch_dims=batch_dims,
         numbers=_numbers(costs, configs, esc),
     )
