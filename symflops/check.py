@@ -53,7 +53,6 @@ from .errors import Span, SymflopsError
 from .evaluate import number, parse_assignments
 from .expr import Comparison, parse_expression
 from .ir import Layer, dim_symbol
-from .precision import DEFAULT_POLICY, POLICIES
 from .spec import load
 from .summary import summary
 
@@ -457,11 +456,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="also evaluate every claim at this configuration, e.g. "
                              "--at B=1048576,D=4096,F=16384 (repeatable)")
     parser.add_argument("--json", action="store_true", help="print a JSON list, one object per claim")
-    parser.add_argument("--macs", action="store_true",
-                        help="count multiply-accumulates (1 per multiply-add) instead of FLOPs")
-    parser.add_argument("--precision", choices=sorted(POLICIES), default=None,
-                        help=f"bytes per element policy for memory.*_bytes (default: the "
-                             f"declaration's, else {DEFAULT_POLICY})")
 
 
 def run(args: argparse.Namespace) -> int:

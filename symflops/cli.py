@@ -54,14 +54,20 @@ that failed to build), 70 internal error.
 """
 
 
-def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("file", help="a layer declaration (YAML), e.g. derivations/ffn.yaml")
-    p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+def _unit_options(p: argparse.ArgumentParser) -> None:
+    """--macs and --precision, shared by every command that counts."""
     p.add_argument("--macs", action="store_true",
                    help="count multiply-accumulates (1 per multiply-add) instead of FLOPs")
     p.add_argument("--precision", choices=sorted(POLICIES), default=None,
                    help=f"bytes per element policy (default: the declaration's, else "
                         f"{DEFAULT_POLICY})")
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file", help="a layer declaration (YAML), e.g. derivations/ffn.yaml")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    _unit_options(p)
+
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -106,6 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "and derived quantities) for all dim values; exit 1 when any "
                                    "does not hold or is undetermined.")
     check_command.add_arguments(c)
+    _unit_options(c)
     v = sub.add_parser("verify", help="check the derived rules numerically and against PyTorch",
                        description="Check every derived backward rule against finite differences "
                                    "and, where PyTorch is installed, torch.autograd; compare FLOPs "
@@ -125,9 +132,7 @@ def _sheet_options(p: argparse.ArgumentParser) -> None:
                         "configuration is used for the sheets whose dims it names exactly)")
     p.add_argument("--templates", metavar="DIR",
                    help="a directory of Jinja templates that override the shipped ones by name")
-    p.add_argument("--macs", action="store_true", help="count multiply-accumulates instead of FLOPs")
-    p.add_argument("--precision", choices=sorted(POLICIES), default=None,
-                   help=f"bytes per element policy (default: the declaration's, else {DEFAULT_POLICY})")
+    _unit_options(p)
 
 
 def _run_sheet(args: argparse.Namespace) -> int:
