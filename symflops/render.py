@@ -174,7 +174,8 @@ class _Math:
         return P.terms(ts, self.poly, self.names)
 
     def einsum_rhs(self, e: Einsum) -> str:
-        return self.term(IndexTerm(e.coefficient, e.operands, (), e.summed))
+        return P.term(IndexTerm(e.coefficient, e.operands, (), e.summed), self.poly, self.names,
+                      inline=True)
 
     def index_form(self, e: Einsum) -> str:
         return f"{self.ix(e.output)} = {self.einsum_rhs(e)}"
@@ -200,20 +201,23 @@ def _generic(op: Contraction, term: int = 0) -> Contraction:
     e = op.terms[term]
     pool = iter("ijklmnpqrsuvw")
     letters: dict[str, str] = {}
-    for f in (*e.operands, e.output):
+    for f in (*e.factors, e.output, *(f for f in e.operands if f.is_indicator)):
         for i in f.indices:
             if i not in letters:
                 letters[i] = next(pool, f"i{len(letters)}")
     names: dict[str, str] = {}
     pool_names = iter(["X", "W", "V", "U", "Z", "T"])
-    for f in e.operands:
+    for f in e.factors:
         if f.tensor not in names:
             names[f.tensor] = next(pool_names, f"A{len(names)}")
 
     def rename(f: Factor, name: str) -> Factor:
         return Factor(name, tuple(letters[i] for i in f.indices), fn=f.fn)
 
-    generic = Einsum(rename(e.output, "Y"), tuple(rename(f, names[f.tensor]) for f in e.operands),
+    # Indicators keep their index tensor's name: [k <= i], [j = tok_i].
+    generic = Einsum(rename(e.output, "Y"),
+                     tuple(rename(f, f.tensor if f.is_indicator else names[f.tensor])
+                           for f in e.operands),
                      e.coefficient)
     dims = tuple((letters[i], ext) for i, ext in op.index_dims if i in letters)
     if len(op.terms) > 1:  # a term of a sum: its pattern is that of the term alone
@@ -324,7 +328,7 @@ def _memory_rows(c: Costs, tensors: Sequence[Tensor], m: _Math, esc: Any,
         return {"cells": [item, f"${poly(elements)}$", f"{width} ({dtype_name(width)})",
                           f"${poly(nbytes)}$", scales]}
 
-    rows = [row(esc("Parameters") + f" ${m.ts(params)}$", c.params, prec.params,
+    rows = [row(esc("Parameters") + (f" ${m.ts(params)}$" if params else ""), c.params, prec.params,
                 mem["params_bytes"], esc("model"))]
     if c.trainable != 0:
         rows.append(row(esc("Gradients") + f" ${m.ts(['d' + n for n in trainable])}$",
@@ -380,7 +384,8 @@ def sheet_context(derivation: Derivation, costs: Costs, fmt: str,
         if not any(name in derivation.needs_grad for name in users) or not g.inputs:
             continue
         gm = _Math(poly, frozenset(f.tensor for f in (g.einsum.output, *g.einsum.operands)))
-        by_wrt = {wrt: contraction_rules(g, 0, wrt, output_form=lone) for wrt in g.inputs}
+        by_wrt = {wrt: rules for wrt in g.inputs
+                  if (rules := contraction_rules(g, 0, wrt, output_form=lone))}
         generic.append({
             "op": gm.index_form(g.einsum),
             "matrix": gm.matrix(matrix_form(g.einsum)),
