@@ -21,8 +21,8 @@ import jinja2
 import sympy
 
 from . import printing as P
-from .cost import Costs, _steps, contraction_path
-from .derive import (Derivation, IndexTerm, MatrixProduct, Rule, contraction_rules,
+from .cost import Costs, _conditions, _size, _steps, contraction_path, einsum_flops
+from .derive import (Derivation, IndexTerm, MatrixProduct, Rule, contraction_rules, grad_name,
                      matrix_form)
 from .evaluate import number
 from .ir import Contraction, Einsum, Factor, Tensor
@@ -281,6 +281,60 @@ def _flops_story(e: Einsum, extents: Mapping[str, sympy.Expr], flops: sympy.Expr
     return rf"\underbrace{{{size(out)}}}_{{\text{{products}}}} = {poly(flops)}"
 
 
+def _domain_note(k: int, derivation: Derivation, costs: Costs, m: _Math, esc: Any) -> str:
+    """What a lookup or a where-clause does to op ``k``'s count, in a sentence
+    computed from the op (empty for an op with neither): a lookup copies and
+    is no dense product with a one-hot matrix; a condition sums over part of
+    the square only."""
+    op, unit, poly = derivation.layer.ops[k], costs.unit, m.poly
+    extents = op.dims()
+    sentences = []
+    for e in op.terms:
+        lookups = [f for f in e.operands if f.is_select and f.indices[0] in e.summed]
+        if lookups:
+            tables = [f.tensor for f in e.factors if any(x.indices[0] in f.indices for x in lookups)]
+            dense = einsum_flops(_dense(e), extents, unit)
+            onehot = r",\ ".join(m.ix(f) for f in lookups)
+            text = (esc("A lookup, not a multiplication: each of the ")
+                    + f"${poly(_size(set(e.output.indices), extents))}$"
+                    + esc(" elements of ") + f"${m.t(e.output.tensor)}$" + esc(" copies the element of ")
+                    + f"${m.ts(tables)}$" + esc(" that ")
+                    + f"${m.ts([f.tensor for f in lookups])}$"
+                    + esc(" selects, with no multiply-add; as a dense product with the one-hot "
+                          "matrix ") + f"${onehot}$" + esc(" it would cost ") + f"${poly(dense)}$"
+                    + esc(f" {unit}."))
+            scatter = [(r, c) for r, c in zip(derivation.rules, costs.backward)
+                       if r.op == k and any(f.is_select and f.indices[0] in t.output.indices
+                                            for t in r.terms for f in t.operands)]
+            for r, c in scatter:
+                text += (esc(" Its backward ") + f"${m.t(r.grad)}$"
+                         + esc(" is a scatter-add, one add per element of ")
+                         + f"${m.t(grad_name(op.output))}$" + esc(" read: ")
+                         + f"${poly(c.elementwise)}$"
+                         + esc(" FLOPs of elementwise work, not a product."))
+            sentences.append(text)
+        conditions = [f for f in e.operands if f.is_comparison]
+        if conditions and e.factors:
+            letters = {i for f in conditions for i in f.indices}
+            inside = _size(letters, extents, _conditions(e))
+            full = einsum_flops(Einsum(e.output, e.factors, e.coefficient), extents, unit)
+            pairs = ", ".join(sorted(letters, key=[i for i, _ in op.index_dims].index))
+            domain = r",\ ".join(m.ix(f) for f in conditions)
+            sentences.append(
+                esc("Summed over the domain ") + f"${domain}$"
+                + esc(" only: ") + f"${poly(inside)}$" + esc(" of the ")
+                + f"${poly(_size(letters, extents))}$" + esc(f" tuples ({pairs}); over the full "
+                                                             "range it would cost ")
+                + f"${poly(full)}$" + esc(f" {unit}."))
+    return " ".join(dict.fromkeys(sentences))
+
+
+def _dense(e: Einsum) -> Einsum:
+    """``e`` with each lookup's one-hot matrix as an ordinary dense operand."""
+    return Einsum(e.output, tuple(Factor(f"onehot_{f.tensor}", f.indices) if f.is_select else f
+                                  for f in e.operands), e.coefficient)
+
+
 def _group(value: int) -> str:
     return f"{value:,}".replace(",", "{,}")
 
@@ -367,7 +421,8 @@ def sheet_context(derivation: Derivation, costs: Costs, fmt: str,
         "elementwise": poly(c.elementwise) if c.elementwise != 0 else None,
         "story": (_flops_story(op.einsum, op.dims(), c.flops, poly, unit)
                   if len(op.terms) == 1 and c.flops != 0 else poly(c.flops)),
-    } for op, c in zip(layer.ops, costs.forward)]
+        "note": _domain_note(k, derivation, costs, m, esc),
+    } for k, (op, c) in enumerate(zip(layer.ops, costs.forward))]
 
     generic: list[dict[str, Any]] = []
     patterns: dict[str, list[str]] = {}

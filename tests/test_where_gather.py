@@ -119,6 +119,17 @@ def test_macs_count_one_per_kept_term():
     assert c.forward[0].flops == sympy.expand(E * S * (S + 1) / 2)
 
 
+def test_shipped_full_and_causal_declarations_are_labelled():
+    full = symflops.load(ROOT / "derivations" / "attention_scores.yaml")
+    causal = symflops.load(ROOT / "derivations" / "attention_scores_causal.yaml")
+    assert "full square" in full.title and "causal" in causal.title
+    cf, cc = costs(symflops.derive(full)), costs(symflops.derive(causal))
+    # Two products, each 2ES^2 over the square, E S(S+1) over the triangle; backward twice that.
+    assert cf.flops_forward == 4 * E * S**2 and cf.flops_backward == 8 * E * S**2
+    assert cc.flops_forward == sympy.expand(2 * E * S * (S + 1))
+    assert cc.flops_backward == sympy.expand(4 * E * S * (S + 1))
+
+
 # -------------------------------------------------------- causal numerics --
 
 @pytest.mark.parametrize("where", [" where t <= s", " where t < s", " where s <= t"])
@@ -177,6 +188,18 @@ def test_lookup_costs_nothing_and_its_backward_is_a_scatter_add():
     assert [s.name for s in c.saved] == ["tok"] and c.saved[0].elements == B
 
 
+def test_tied_unembedding_is_a_dense_product():
+    c = costs(symflops.derive(symflops.load(ROOT / "derivations" / "embedding.yaml")))
+    # logits[b,v] = sum_d X[b,d] E[v,d]: B*V outputs, D multiply-adds each.
+    assert c.forward[1].flops == 2 * B * D * V
+    assert c.flops_forward == 2 * B * D * V
+    # dE (from logits) and dX: 2BDV each; the scatter adds B*D, and the two
+    # contributions to dE are summed: V*D adds.
+    assert c.flops_backward == 4 * B * D * V
+    assert c.elementwise_backward == B * D + V * D
+    assert c.params == V * D
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2])
 @pytest.mark.parametrize("tied", [False, True])
 def test_lookup_gradients_match_finite_differences(tied, seed):
@@ -212,6 +235,33 @@ def test_lookup_table_sizes_must_agree():
                                   "E": {"shape": ["V", "D"], "role": "param"},
                                   "F": {"shape": ["W", "D"], "role": "param"}},
                          ops=["X[b,d] = E[tok[b], d] F[tok[b], d]"])
+
+
+# ------------------------------------------------------------------- sheets --
+
+def _sheet(name, fmt="md"):
+    from symflops.render import render
+
+    d = symflops.derive(symflops.load(ROOT / "derivations" / f"{name}.yaml"))
+    return render(d, costs(d), fmt)
+
+
+@pytest.mark.parametrize("fmt", ["md", "tex"])
+def test_embedding_sheet_says_a_lookup_is_no_dense_product(fmt):
+    text = _sheet("embedding", fmt)
+    assert r"X_{bd} = E_{\mathit{tok}_{b},d}" in text
+    assert "A lookup, not a multiplication" in text
+    assert "$2BVD$" in text            # what a dense one-hot product would cost
+    assert "scatter" in text and "$BD$" in text
+    assert r"[i = \mathit{tok}_{k}]" in text  # the scatter-add, derived from the one-hot form
+
+
+@pytest.mark.parametrize("fmt", ["md", "tex"])
+def test_causal_sheet_shows_the_domain(fmt):
+    text = _sheet("attention_scores_causal", fmt)
+    assert r"[t \le s]" in text
+    assert r"\tfrac{1}{2}S(S + 1)" in text and "$2S^{2}E$" in text
+    assert "Summed over the domain" not in _sheet("attention_scores", fmt)
 
 
 def test_verify_notes_the_masked_products():
