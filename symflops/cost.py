@@ -13,6 +13,12 @@ Conventions (stated on every sheet and in ``--json``):
 * ``flops`` counts contractions only (the 6N convention); scaling by a constant
   and adding gradient contributions are counted apart in ``elementwise``.
 * memory polynomials are in elements; bytes come from a precision policy.
+* a where-clause restricts the domain: a step whose indices include both
+  letters of a condition ``t <= s`` counts the terms inside the domain only,
+  ``sympy.summation`` over it (``S(S+1)/2`` pairs for ``t <= s`` over ``S``).
+  A lookup ``[v = tok[b]]`` leaves one ``v`` per ``b``: it multiplies nothing,
+  and ``v`` is counted as ``tok``'s letters (a gather copies; its backward, a
+  scatter-add, adds once per element read).
 """
 
 from __future__ import annotations
@@ -24,14 +30,42 @@ import sympy
 
 from .derive import Derivation, Rule
 from .functions import cost as function_cost
-from .ir import Contraction, Einsum, Layer
+from .ir import Contraction, Einsum, Layer, comparison, selections
 from .precision import Precision, policy
 
 UNITS = ("FLOPs", "MACs")
 
 
-def _size(indices: set[str] | frozenset[str], extents: Mapping[str, sympy.Expr]) -> sympy.Expr:
-    return sympy.Mul(*(extents[i] for i in sorted(indices)))
+def _size(indices: set[str] | frozenset[str], extents: Mapping[str, sympy.Expr],
+          conditions: tuple[tuple[str, str, bool], ...] = ()) -> sympy.Expr:
+    """How many index tuples ``indices`` range over: the product of their
+    extents, or, where ``conditions`` ``(low, high, strict)`` bound some of
+    them, the sum of 1 over that domain (by ``sympy.summation``)."""
+    applied = [c for c in conditions if c[0] in indices and c[1] in indices]
+    if not applied:
+        return sympy.Mul(*(extents[i] for i in sorted(indices)))
+    bound = {x for c in applied for x in c[:2]}
+    free = sympy.Mul(*(extents[i] for i in sorted(indices) if i not in bound))
+    symbols = {x: sympy.Dummy(x, integer=True, positive=True) for x in bound}
+    order: list[str] = []  # every low letter before its high letters: summed inside them
+    while len(order) < len(bound):
+        ready = sorted(x for x in bound if x not in order
+                       and all(low in order for low, high, _ in applied if high == x))
+        order.append(ready[0])
+    count: sympy.Expr = sympy.Integer(1)
+    for x in order:
+        uppers = []
+        for low, high, strict in applied:
+            if low == x:
+                top = symbols[high] - (1 if strict else 0)
+                uppers.append(top if extents[high] == extents[x] else sympy.Min(extents[x], top))
+        upper = sympy.Min(*uppers) if len(uppers) > 1 else uppers[0] if uppers else extents[x]
+        count = sympy.summation(count, (symbols[x], 1, upper))
+    return sympy.expand(free * count)
+
+
+def _conditions(e: Einsum) -> tuple[tuple[str, str, bool], ...]:
+    return tuple(comparison(f) for f in e.operands if f.is_comparison)
 
 
 def _steps(e: Einsum, path: list[tuple[int, int]]) -> list[tuple[set[str], bool]]:
@@ -39,14 +73,20 @@ def _steps(e: Einsum, path: list[tuple[int, int]]) -> list[tuple[set[str], bool]
     whether it sums over one (a multiply-add) or not (a multiply).  A final
     single-operand reduction, when an index is left to sum, is a step too."""
     out = set(e.output.indices)
-    sets = [set(f.indices) for f in e.operands]
+    # Indicators are not operands: a lookup's letter stands for tok's letters,
+    # and a condition keeps its letters alive until a step holds both.
+    chosen = selections(e.operands)
+    sets = [{j for i in f.indices for j in chosen.get(i, (i,))} for f in e.factors]
+    pending = [set(c[:2]) for c in _conditions(e)]
     steps = []
     for i, j in path:
         a, b = sets[i], sets[j]
         rest = [s for k, s in enumerate(sets) if k not in (i, j)]
         union = a | b
-        keep = {x for x in union if x in out or any(x in s for s in rest)}
+        keep = {x for x in union if x in out or any(x in s for s in rest)
+                or any(x in p and not p <= union for p in pending)}
         steps.append((union, bool(union - keep)))
+        pending = [p for p in pending if not p <= union]
         sets = rest + [keep]
     if len(sets) == 1 and sets[0] - out:
         steps.append((sets[0], True))
@@ -71,7 +111,7 @@ def contraction_path(e: Einsum, extents: Mapping[str, sympy.Expr],
     enumeration, which is left to right.  Backward rules use this, since no
     one declared their order.
     """
-    n = len(e.operands)
+    n = len(e.factors)
     declared = [(0, 1)] * max(n - 1, 0)
     if order == "declared" or n <= 2:
         return declared
@@ -81,7 +121,7 @@ def contraction_path(e: Einsum, extents: Mapping[str, sympy.Expr],
     probe = {s: 1009 for s in symbols}
 
     def score(path: list[tuple[int, int]]) -> int:
-        return sum(int(_size(span, extents).subs(probe)) * (2 if summed else 1)
+        return sum(int(_size(span, extents, _conditions(e)).subs(probe)) * (2 if summed else 1)
                    for span, summed in _steps(e, path))
 
     return min(_paths(n), key=score)
@@ -97,14 +137,15 @@ def einsum_flops(e: Einsum, extents: Mapping[str, sympy.Expr], unit: str = "FLOP
     >>> einsum_flops(mm, {"m": M, "n": N, "k": K})
     2*K*M*N
     """
-    if not e.operands:
+    if not e.factors:
         return sympy.Integer(0)
     total = sympy.Integer(0)
+    conditions = _conditions(e)
     for span, summed in _steps(e, contraction_path(e, extents, order)):
-        if len(e.operands) == 1:  # a lone reduction: one add per element read
-            total += _size(span, extents)
+        if len(e.factors) == 1:  # a lone reduction: one add per element read
+            total += _size(span, extents, conditions)
         else:
-            total += (2 if summed and unit == "FLOPs" else 1) * _size(span, extents)
+            total += (2 if summed and unit == "FLOPs" else 1) * _size(span, extents, conditions)
     return sympy.expand(total)
 
 
@@ -113,12 +154,14 @@ def einsum_elementwise(e: Einsum, extents: Mapping[str, sympy.Expr]) -> sympy.Ex
     constant coefficient other than 1 (and -1, a sign flip), and each
     pointwise function at its documented cost per element of its operand."""
     total = sympy.Integer(0)
-    for f in e.operands:
+    conditions = _conditions(e)
+    for f in e.factors:
         if f.fn:
-            total += function_cost(f.fn) * _size(set(f.indices), extents)
-    if e.coefficient in (1, -1, 0) or not e.operands:
+            total += function_cost(f.fn) * _size(set(f.indices), extents, conditions)
+    if e.coefficient in (1, -1, 0) or not e.factors:
         return total
-    return total + _size(set(e.output.indices) & {i for f in e.operands for i in f.indices}, extents)
+    return total + _size(set(e.output.indices) & {i for f in e.operands for i in f.indices},
+                         extents, conditions)
 
 
 @dataclass(frozen=True)
@@ -228,7 +271,7 @@ def op_cost(op: Contraction, unit: str) -> OpCost:
     flops = elementwise = sympy.Integer(0)
     for t in op.terms:
         work = einsum_flops(t, extents, unit)
-        if t.summed:
+        if t.contracted:
             flops += work
         else:
             elementwise += work
@@ -253,7 +296,7 @@ def _inference_peak(layer: Layer) -> sympy.Expr:
             last_use[name] = k
     outputs = set(layer.outputs)
     candidates = []
-    live: set[str] = {t.name for t in layer.tensors if t.role == "input"}
+    live: set[str] = {t.name for t in layer.tensors if t.role in ("input", "index")}
     for k, op in enumerate(layer.ops):
         live.add(op.output)
         candidates.append(sympy.expand(sum((tensors[n].elements for n in sorted(live)),

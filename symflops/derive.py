@@ -50,6 +50,11 @@ class IndexTerm:
         """The summand as a SymPy expression of Indexed objects (no Sum)."""
         expr = self.coefficient
         for f in self.factors:
+            if f.is_indicator:  # an Iverson bracket: a function SymPy never differentiates
+                head = sympy.IndexedBase(f.tensor)[tuple(_sym(i) for i in f.indices[1:])] \
+                    if f.is_select else _sym(f.indices[1])
+                expr *= sympy.Function(_INDICATOR_NAMES[f.fn])(_sym(f.indices[0]), head)
+                continue
             element = sympy.IndexedBase(f.tensor)[tuple(_sym(i) for i in f.indices)] if f.indices \
                 else sympy.Symbol(f.tensor)
             expr *= sympy.Function(f.fn)(element) if f.fn else element
@@ -122,7 +127,8 @@ class Rule:
     @property
     def reads(self) -> tuple[str, ...]:
         """Tensors the rule reads, in order of first appearance."""
-        return tuple(dict.fromkeys(f.tensor for t in self.terms for f in t.operands))
+        return tuple(dict.fromkeys(f.tensor for t in self.terms for f in t.operands
+                                   if not f.is_comparison))
 
     @property
     def matrix_form(self) -> MatrixProduct | None:
@@ -161,6 +167,9 @@ class Derivation:
 
 
 # ----------------------------------------------------------------- helpers --
+
+_INDICATOR_NAMES = {"<=": "le", "<": "lt", ">=": "ge", ">": "gt", "=": "select"}
+
 
 def _sym(letter: str) -> sympy.Symbol:
     return sympy.Symbol(letter, integer=True)
@@ -271,7 +280,7 @@ def contraction_rules(op: Contraction, op_number: int, wrt: str,
     reads ``wrt``, one rule per index pattern of the result (several only when
     ``wrt`` occurs both on and off a diagonal)."""
     return tuple(rule for k, term in enumerate(op.terms)
-                 if any(f.tensor == wrt for f in term.operands)
+                 if any(f.tensor == wrt for f in term.factors)
                  for rule in term_rules(op, k, op_number, wrt, output_form))
 
 
@@ -284,7 +293,8 @@ def term_rules(op: Contraction, term: int, op_number: int, wrt: str,
     # Sums are written over the operands' letters in reading order (X[i,j] W[j,k]: i, j, k).
     letters = tuple(dict.fromkeys([*(i for f in e.operands for i in f.indices),
                                    *e.output.indices]))
-    occurrences = [k for k, f in enumerate(e.operands) if f.tensor == wrt]
+    # An indicator ([t <= s], [v = tok[b]]) is never differentiated: it rides along.
+    occurrences = [k for k, f in enumerate(e.operands) if f.tensor == wrt and not f.is_indicator]
     first = e.operands[occurrences[0]]
     used = set(letters)
     generic = tuple(_fresh(used, [f"{i}'", f"{i}''", f"{i}'''"]) for i in first.indices)
@@ -304,7 +314,7 @@ def term_rules(op: Contraction, term: int, op_number: int, wrt: str,
         plain = Factor(e.operands[k].tensor, e.operands[k].indices)
         differentiated.append(IndexTerm(e.coefficient, tuple(others),
                                         _delta_pairs(plain, generic), letters))
-    has_fn = any(f.fn for f in e.operands)
+    has_fn = any(f.fn for f in e.factors)
     check = sympy.expand(scalar.sympy().diff(
         sympy.IndexedBase(wrt)[tuple(_sym(g) for g in generic)]) if generic and not has_fn else 0)
     if generic and not has_fn and sympy.expand(sum(t.sympy() for t in differentiated) - check) != 0:
@@ -362,13 +372,13 @@ def term_rules(op: Contraction, term: int, op_number: int, wrt: str,
     for group in groups.values():
         used_letters = {i for t in group for i in t.indices}
         index_dims = tuple((i, extents[i]) for i in sorted(used_letters, key=str))
-        rules.append(Rule(wrt, op_number, tuple(group), index_dims, steps, bool(e.summed)))
+        rules.append(Rule(wrt, op_number, tuple(group), index_dims, steps, bool(e.contracted)))
     return tuple(rules)
 
 
 def matrix_form(e: Einsum) -> MatrixProduct | None:
     """``e`` as a product of two matrices with transposes, when it is one."""
-    if len(e.operands) != 2 or len(e.output.indices) != 2:
+    if len(e.operands) != 2 or len(e.output.indices) != 2 or any(f.is_indicator for f in e.operands):
         return None
     (u, v), (r, c) = e.operands, e.output.indices
     summed = e.summed

@@ -14,7 +14,10 @@ Conventions and invariants:
   then agree.  Missing arrays, wrong ranks and conflicting sizes are
   SymflopsErrors naming the tensor and its expected shape.
 * arithmetic is float64 whatever the input dtype (complex and non-numeric
-  arrays are refused); gradients are written in float64.
+  arrays are refused); gradients are written in float64.  Index tensors
+  (``role: index``, token ids) must be integer arrays whose values lie in the
+  range of the axis they select along (``0 <= tok < V`` for ``E[tok[b], d]``);
+  they get no gradient.
 * the output holds one array per derived gradient (``d`` + tensor name),
   intermediates such as ``dH`` included, contributions of several ops summed;
   frozen parameters and inputs that need no gradient have none.
@@ -39,7 +42,7 @@ import sympy
 
 from .derive import Derivation, derive, grad_name
 from .errors import SymflopsError
-from .ir import Layer, Tensor
+from .ir import Layer, Tensor, dim_symbol, index_ranges
 from .numeric import backward, forward
 from .spec import load
 
@@ -79,6 +82,23 @@ def _as_float(name: str, array: np.ndarray) -> np.ndarray:
         raise SymflopsError(f"array {name!r} has dtype {array.dtype}, not a real number type",
                             hint="give real floating-point (or integer) arrays")
     return np.asarray(array, dtype=np.float64)
+
+
+def _as_index(name: str, array: np.ndarray) -> np.ndarray:
+    if array.dtype.kind not in "iu":
+        raise SymflopsError(f"array {name!r} has dtype {array.dtype}, but {name} is an index "
+                            "tensor", hint=f"give {name} as integers, e.g. "
+                                           f"numpy.asarray({name}, dtype=numpy.int64)")
+    return np.asarray(array, dtype=np.int64)
+
+
+def _check_range(name: str, array: np.ndarray, size: int) -> None:
+    """Every index selects an existing row: ``0 <= value < size``."""
+    bad = array[(array < 0) | (array >= size)]
+    if bad.size:
+        raise SymflopsError(f"index array {name!r} holds {int(bad.flat[0])}, outside 0..{size - 1}",
+                            hint=f"{name}'s values select along an axis of size {size}; "
+                                 "give indices in that range")
 
 
 @dataclass(frozen=True)
@@ -180,8 +200,12 @@ def compute(derivation: Derivation, arrays: Mapping[str, np.ndarray]) -> dict[st
     gradients (missing upstream gradients are ones)."""
     layer = derivation.layer
     _check_names(layer, arrays)
-    values = {name: _as_float(name, a) for name, a in arrays.items()}
+    index = {t.name for t in layer.tensors if t.role == "index"}
+    values = {name: _as_index(name, a) if name in index else _as_float(name, a)
+              for name, a in arrays.items()}
     dims = infer_dims(layer, values)
+    for name, size in index_ranges(layer).items():
+        _check_range(name, values[name], int(size.subs({dim_symbol(d): v for d, v in dims.items()})))
     leaves = {t.name: values[t.name] for t in layer.tensors if t.role != "activation"}
     activations = forward(layer, leaves, dims)
     upstream = {grad_name(o): values.get(grad_name(o), np.ones_like(activations[o]))

@@ -26,7 +26,9 @@ from .errors import Span
 
 #: Roles a declared tensor may have.  ``activation`` is given to tensors that an
 #: op produces, ``mask`` to the keep-masks dropout draws; users write neither.
-LEAF_ROLES = ("input", "param", "frozen")
+#: ``index`` tensors hold integers that select along an axis of another tensor
+#: (token ids: ``E[tok[b], d]``); they never get a gradient.
+LEAF_ROLES = ("input", "param", "frozen", "index")
 ROLES = LEAF_ROLES + ("activation", "mask")
 
 
@@ -81,8 +83,51 @@ class Factor:
     fn: str | None = None
 
     def __str__(self) -> str:
+        if self.is_indicator:
+            return f"[{self.condition()}]"
         core = f"{self.tensor}[{','.join(self.indices)}]"
         return f"{self.fn}({core})" if self.fn else core
+
+    @property
+    def is_indicator(self) -> bool:
+        """An Iverson bracket, 1 inside a domain and 0 outside (see
+        :data:`COMPARISONS` and :data:`SELECT`): never differentiated, never a
+        saved tensor, a restriction of the summation domain in the cost model."""
+        return self.fn in COMPARISONS or self.fn == SELECT
+
+    @property
+    def is_comparison(self) -> bool:
+        return self.fn in COMPARISONS
+
+    @property
+    def is_select(self) -> bool:
+        return self.fn == SELECT
+
+    def condition(self) -> str:
+        """The indicator's condition as written in a where-clause: ``t <= s``, ``v = tok[b]``."""
+        if self.is_select:
+            return f"{self.indices[0]} = {self.tensor}[{','.join(self.indices[1:])}]"
+        return f"{self.indices[0]} {self.fn} {self.indices[1]}"
+
+
+#: Indicator factors.  ``Factor("", (a, b), fn="<=")`` is ``[a <= b]`` (a causal
+#: mask: ``where t <= s``); ``Factor(tok, (v, b), fn="=")`` is ``[v = tok[b]]``,
+#: the one-hot selection a lookup ``E[tok[b], d]`` multiplies by (``v`` ranges
+#: over the looked-up axis).  Tensors named by indicators are read, not
+#: differentiated.
+COMPARISONS = ("<=", "<", ">=", ">")
+SELECT = "="
+
+
+def comparison(f: Factor) -> tuple[str, str, bool]:
+    """A comparison indicator as ``(low, high, strict)``: ``[s >= t]`` is ``(t, s, False)``."""
+    a, b = f.indices
+    return (a, b, f.fn == "<") if f.fn in ("<=", "<") else (b, a, f.fn == ">")
+
+
+def selections(operands: Iterable[Factor]) -> dict[str, tuple[str, ...]]:
+    """Letters a lookup determines: ``v -> (b,)`` for ``[v = tok[b]]``."""
+    return {f.indices[0]: f.indices[1:] for f in operands if f.is_select}
 
 
 @dataclass(frozen=True)
@@ -110,9 +155,41 @@ class Einsum:
         out = set(self.output.indices)
         return tuple(i for i in self.indices if i not in out)
 
-    def statement(self) -> str:
-        """The einsum in the declaration syntax, e.g. ``dW[d,f] = X[b,d] dY[b,f]``."""
-        return f"{self.output} = {product_text(self.coefficient, self.operands)}"
+    @property
+    def factors(self) -> tuple[Factor, ...]:
+        """The operands that are tensors (indicators left out)."""
+        return tuple(f for f in self.operands if not f.is_indicator)
+
+    @property
+    def contracted(self) -> tuple[str, ...]:
+        """Summed letters that are a real sum: a letter a lookup determines
+        (``v`` in ``[v = tok[b]] E[v,d]``) selects one term and adds nothing."""
+        chosen = selections(self.operands)
+        return tuple(i for i in self.summed if i not in chosen)
+
+    def where(self) -> tuple[str, ...]:
+        """Conditions of the where-clause: comparisons, and lookups that cannot
+        be written inline (a scatter ``dE[v,d] = dX[b,d] where v = tok[b]``)."""
+        inline = self._inline()
+        return tuple(f.condition() for f in self.operands
+                     if f.is_indicator and not (f.is_select and f.indices[0] in inline))
+
+    def _inline(self) -> dict[str, str]:
+        """Lookups written inline, ``E[tok[b],d]``: letter -> ``tok[b]``."""
+        out = set(self.output.indices)
+        uses = [i for f in self.operands for i in f.indices]
+        return {f.indices[0]: f"{f.tensor}[{','.join(f.indices[1:])}]" for f in self.operands
+                if f.is_select and f.indices[0] not in out and uses.count(f.indices[0]) > 1}
+
+    def statement(self, where: bool = True) -> str:
+        """The einsum in the declaration syntax, e.g. ``dW[d,f] = X[b,d] dY[b,f]``,
+        ``X[b,d] = E[tok[b],d]``, ``A[s,t] = Q[s,e] K[t,e] where t <= s``."""
+        inline = self._inline()
+        operands = [Factor(f.tensor, tuple(inline.get(i, i) for i in f.indices), fn=f.fn)
+                    for f in self.factors]
+        text = f"{self.output} = {product_text(self.coefficient, operands)}"
+        clauses = self.where()
+        return text + (" where " + ", ".join(clauses) if where and clauses else "")
 
 
 def product_text(coefficient: sympy.Expr, operands: Iterable["Factor"]) -> str:
@@ -166,17 +243,19 @@ class Contraction:
     @property
     def inputs(self) -> tuple[str, ...]:
         """Distinct operand tensors in order of first use."""
-        return tuple(dict.fromkeys(f.tensor for t in self.terms for f in t.operands))
+        return tuple(dict.fromkeys(f.tensor for t in self.terms for f in t.operands
+                                   if not f.is_comparison))
 
     def statement(self) -> str:
         parts = []
         for k, t in enumerate(self.terms):
-            rhs = t.statement().split(" = ", 1)[1]
+            rhs = t.statement(where=False).split(" = ", 1)[1]
             if k and rhs.startswith("-"):
                 parts.append("- " + rhs[1:].lstrip())
             else:
                 parts.append(("+ " if k else "") + rhs)
-        return f"{self.out} = " + " ".join(parts)
+        clauses = tuple(dict.fromkeys(c for t in self.terms for c in t.where()))
+        return f"{self.out} = " + " ".join(parts) + (" where " + ", ".join(clauses) if clauses else "")
 
     def dims(self) -> dict[str, sympy.Expr]:
         return dict(self.index_dims)
@@ -225,3 +304,16 @@ class Layer:
 
 def consumers(layer: Layer, name: str) -> Iterable[Contraction]:
     return (op for op in layer.ops if name in op.inputs)
+
+
+def index_ranges(layer: Layer) -> dict[str, sympy.Expr]:
+    """For each index tensor a lookup reads, the size of the axis it selects
+    along: its values are integers in ``[0, size)``."""
+    ranges: dict[str, sympy.Expr] = {}
+    for op in layer.ops:
+        extents = op.dims()
+        for t in op.terms:
+            for f in t.operands:
+                if f.is_select:
+                    ranges.setdefault(f.tensor, extents[f.indices[0]])
+    return ranges

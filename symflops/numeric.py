@@ -4,7 +4,9 @@ Used by the gradient checks: the derived rules run on random arrays and are
 compared with finite differences of the forward pass.  NumPy's einsum cannot
 write a repeated output index (a diagonal) nor an output index that no
 operand carries (a broadcast), both of which gradients need; :func:`run_einsum`
-handles them.
+handles them.  Indicator factors (a where-clause's ``[t <= s]``, a lookup's
+``[v = tok[b]]``) are evaluated as 0/1 arrays: a mask, and the one-hot matrix
+of the integer index array.
 """
 
 from __future__ import annotations
@@ -16,7 +18,21 @@ import numpy as np
 
 from .derive import Derivation
 from .functions import numpy_function
-from .ir import Contraction, Einsum, Layer, dim_symbol
+from .ir import Contraction, Einsum, Factor, Layer, dim_symbol
+
+
+_COMPARE = {"<=": np.less_equal, "<": np.less, ">=": np.greater_equal, ">": np.greater}
+
+
+def indicator(f: Factor, arrays: Mapping[str, np.ndarray], extents: Mapping[str, int]) -> np.ndarray:
+    """The 0/1 array of an indicator factor over its letters: ``[t <= s]`` is
+    ``mask[t, s]``; ``[v = tok[b]]`` is ``onehot[v, b] = (tok[b] == v)``."""
+    if f.is_select:
+        tok = np.asarray(arrays[f.tensor])
+        values = np.arange(extents[f.indices[0]]).reshape((-1,) + (1,) * tok.ndim)
+        return (tok[np.newaxis] == values).astype(float)
+    a, b = f.indices
+    return _COMPARE[f.fn].outer(np.arange(extents[a]), np.arange(extents[b])).astype(float)
 
 
 def run_einsum(e: Einsum, arrays: Mapping[str, np.ndarray], extents: Mapping[str, int],
@@ -26,7 +42,8 @@ def run_einsum(e: Einsum, arrays: Mapping[str, np.ndarray], extents: Mapping[str
     letters = {i: string.ascii_letters[k] for k, i in enumerate(e.indices)}
     present = [i for i in dict.fromkeys(e.output.indices)
                if any(i in f.indices for f in e.operands)]
-    values = [numpy_function(f.fn)(arrays[f.tensor]) if f.fn else arrays[f.tensor]
+    values = [indicator(f, arrays, extents) if f.is_indicator
+              else numpy_function(f.fn)(arrays[f.tensor]) if f.fn else arrays[f.tensor]
               for f in e.operands]
     dtype = np.result_type(*values) if values else float
     if e.operands:

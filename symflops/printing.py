@@ -70,15 +70,34 @@ def index_list(indices: Sequence[str]) -> str:
                     for i in indices)
 
 
-def indexed(f: Factor, tensors: frozenset[str] | set[str] = frozenset()) -> str:
+_RELATIONS = {"<=": r"\le", "<": "<", ">=": r"\ge", ">": ">"}
+
+
+def iverson(f: Factor, tensors: frozenset[str] | set[str] = frozenset()) -> str:
+    """An indicator factor as an Iverson bracket: ``[t \\le s]``, ``[v = \\mathit{tok}_{b}]``."""
+    if f.is_select:
+        return f"[{index_list(f.indices[:1])} = {indexed(Factor(f.tensor, f.indices[1:]), tensors)}]"
+    a, b = f.indices
+    return f"[{index_list([a])} {_RELATIONS[f.fn]} {index_list([b])}]"
+
+
+def indexed(f: Factor, tensors: frozenset[str] | set[str] = frozenset(),
+            lookups: dict[str, str] | None = None) -> str:
     """``X_{bd}``, or ``(W_{\\text{in}})_{df}`` when the name has its own subscript;
     through a function: ``\\operatorname{gelu}(H_{bf})``, ``\\operatorname{gelu}'(H_{bf})``,
-    or for a derivative written in the output, that formula (``A_{bf}(1 - A_{bf})``)."""
+    or for a derivative written in the output, that formula (``A_{bf}(1 - A_{bf})``).
+    An indicator prints as an Iverson bracket; ``lookups`` writes a looked-up
+    letter as its index tensor's element (``E_{\\mathit{tok}_{b},d}``)."""
+    if f.is_indicator:
+        return iverson(f, tensors)
     name = tensor_name(f.tensor, tensors)
     if f.indices:
         if "_" in name or "^" in name:
             name = f"({name})"
-        name = f"{name}_{{{index_list(f.indices)}}}"
+        if lookups and any(i in lookups for i in f.indices):
+            name = f"{name}_{{{','.join(lookups.get(i) or index_list([i]) for i in f.indices)}}}"
+        else:
+            name = f"{name}_{{{index_list(f.indices)}}}"
     if not f.fn:
         return name
     function, what = parse_fn(f.fn)
@@ -182,12 +201,25 @@ class PolyPrinter:
 
 
 def term(t: IndexTerm, poly: PolyPrinter, tensors: frozenset[str] | set[str] = frozenset(),
-         show_sum: bool = True) -> str:
-    """``\\sum_{b} X_{bd} dH_{bf}`` with deltas as ``\\delta_{dd'}``."""
+         show_sum: bool = True, inline: bool = False) -> str:
+    """``\\sum_{b} X_{bd} dH_{bf}`` with deltas as ``\\delta_{dd'}``; a factor read
+    k times prints once, to the k-th power.  With ``inline``, a lookup
+    ``\\sum_v [v = \\mathit{tok}_b] E_{vd}`` is written ``E_{\\mathit{tok}_{b},d}``,
+    as declared."""
+    lookups: dict[str, str] = {}
+    if inline:
+        used = [i for f in t.factors if not f.is_indicator for i in f.indices]
+        lookups = {f.indices[0]: indexed(Factor(f.tensor, f.indices[1:]), tensors)
+                   for f in t.factors if f.is_select and f.indices[0] in t.summed
+                   and f.indices[0] in used}
+        t = IndexTerm(t.coefficient,
+                      tuple(f for f in t.factors if not (f.is_select and f.indices[0] in lookups)),
+                      t.deltas, tuple(i for i in t.summed if i not in lookups))
     counts: dict[Factor, int] = {}
-    for f in t.factors:  # a factor read k times prints once, to the k-th power
+    for f in t.factors:
         counts[f] = counts.get(f, 0) + 1
-    parts = [indexed(f, tensors) + (f"^{{{k}}}" if k > 1 else "") for f, k in counts.items()]
+    parts = [indexed(f, tensors, lookups) + (f"^{{{k}}}" if k > 1 else "")
+             for f, k in counts.items()]
     parts += [rf"\delta_{{{index_list((a, b))}}}" for a, b in t.deltas]
     body = r"\, ".join(parts) if parts else "1"
     if t.coefficient != 1:

@@ -21,8 +21,8 @@ import jinja2
 import sympy
 
 from . import printing as P
-from .cost import Costs, _steps, contraction_path
-from .derive import (Derivation, IndexTerm, MatrixProduct, Rule, contraction_rules,
+from .cost import Costs, _conditions, _size, _steps, contraction_path, einsum_flops
+from .derive import (Derivation, IndexTerm, MatrixProduct, Rule, contraction_rules, grad_name,
                      matrix_form)
 from .evaluate import number
 from .ir import Contraction, Einsum, Factor, Tensor
@@ -181,7 +181,8 @@ class _Math:
         return P.terms(ts, self.poly, self.names)
 
     def einsum_rhs(self, e: Einsum) -> str:
-        return self.term(IndexTerm(e.coefficient, e.operands, (), e.summed))
+        return P.term(IndexTerm(e.coefficient, e.operands, (), e.summed), self.poly, self.names,
+                      inline=True)
 
     def index_form(self, e: Einsum) -> str:
         return f"{self.ix(e.output)} = {self.einsum_rhs(e)}"
@@ -207,25 +208,29 @@ def _generic(op: Contraction, term: int = 0) -> Contraction:
     e = op.terms[term]
     pool = iter("ijklmnpqrsuvw")
     letters: dict[str, str] = {}
-    on_operands = {i for f in e.operands for i in f.indices}
+    on_operands = {i for f in e.factors for i in f.indices}
     # Output letters no operand carries (a bias broadcast over them) come
     # first, so that a bias reads Y_ij = X_j; then the operands' letters in
-    # reading order, as in Y_ik = sum_j X_ij W_jk.
+    # reading order, as in Y_ik = sum_j X_ij W_jk; then the conditions'.
     order = [i for i in e.output.indices if i not in on_operands]
-    order += [i for f in (*e.operands, e.output) for i in f.indices]
+    order += [i for f in (*e.factors, e.output, *(f for f in e.operands if f.is_indicator))
+              for i in f.indices]
     for i in order:
         if i not in letters:
             letters[i] = next(pool, f"i{len(letters)}")
     names: dict[str, str] = {}
     pool_names = iter(["X", "W", "V", "U", "Z", "T"])
-    for f in e.operands:
+    for f in e.factors:
         if f.tensor not in names:
             names[f.tensor] = next(pool_names, f"A{len(names)}")
 
     def rename(f: Factor, name: str) -> Factor:
         return Factor(name, tuple(letters[i] for i in f.indices), fn=f.fn)
 
-    generic = Einsum(rename(e.output, "Y"), tuple(rename(f, names[f.tensor]) for f in e.operands),
+    # Indicators keep their index tensor's name: [k <= i], [j = tok_i].
+    generic = Einsum(rename(e.output, "Y"),
+                     tuple(rename(f, f.tensor if f.is_indicator else names[f.tensor])
+                           for f in e.operands),
                      e.coefficient)
     dims = tuple((letters[i], ext) for i, ext in op.index_dims if i in letters)
     if len(op.terms) > 1:  # a term of a sum: its pattern is that of the term alone
@@ -341,7 +346,7 @@ def _functions(layer: Any, derivation: Derivation, m: _Math) -> list[dict[str, A
     from .functions import FUNCTIONS, X, Y
 
     used = dict.fromkeys(f.fn for op in layer.ops if isinstance(op, Contraction)
-                         for t in op.terms for f in t.operands if f.fn)
+                         for t in op.terms for f in t.factors if f.fn)
     out = []
     for name in used:
         f = FUNCTIONS[name]
@@ -375,6 +380,60 @@ def _flops_story(e: Einsum, extents: Mapping[str, sympy.Expr], flops: sympy.Expr
         return (rf"{factor} \times \underbrace{{{size(out)}}}_{{\text{{outputs}}}} \times "
                 rf"\underbrace{{{size(inner)}}}_{{\text{{terms each}}}} = {poly(flops)}")
     return rf"\underbrace{{{size(out)}}}_{{\text{{products}}}} = {poly(flops)}"
+
+
+def _domain_note(k: int, derivation: Derivation, costs: Costs, m: _Math, esc: Any) -> str:
+    """What a lookup or a where-clause does to op ``k``'s count, in a sentence
+    computed from the op (empty for an op with neither): a lookup copies and
+    is no dense product with a one-hot matrix; a condition sums over part of
+    the square only."""
+    op, unit, poly = derivation.layer.ops[k], costs.unit, m.poly
+    extents = op.dims()
+    sentences = []
+    for e in op.terms:
+        lookups = [f for f in e.operands if f.is_select and f.indices[0] in e.summed]
+        if lookups:
+            tables = [f.tensor for f in e.factors if any(x.indices[0] in f.indices for x in lookups)]
+            dense = einsum_flops(_dense(e), extents, unit)
+            onehot = r",\ ".join(m.ix(f) for f in lookups)
+            text = (esc("A lookup, not a multiplication: each of the ")
+                    + f"${poly(_size(set(e.output.indices), extents))}$"
+                    + esc(" elements of ") + f"${m.t(e.output.tensor)}$" + esc(" copies the element of ")
+                    + f"${m.ts(tables)}$" + esc(" that ")
+                    + f"${m.ts([f.tensor for f in lookups])}$"
+                    + esc(" selects, with no multiply-add; as a dense product with the one-hot "
+                          "matrix ") + f"${onehot}$" + esc(" it would cost ") + f"${poly(dense)}$"
+                    + esc(f" {unit}."))
+            scatter = [(r, c) for r, c in zip(derivation.rules, costs.backward)
+                       if r.op == k and any(f.is_select and f.indices[0] in t.output.indices
+                                            for t in r.terms for f in t.operands)]
+            for r, c in scatter:
+                text += (esc(" Its backward ") + f"${m.t(r.grad)}$"
+                         + esc(" is a scatter-add, one add per element of ")
+                         + f"${m.t(grad_name(op.output))}$" + esc(" read: ")
+                         + f"${poly(c.elementwise)}$"
+                         + esc(" FLOPs of elementwise work, not a product."))
+            sentences.append(text)
+        conditions = [f for f in e.operands if f.is_comparison]
+        if conditions and e.factors:
+            letters = {i for f in conditions for i in f.indices}
+            inside = _size(letters, extents, _conditions(e))
+            full = einsum_flops(Einsum(e.output, e.factors, e.coefficient), extents, unit)
+            pairs = ", ".join(sorted(letters, key=[i for i, _ in op.index_dims].index))
+            domain = r",\ ".join(m.ix(f) for f in conditions)
+            sentences.append(
+                esc("Summed over the domain ") + f"${domain}$"
+                + esc(" only: ") + f"${poly(inside)}$" + esc(" of the ")
+                + f"${poly(_size(letters, extents))}$" + esc(f" tuples ({pairs}); over the full "
+                                                             "range it would cost ")
+                + f"${poly(full)}$" + esc(f" {unit}."))
+    return " ".join(dict.fromkeys(sentences))
+
+
+def _dense(e: Einsum) -> Einsum:
+    """``e`` with each lookup's one-hot matrix as an ordinary dense operand."""
+    return Einsum(e.output, tuple(Factor(f"onehot_{f.tensor}", f.indices) if f.is_select else f
+                                  for f in e.operands), e.coefficient)
 
 
 def _group(value: int) -> str:
@@ -427,7 +486,7 @@ def _memory_rows(c: Costs, tensors: Sequence[Tensor], m: _Math, esc: Any,
     def names(ns: Sequence[str]) -> str:  # one math span each, so a long list can wrap
         return ", ".join(f"${m.t(n)}$" for n in ns)
 
-    rows = [row(esc("Parameters") + " " + names(params), c.params, prec.params,
+    rows = [row(esc("Parameters") + (" " + names(params) if params else ""), c.params, prec.params,
                 mem["params_bytes"], esc("model"))]
     if c.trainable != 0:
         rows.append(row(esc("Gradients") + " " + names(["d" + n for n in trainable]),
@@ -469,7 +528,8 @@ def sheet_context(derivation: Derivation, costs: Costs, fmt: str,
         "elementwise": poly(c.elementwise) if c.elementwise != 0 else None,
         "story": (_flops_story(op.einsum, op.dims(), c.flops, poly, unit)
                   if len(op.terms) == 1 and c.flops != 0 else poly(c.flops)),
-    } for op, c in zip(layer.ops, costs.forward)]
+        "note": _domain_note(k, derivation, costs, m, esc),
+    } for k, (op, c) in enumerate(zip(layer.ops, costs.forward))]
 
     normalizations = []
     for op in layer.ops:
@@ -489,7 +549,7 @@ def sheet_context(derivation: Derivation, costs: Costs, fmt: str,
         for k in range(len(op.terms)):
             g = _generic(op, k)
             # Only an output-saving function's rule depends on the term being alone.
-            output_form = any(f.fn and FUNCTIONS[f.fn].saves == "output" for f in g.einsum.operands)
+            output_form = any(f.fn and FUNCTIONS[f.fn].saves == "output" for f in g.einsum.factors)
             key = g.einsum.statement() + ("" if lone or not output_form else " (a term of a sum)")
             patterns.setdefault(key, []).append(op.output)
             representative.setdefault(key, (g, lone))
@@ -498,7 +558,8 @@ def sheet_context(derivation: Derivation, costs: Costs, fmt: str,
         if not any(name in derivation.needs_grad for name in users) or not g.inputs:
             continue
         gm = _Math(poly, frozenset(f.tensor for f in (g.einsum.output, *g.einsum.operands)))
-        by_wrt = {wrt: contraction_rules(g, 0, wrt, output_form=lone) for wrt in g.inputs}
+        by_wrt = {wrt: rules for wrt in g.inputs
+                  if (rules := contraction_rules(g, 0, wrt, output_form=lone))}
         generic.append({
             "op": gm.index_form(g.einsum),
             "matrix": gm.matrix(matrix_form(g.einsum)),

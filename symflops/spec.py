@@ -7,10 +7,15 @@ The declaration format is a public contract (documented in the README)::
     dims:                          # dimension name -> what it means
       B: tokens in the batch
     tensors:                       # inputs and parameters; activations are inferred
-      X: {shape: [B, D], role: input}          # role: input | param | frozen
+      X: {shape: [B, D], role: input}          # role: input | param | frozen | index
       W_in: {shape: [D, F], role: param}       # requires_grad: true|false (optional)
     ops:                           # one einsum statement per line
       - H[b,f] = X[b,d] W_in[d,f]
+
+A where-clause restricts an op's summation domain (``A[s,t] = Q[s,e] K[t,e]
+where t <= s``): it becomes an indicator factor ``[t <= s]`` in every term that
+carries both letters.  A lookup ``E[tok[b], d]`` through an ``index`` tensor
+becomes ``[v = tok[b]] E[v,d]`` with a fresh letter ``v`` over E's axis.
 
 YAML is read with the safe loader only, composed into nodes first so that every
 value keeps its line and column; ops are parsed by :mod:`symflops.statement`
@@ -23,7 +28,7 @@ import difflib
 import keyword
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
 import sympy
@@ -31,11 +36,11 @@ import yaml
 
 from .errors import Span, SymflopsError
 from .expr import parse_expression
-from .ir import LEAF_ROLES, Contraction, Dim, Einsum, Factor, Layer, Tensor, dim_symbol
+from .ir import LEAF_ROLES, SELECT, Contraction, Dim, Einsum, Factor, Layer, Tensor, dim_symbol
 from .normalize import Normalize
 from .functions import FUNCTIONS
 from .functions import known as known_functions
-from .statement import Call, Constant, Ref, Term, output_name, parse_statement
+from .statement import Call, Constant, Ref, Statement, Term, output_name, parse_statement
 
 TOP_KEYS = ("name", "title", "description", "dims", "tensors", "ops", "precision")
 TENSOR_KEYS = ("shape", "role", "requires_grad", "description")
@@ -203,7 +208,7 @@ def _tensors(node: Node, symbols: dict[str, sympy.Symbol]) -> dict[str, Tensor]:
             raise SymflopsError(f"unknown role {role!r} for tensor {name!r}", role_node.span,
                                 f"use one of {', '.join(LEAF_ROLES)} (tensors an op produces "
                                 "are not declared; their shapes are inferred)")
-        requires_grad = role != "frozen"
+        requires_grad = role not in ("frozen", "index")
         if "requires_grad" in fields:
             rg = fields["requires_grad"][1]
             if not isinstance(rg.value, bool):
@@ -212,6 +217,9 @@ def _tensors(node: Node, symbols: dict[str, sympy.Symbol]) -> dict[str, Tensor]:
             if rg.value and role == "frozen":
                 raise SymflopsError(f"tensor {name!r} is frozen but asks for a gradient", rg.span,
                                     "use role: param for a trained weight")
+            if rg.value and role == "index":
+                raise SymflopsError(f"tensor {name!r} holds indices, which have no gradient",
+                                    rg.span, "remove requires_grad; an index tensor only selects")
             requires_grad = rg.value
         description = _text(fields["description"][1], "a description") if "description" in fields else ""
         tensors[name] = Tensor(name, shape, role, requires_grad, description, key_span)
@@ -335,9 +343,13 @@ def _lower_term(term: Term, out: str, dims: dict[str, sympy.Symbol], span: Span 
     factors: list[Factor] = []
     for f in term.factors:
         if isinstance(f, Ref):
-            factors.append(Factor(f.name, f.indices, at(f.column)))
+            factors += _lookups(f, at) + [Factor(f.name, f.indices, at(f.column))]
         elif isinstance(f, Call):
             ref = Factor(f.ref.name, f.ref.indices, at(f.ref.column))
+            if f.ref.gathers and (f.name == "dropout" or _NORMALIZE.match(f.name)):
+                raise SymflopsError(f"a lookup inside {f.name}(...)", at(f.column),
+                                    "write the lookup as an op of its own, e.g. "
+                                    "'X[b,d] = E[tok[b], d]', and apply the call to X")
             if _NORMALIZE.match(f.name):
                 # The normalised tensor before gain and bias, printed with a hat.
                 name = f"{out}_hat"
@@ -350,7 +362,9 @@ def _lower_term(term: Term, out: str, dims: dict[str, sympy.Symbol], span: Span 
                 shape = known[f.ref.name].shape
                 new_leaves[name] = Tensor(name, shape, "activation", False, "", at(f.column))
                 factors.append(temp)
-            elif f.name in FUNCTIONS:
+                continue
+            factors += _lookups(f.ref, at)
+            if f.name in FUNCTIONS:
                 if f.argument is not None:
                     raise SymflopsError(f"{f.name} takes one tensor", at(f.argument.column),
                                         f"write {f.name}({f.ref.name}[...])")
@@ -384,6 +398,123 @@ def _lower_term(term: Term, out: str, dims: dict[str, sympy.Symbol], span: Span 
     return coefficient, factors
 
 
+def _lookups(ref: Ref, at: Any) -> list[Factor]:
+    """The selections ``[v = tok[b]]`` of a lookup ``E[tok[b], d]`` (whose
+    looked-up position already holds its fresh letter ``v``)."""
+    return [Factor(inner.name, (ref.indices[k], *inner.indices), at(inner.column), SELECT)
+            for k, inner in ref.gathers]
+
+
+_LETTERS = "vwuxyzpqrjklmnoghiabcdef"
+
+
+def _resolve_lookups(st: Statement, extent_of: Any, at: Any) -> Statement:
+    """Give every looked-up position (``E[tok[b], d]``) a fresh letter, the
+    lower-case name of the axis's dim when that is free (``v`` for ``V``)."""
+    if st.lhs.gathers:
+        raise SymflopsError(f"a lookup on the output {st.lhs.name}", at(st.lhs.gathers[0][1].column),
+                            "write the output with plain letters; lookups select from operands")
+    used = {i for r in (st.lhs, *st.refs) for i in r.indices}
+    used |= {c.left for c in st.where} | {c.right for c in st.where}
+
+    def fresh(ref: Ref, position: int) -> str:
+        extent = extent_of(ref.name, position)
+        for cand in ([str(extent).lower()] if isinstance(extent, sympy.Symbol) else []) + list(_LETTERS):
+            if len(cand) == 1 and cand not in used:
+                used.add(cand)
+                return cand
+        k = 1
+        while f"v{k}" in used:
+            k += 1
+        used.add(f"v{k}")
+        return f"v{k}"
+
+    def resolve(ref: Ref) -> Ref:
+        if not ref.gathers:
+            return ref
+        indices = list(ref.indices)
+        for k, _ in ref.gathers:
+            indices[k] = fresh(ref, k)
+        return replace(ref, indices=tuple(indices))
+
+    terms = []
+    for term in st.terms:
+        factors = [resolve(f) if isinstance(f, Ref)
+                   else replace(f, ref=resolve(f.ref)) if isinstance(f, Call) else f
+                   for f in term.factors]
+        terms.append(replace(term, factors=tuple(factors)))
+    return replace(st, terms=tuple(terms))
+
+
+def _check_lookups(st: Statement, known: Mapping[str, Tensor], at: Any,
+                   ranges: dict[str, tuple[sympy.Expr, str]],
+                   bound: Mapping[str, tuple[sympy.Expr, str, Span | None]]) -> None:
+    """Index tensors only select, through tensors declared with ``role: index``;
+    one index tensor selects along axes of one size (its values' range)."""
+    inner = {id(r) for ref in st.refs for _, r in ref.gathers}
+    for ref in st.refs:
+        tensor = known[ref.name]
+        if id(ref) in inner and tensor.role != "index":
+            raise SymflopsError(
+                f"{ref.name} is used as an index tensor but is declared as {tensor.role}",
+                at(ref.column), f"declare it with integer values as "
+                f"'{ref.name}: {{shape: [...], role: index}}', or look up through another tensor")
+        if id(ref) not in inner and tensor.role == "index":
+            raise SymflopsError(
+                f"{ref.name} holds indices and is used as a factor", at(ref.column),
+                f"index tensors only select, e.g. E[{ref.name}[{','.join(ref.indices) or 'b'}], d]")
+        for k, r in ref.gathers:
+            extent = bound[ref.indices[k]][0]
+            if r.name in ranges and sympy.simplify(ranges[r.name][0] - extent) != 0:
+                raise SymflopsError(
+                    f"{r.name} selects along an axis of size {extent} in {ref.name} but of size "
+                    f"{ranges[r.name][0]} in {ranges[r.name][1]}", at(r.column),
+                    "an index tensor's values range over one axis size; use one index tensor "
+                    "per table size")
+            ranges.setdefault(r.name, (extent, ref.name))
+
+
+def _check_where(st: Statement, bound: Mapping[str, Any], dims: Mapping[str, Any],
+                 known: Mapping[str, Tensor], at: Any) -> None:
+    """Every letter of the where-clause is an index of the op; no letter is
+    compared with itself, and the conditions do not go round in a cycle."""
+    letters = sorted(i for i in bound if i)
+    for c in st.where:
+        for letter, col in ((c.left, c.column), (c.right, c.right_column)):
+            if letter in bound:
+                continue
+            what = ("a dimension" if letter in dims else "a tensor" if letter in known
+                    else "not an index letter of this op")
+            raise SymflopsError(
+                f"{letter!r} in the where-clause is {what}", at(col),
+                f"compare index letters of this op ({', '.join(letters)}; letters are local "
+                "to one op), e.g. 'where t <= s'")
+        if c.left == c.right:
+            raise SymflopsError(f"the condition compares {c.left!r} with itself", at(c.column),
+                                "compare two different letters, e.g. 'where t <= s'")
+    below: dict[str, set[str]] = {}
+    for c in st.where:
+        low, high = (c.left, c.right) if c.op in ("<=", "<") else (c.right, c.left)
+        below.setdefault(high, set()).add(low)
+    state: dict[str, str] = {}
+
+    def visit(letter: str) -> None:
+        if state.get(letter) == "done":
+            return
+        if state.get(letter) == "active":
+            raise SymflopsError("the where-clause's conditions form a cycle",
+                                at(st.where[0].column),
+                                "each letter must be bounded by letters it does not bound; "
+                                "for equal letters use one letter")
+        state[letter] = "active"
+        for low in below.get(letter, ()):
+            visit(low)
+        state[letter] = "done"
+
+    for letter in list(below):
+        visit(letter)
+
+
 def _ops(node: Node, tensors: dict[str, Tensor], dims: dict[str, sympy.Symbol]
          ) -> tuple[tuple[Contraction, ...], dict[str, Tensor]]:
     if not isinstance(node.value, list) or not node.value:
@@ -400,6 +531,7 @@ def _ops(node: Node, tensors: dict[str, Tensor], dims: dict[str, sympy.Symbol]
     ordered = _order(parsed, given)
     known = dict(given)
     ops = []
+    ranges: dict[str, tuple[sympy.Expr, str]] = {}
     for st, item in ordered:
         at = (lambda col, s=item.span: s.shifted(col) if s else None)
         bound: dict[str, tuple[sympy.Expr, str, Span | None]] = {}
@@ -408,7 +540,11 @@ def _ops(node: Node, tensors: dict[str, Tensor], dims: dict[str, sympy.Symbol]
                 raise SymflopsError(f"unknown tensor {ref.name!r}", at(ref.column),
                                     f"declare it under 'tensors:' or produce it with an op; "
                                     f"{_closest(ref.name, sorted(known))}")
+        st = _resolve_lookups(st, lambda name, k: (known[name].shape[k] if k < len(known[name].shape)
+                                                   else None), at)
+        for ref in st.refs:
             _bind(ref, known[ref.name], item.span, bound)
+        _check_lookups(st, known, at, ranges, bound)
         seen: set[str] = set()
         for letter, col in zip(st.lhs.indices, st.lhs.index_columns):
             if letter not in bound:
@@ -420,12 +556,18 @@ def _ops(node: Node, tensors: dict[str, Tensor], dims: dict[str, sympy.Symbol]
                 raise SymflopsError(f"index {letter!r} appears twice on the output {st.lhs.name}",
                                     at(col), "an output index names one axis; use a new letter")
             seen.add(letter)
+        _check_where(st, bound, dims, known, at)
         out_factor = Factor(st.lhs.name, st.lhs.indices, at(st.lhs.column))
         shape = tuple(bound[i][0] for i in st.lhs.indices)
         out = Tensor(st.lhs.name, shape, "activation", False, "", at(st.lhs.column))
         lone = st.terms[0].factors[0] if len(st.terms) == 1 and len(st.terms[0].factors) == 1 else None
         if (isinstance(lone, Call) and _NORMALIZE.match(lone.name) and not st.terms[0].negative
                 and lone.ref.indices == st.lhs.indices):
+            if st.where:
+                raise SymflopsError(f"a where-clause on {lone.name}(...) is not supported yet",
+                                    at(st.where[0].column),
+                                    "a masked softmax needs -infinity, not zero, outside the "
+                                    "domain; declare the full-square softmax for now")
             op = _normalize(lone, out_factor, bound, item.span, st.text)
             known[out.name] = out
             known.update(_aux_tensors(op, known))
@@ -437,7 +579,17 @@ def _ops(node: Node, tensors: dict[str, Tensor], dims: dict[str, sympy.Symbol]
         for term in st.terms:
             coefficient, factors = _lower_term(term, st.lhs.name, dims, item.span, known,
                                                new_leaves, bound, pre_ops, st.text)
+            # A condition restricts every term that carries both of its letters.
+            carried = {i for f in (out_factor, *factors) for i in f.indices}
+            factors += [Factor("", (c.left, c.right), at(c.column), c.op) for c in st.where
+                        if c.left in carried and c.right in carried]
             terms.append(Einsum(out_factor, tuple(factors), coefficient))
+        for c in st.where:
+            if not any(f.indices == (c.left, c.right) and f.fn == c.op
+                       for t in terms for f in t.operands):
+                raise SymflopsError(f"no term of the op carries both {c.left!r} and {c.right!r}",
+                                    at(c.column), "a condition restricts terms that sum or "
+                                    "write both letters; remove it or put it on another op")
         known.update(new_leaves)
         for op in pre_ops:
             known.update(_aux_tensors(op, known))

@@ -2,16 +2,19 @@
 
 ::
 
-    statement := ref "=" rhs
+    statement := ref "=" rhs ["where" condition ("," condition)*]
     rhs       := ["-"] term (("+" | "-") term)*
     term      := factor (["*"] factor | "/" constant)*
     factor    := ref | NAME "(" ref ["," constant] ")" | constant
-    ref       := NAME "[" [INDEX ("," INDEX)*] "]"
+    ref       := NAME "[" [index ("," index)*] "]"
+    index     := INDEX | NAME "[" INDEX ("," INDEX)* "]"       (a lookup: E[tok[b], d])
+    condition := INDEX ("<=" | "<" | ">=" | ">") INDEX          (t <= s)
     constant  := NUMBER | NAME | NAME "(" ... ")" | "(" ... ")"     (no brackets inside)
 
 Examples: ``H[b,f] = X[b,d] W_in[d,f]``, ``A[s,t] = Q[s,h] K[t,h] / sqrt(H)``,
 ``Y[b,d] = X[b,d] + F[b,d]``, ``G[b,f] = silu(A[b,f]) * U[b,f]``,
-``Z[b,d] = dropout(A[b,d], 0.1)``.  Juxtaposition and ``*`` both multiply.
+``Z[b,d] = dropout(A[b,d], 0.1)``, ``X[b,d] = E[tok[b], d]``,
+``A[s,t] = Q[s,e] K[t,e] / sqrt(E) where t <= s``.  Juxtaposition and ``*`` both multiply.
 A call whose argument is an indexed tensor applies a function (or an op such
 as ``softmax_t``) to it; any other parenthesised or named factor is a
 constant, kept as text with its column and read later by the whitelisting
@@ -28,7 +31,7 @@ from .errors import Span, SymflopsError
 _TOKEN = re.compile(
     r"(?P<space>\s+)|(?P<name>[A-Za-z_][A-Za-z0-9_]*)"
     r"|(?P<number>\d[\d_]*(?:\.\d*)?(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?)"
-    r"|(?P<punct>\*\*|[\[\],=*/()+\-^])"
+    r"|(?P<punct>\*\*|<=|>=|[\[\],=*/()+\-^<>])"
 )
 
 
@@ -41,12 +44,26 @@ class Token:
 
 @dataclass(frozen=True)
 class Ref:
-    """``NAME[i, j]`` with the 0-based column of the name and of each index."""
+    """``NAME[i, j]`` with the 0-based column of the name and of each index.
+    A looked-up position (``E[tok[b], d]``) has ``""`` in ``indices`` and its
+    index tensor's reference in ``gathers``, as ``(position, Ref)``."""
 
     name: str
     column: int
     indices: tuple[str, ...]
     index_columns: tuple[int, ...]
+    gathers: tuple[tuple[int, "Ref"], ...] = ()
+
+
+@dataclass(frozen=True)
+class Condition:
+    """``left op right`` in a where-clause, with the columns of both letters."""
+
+    left: str
+    op: str
+    right: str
+    column: int
+    right_column: int
 
 
 @dataclass(frozen=True)
@@ -83,17 +100,19 @@ class Statement:
     lhs: Ref
     terms: tuple[Term, ...]
     text: str
+    where: tuple[Condition, ...] = ()
 
     @property
     def refs(self) -> tuple[Ref, ...]:
-        """Every tensor reference on the right side, in order."""
+        """Every tensor reference on the right side, in order (an index
+        tensor of a lookup right after the tensor it looks up)."""
         out: list[Ref] = []
         for term in self.terms:
             for f in term.factors:
-                if isinstance(f, Ref):
-                    out.append(f)
-                elif isinstance(f, Call):
-                    out.append(f.ref)
+                ref = f if isinstance(f, Ref) else f.ref if isinstance(f, Call) else None
+                if ref is not None:
+                    out.append(ref)
+                    out += [inner for _, inner in ref.gathers]
         return tuple(out)
 
 
@@ -151,7 +170,12 @@ class _Parser:
         self.pos += 1
         return token
 
-    def ref(self) -> Ref:
+    def at_where(self) -> bool:
+        """The keyword ``where`` (a name not followed by '[' or '(')."""
+        return (self.tok.kind == "name" and self.tok.text == "where"
+                and self.peek().text not in ("[", "("))
+
+    def ref(self, inner: bool = False) -> Ref:
         name = self.tok
         if name.kind != "name":
             raise self.error(f"expected a tensor name, found {self.describe(name)}",
@@ -165,6 +189,7 @@ class _Parser:
         self.pos += 1
         indices: list[str] = []
         columns: list[int] = []
+        gathers: list[tuple[int, Ref]] = []
         while self.tok.text != "]":
             if self.tok.kind == "end":
                 raise self.error(f"'[' after {name.text!r} is never closed",
@@ -177,11 +202,22 @@ class _Parser:
                     f"expected an index name in {name.text}[...], found {self.describe(self.tok)}",
                     "indices are names such as b, d, head, t1; arithmetic on indices is not "
                     "allowed here")
+            if self.peek().text == "[":  # a lookup through an index tensor: E[tok[b], d]
+                if inner:
+                    raise self.error(f"a lookup inside the lookup {name.text}[...]",
+                                     "index tensors take plain letters, e.g. E[tok[b], d]")
+                gathers.append((len(indices), self.ref(inner=True)))
+                indices.append("")
+                columns.append(gathers[-1][1].column)
+                continue
             indices.append(self.tok.text)
             columns.append(self.tok.column)
             self.pos += 1
         self.pos += 1
-        return Ref(name.text, name.column, tuple(indices), tuple(columns))
+        if inner and not indices:
+            raise self.error(f"the index tensor {name.text} has no index", "give it letters, "
+                             f"e.g. {name.text}[b]", name)
+        return Ref(name.text, name.column, tuple(indices), tuple(columns), tuple(gathers))
 
     def _balanced(self) -> Constant:
         """Raw text from here to the matching ')' (the current token is '(' or
@@ -244,7 +280,7 @@ class _Parser:
     def term(self, negative: bool) -> Term:
         start = self.tok.column
         factors: list[Ref | Call | Constant] = [self.constant_or_call()]
-        while self.tok.kind != "end" and self.tok.text not in ("+", "-"):
+        while self.tok.kind != "end" and self.tok.text not in ("+", "-") and not self.at_where():
             if self.tok.text == "/":
                 slash = self.tok
                 self.pos += 1
@@ -278,13 +314,44 @@ class _Parser:
             negative = True
             self.pos += 1
         terms.append(self.term(negative))
-        while self.tok.kind != "end":
+        while self.tok.kind != "end" and not self.at_where():
             negative = self.tok.text == "-"
             self.pos += 1
             if self.tok.kind == "end":
                 raise self.error("the op ends after '+' or '-'", "add the missing term")
             terms.append(self.term(negative))
-        return Statement(lhs, tuple(terms), self.text)
+        where: list[Condition] = []
+        if self.at_where():
+            self.pos += 1
+            where.append(self.condition())
+            while self.tok.text == ",":
+                self.pos += 1
+                where.append(self.condition())
+            if self.tok.kind != "end":
+                raise self.error(f"unexpected {self.describe(self.tok)} in the where-clause",
+                                 "separate conditions with commas, e.g. 'where t <= s, u < t'; "
+                                 "the where-clause ends the op")
+        return Statement(lhs, tuple(terms), self.text, tuple(where))
+
+    def condition(self) -> Condition:
+        """``t <= s``: two index letters and a comparison."""
+        hint = "a condition compares two index letters of the op, e.g. 'where t <= s'"
+        left = self.tok
+        if left.kind != "name":
+            raise self.error(f"expected an index letter in the where-clause, found "
+                             f"{self.describe(left)}", hint)
+        self.pos += 1
+        op = self.tok
+        if op.text not in ("<=", "<", ">=", ">"):
+            raise self.error(f"expected <=, <, >= or > after {left.text!r}, found "
+                             f"{self.describe(op)}", hint)
+        self.pos += 1
+        right = self.tok
+        if right.kind != "name" or self.peek().text in ("[", "("):
+            raise self.error(f"expected an index letter after {op.text!r}, found "
+                             f"{self.describe(right)}", hint)
+        self.pos += 1
+        return Condition(left.text, op.text, right.text, left.column, right.column)
 
 
 def parse_statement(text: str, span: Span | None = None,

@@ -59,7 +59,7 @@ from .report import table
 from .cost import Costs, costs
 from .derive import Derivation, Rule, derive, grad_name
 from .errors import SymflopsError
-from .ir import Contraction, Einsum, Layer, dim_symbol
+from .ir import Contraction, Einsum, Layer, dim_symbol, index_ranges
 from .numeric import run_einsum, run_op
 from .spec import load
 
@@ -94,6 +94,17 @@ def choose_sizes(layer: Layer, rng: np.random.Generator, low: int, high: int) ->
             return dims
     raise SymflopsError(f"cannot find dim sizes in {low}..{high} that make every axis of "
                         f"{layer.name} positive", hint="check the shape expressions")
+
+
+def random_leaves(layer: Layer, dims: Mapping[str, int],
+                  rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Standard normal inputs and parameters; index tensors get integers in
+    the range of the axis they select along (``[0, V)`` for ``E[tok[b], d]``)."""
+    ranges = index_ranges(layer)
+    return {t.name: (rng.integers(0, _extent(ranges.get(t.name, sympy.Integer(1)), dims),
+                                  _shape(layer, t.name, dims))
+                     if t.role == "index" else rng.standard_normal(_shape(layer, t.name, dims)))
+            for t in layer.tensors if t.role != "activation"}
 
 
 def small_sizes(layer: Layer, rng: np.random.Generator) -> dict[str, int]:
@@ -251,8 +262,10 @@ def _apply_rules(rules: Sequence[Rule], env: Mapping[str, np.ndarray],
         extents = _extents(rule.index_dims, dims)
         for term in rule.terms:
             for f in term.operands:
+                if f.is_comparison:
+                    continue
                 # Said here in the rule's own letters; NumPy would name its internal ones.
-                want = tuple(extents[i] for i in f.indices)
+                want = tuple(extents[i] for i in (f.indices[1:] if f.is_select else f.indices))
                 if env[f.tensor].shape != want:
                     raise ValueError(f"{f} needs shape {want}, but {f.tensor} has shape "
                                      f"{env[f.tensor].shape}")
@@ -280,16 +293,67 @@ def torch_function(torch: Any, name: str) -> Callable[[Any], Any]:
     return table[name]
 
 
+_TORCH_COMPARE = {"<=": "le", "<": "lt", ">=": "ge", ">": "gt"}
+
+
+def _torch_indicators(torch: Any, e: Einsum, tensors: Mapping[str, Any], args: list[Any],
+                      operands: list[list[str]], extents: Mapping[str, int]) -> None:
+    """Apply ``e``'s indicators the way a PyTorch model does, in place: a
+    lookup ``[v = tok[b]] E[v,d]`` as ``index_select`` of E's rows (so that
+    autograd's backward is PyTorch's own scatter-add), a condition ``[t <= s]``
+    as a 0/1 mask multiplied into an operand that has both letters, else kept
+    as an operand of the einsum."""
+    for f in e.operands:
+        if not f.is_select:
+            continue
+        v, idx = f.indices[0], tensors[f.tensor].long()
+        found = False
+        for k, letters in enumerate(operands):
+            while v in letters:
+                axis, a = letters.index(v), args[k]
+                picked = a.index_select(axis, idx.reshape(-1))
+                args[k] = picked.reshape(tuple(a.shape[:axis]) + tuple(idx.shape)
+                                         + tuple(a.shape[axis + 1:]))
+                letters[axis:axis + 1] = list(f.indices[1:])
+                found = True
+        if not found:  # nothing to look up in: the one-hot matrix itself
+            values = torch.arange(extents[v], device=idx.device).reshape((-1,) + (1,) * idx.dim())
+            args.append((idx.unsqueeze(0) == values).to(torch.float64))
+            operands.append(list(f.indices))
+    for f in e.operands:
+        if not f.is_comparison:
+            continue
+        a, b = f.indices
+        sizes = {i: n for letters, x in zip(operands, args) for i, n in zip(letters, x.shape)}
+        sizes = {**extents, **sizes}
+        ra = torch.arange(sizes[a], device=args[0].device if args else None)
+        rb = torch.arange(sizes[b], device=ra.device)
+        mask = getattr(torch, _TORCH_COMPARE[f.fn])(ra[:, None], rb[None, :]).to(torch.float64)
+        k = next((k for k, letters in enumerate(operands) if a in letters and b in letters), None)
+        if k is None:
+            args.append(mask)
+            operands.append([a, b])
+            continue
+        names = {i: string.ascii_letters[n] for n, i in enumerate(dict.fromkeys(operands[k]))}
+        mine = "".join(names[i] for i in operands[k])
+        args[k] = torch.einsum(f"{mine},{names[a]}{names[b]}->{mine}", args[k], mask)
+
+
 def torch_einsum(torch: Any, e: Einsum, tensors: Mapping[str, Any],
-                 dims: Mapping[str, int] | None = None) -> Any:
+                 dims: Mapping[str, int] | None = None,
+                 extents: Mapping[str, int] | None = None) -> Any:
     """A forward term with ``torch.einsum`` (forward terms never repeat an output
-    letter; one that broadcasts, as in a bias add, is expanded)."""
+    letter; one that broadcasts, as in a bias add, is expanded).  ``extents``
+    sizes letters that no tensor carries (a mask over output letters)."""
     letters = {i: string.ascii_letters[k] for k, i in enumerate(e.indices)}
-    present = [i for i in e.output.indices if any(i in f.indices for f in e.operands)]
-    spec = ",".join("".join(letters[i] for i in f.indices) for f in e.operands)
-    spec += "->" + "".join(letters[i] for i in present)
     args = [torch_function(torch, f.fn)(tensors[f.tensor]) if f.fn else tensors[f.tensor]
-            for f in e.operands]
+            for f in e.factors]
+    operands = [list(f.indices) for f in e.factors]
+    if len(args) != len(e.operands):
+        _torch_indicators(torch, e, tensors, args, operands, extents or {})
+    present = [i for i in e.output.indices if any(i in f for f in operands)]
+    spec = ",".join("".join(letters[i] for i in f) for f in operands)
+    spec += "->" + "".join(letters[i] for i in present)
     out = torch.einsum(spec, *args)
     coefficient = e.coefficient
     if coefficient.free_symbols:
@@ -304,8 +368,9 @@ def torch_op(torch: Any, op: Contraction, tensors: Mapping[str, Any],
     if not isinstance(op, Contraction):
         return op.torch(torch, tensors)[op.output]
     total = None
+    extents = _extents(op.index_dims, dims) if dims else None
     for t in op.terms:
-        part = torch_einsum(torch, t, tensors, dims)
+        part = torch_einsum(torch, t, tensors, dims, extents)
         present = [i for i in t.output.indices if any(i in f.indices for f in t.operands)]
         if len(present) != len(t.output.indices):  # a broadcast term (a bias): expand it
             shape = [1 if i not in present else part.shape[present.index(i)]
@@ -324,6 +389,13 @@ def _torch_forward(torch: Any, layer: Layer, leaves: Mapping[str, Any],
         else:
             values.update(op.torch(torch, values))
     return values
+
+
+def _torch_leaf(torch: Any, array: np.ndarray, requires_grad: bool = False) -> Any:
+    """A float64 tensor, or an int64 one for an integer (index) array."""
+    if np.asarray(array).dtype.kind in "iu":
+        return torch.tensor(array, dtype=torch.int64)
+    return torch.tensor(array, dtype=torch.float64, requires_grad=requires_grad)
 
 
 def _grad_or_zeros(torch: Any, outputs: Any, inputs: Sequence[Any], grad_outputs: Any) -> list[Any]:
@@ -358,7 +430,7 @@ def check_rules(derivation: Derivation, values: Mapping[str, np.ndarray], dims: 
             derived, fd, problem = None, float("inf"), f"cannot evaluate: {exc}"
         t_err = None
         if torch is not None:
-            tensors = {n: torch.tensor(values[n], dtype=torch.float64) for n in op.inputs}
+            tensors = {n: _torch_leaf(torch, values[n]) for n in op.inputs}
             tensors[wrt].requires_grad_(True)
             out = torch_op(torch, op, tensors, dims)
             (ref,) = _grad_or_zeros(torch, out, [tensors[wrt]], torch.tensor(G))
@@ -415,8 +487,7 @@ def check_chain(derivation: Derivation, leaves: Mapping[str, np.ndarray], dims: 
 
     references: dict[str, np.ndarray] = {}
     if torch is not None:
-        tleaves = {n: torch.tensor(a, dtype=torch.float64, requires_grad=n in derivation.needs_grad)
-                   for n, a in leaves.items()}
+        tleaves = {n: _torch_leaf(torch, a, n in derivation.needs_grad) for n, a in leaves.items()}
         tvalues = _torch_forward(torch, layer, tleaves, dims)
         s = sum((tvalues[o] * torch.tensor(upstream[grad_name(o)])).sum() for o in layer.outputs)
         refs = _grad_or_zeros(torch, s, [tvalues[n] for n in targets], None)
@@ -443,7 +514,7 @@ def is_plain(e: Einsum) -> bool:
     """Two operands, no letter repeated within a factor, at least one summed
     letter, and every summed letter on both operands: PyTorch runs exactly one
     bmm for it, counted ``2 * product of all extents`` like symflops."""
-    if len(e.operands) != 2:
+    if len(e.operands) != 2 or any(f.is_indicator for f in e.operands):
         return False
     a, b = e.operands
     if any(len(set(f.indices)) != len(f.indices) for f in (a, b, e.output)):
@@ -454,6 +525,13 @@ def is_plain(e: Einsum) -> bool:
 
 def convention(e: Einsum) -> str:
     """Why PyTorch may count ``e`` differently from symflops (see the module doc)."""
+    conditions = [f.condition() for f in e.operands if f.is_comparison]
+    if conditions:
+        return (f"restricted to {', '.join(conditions)}: PyTorch computes the full product and "
+                "multiplies by a 0/1 mask; symflops counts the terms inside the domain only")
+    if any(f.is_select for f in e.operands):
+        return ("a lookup (gather) or its scatter-add: PyTorch runs index_select and index_add, "
+                "which it does not count; symflops counts the scatter's adds as elementwise work")
     if len(e.operands) == 1:
         return "a single-operand reduction or copy: PyTorch runs sum/diagonal, which it does not count"
     if any(len(set(f.indices)) != len(f.indices) for f in e.operands):
@@ -482,8 +560,10 @@ def _count(torch: Any, fn: Callable[[], Any]) -> int:
 
 def _meta_leaves(torch: Any, layer: Layer, derivation: Derivation, dims: Mapping[str, int],
                  device: str) -> dict[str, Any]:
-    return {t.name: torch.randn(_shape(layer, t.name, dims), dtype=torch.float64, device=device,
-                                requires_grad=t.name in derivation.needs_grad)
+    return {t.name: (torch.zeros(_shape(layer, t.name, dims), dtype=torch.int64, device=device)
+                     if t.role == "index" else
+                     torch.randn(_shape(layer, t.name, dims), dtype=torch.float64, device=device,
+                                 requires_grad=t.name in derivation.needs_grad))
             for t in layer.tensors if t.role != "activation"}
 
 
@@ -564,8 +644,7 @@ def check_saved(derivation: Derivation, leaves: Mapping[str, np.ndarray], torch:
         saved.append(t)
         return t
 
-    tleaves = {n: torch.tensor(a, dtype=torch.float64, requires_grad=n in derivation.needs_grad)
-               for n, a in leaves.items()}
+    tleaves = {n: _torch_leaf(torch, a, n in derivation.needs_grad) for n, a in leaves.items()}
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         values = _torch_forward(torch, layer, tleaves, dims)
     tensors = layer.tensor_map
@@ -617,8 +696,7 @@ def verify(derivation: Derivation, seed: int = 0, use_torch: bool = True) -> Rep
     small = small_sizes(layer, rng)
     medium = choose_sizes(layer, rng, *MEDIUM)
     torch = load_torch() if use_torch else None
-    leaves = {t.name: rng.standard_normal(_shape(layer, t.name, small))
-              for t in layer.tensors if t.role != "activation"}
+    leaves = random_leaves(layer, small, rng)
     values = _forward_with(layer, leaves, small)
     rules = check_rules(derivation, values, small, rng, torch)
     chain = check_chain(derivation, leaves, small, rng, torch)

@@ -2,15 +2,17 @@
 
 The reference is independent of the derivation: it perturbs every element of
 every leaf tensor that needs a gradient and differences the scalar
-``sum over outputs of dY * Y`` computed by the forward pass alone.
+``sum over outputs of dY * Y`` computed by the forward pass alone.  Index
+tensors (token ids) get random integers in range and are never perturbed.
 """
 
 from __future__ import annotations
 
 import numpy as np
+import sympy
 
 from symflops.derive import derive
-from symflops.ir import Layer
+from symflops.ir import Layer, index_ranges
 from symflops.numeric import backward, forward
 
 
@@ -18,8 +20,12 @@ def random_dims(layer: Layer, rng: np.random.Generator) -> dict[str, int]:
     return {d.name: int(rng.integers(2, 5)) for d in layer.dims}
 
 
+def _extent(expr, dims):
+    return int(sympy.sympify(expr).subs({sym: dims[str(sym)] for sym in sympy.sympify(expr).free_symbols}))
+
+
 def _shape(tensor, dims):
-    return tuple(int(s.subs({sym: dims[str(sym)] for sym in s.free_symbols})) for s in tensor.shape)
+    return tuple(_extent(s, dims) for s in tensor.shape)
 
 
 def gradient_errors(layer: Layer, seed: int = 0, eps: float = 1e-6) -> dict[str, float]:
@@ -28,7 +34,9 @@ def gradient_errors(layer: Layer, seed: int = 0, eps: float = 1e-6) -> dict[str,
     rng = np.random.default_rng(seed)
     dims = random_dims(layer, rng)
     derivation = derive(layer)
-    leaves = {t.name: rng.standard_normal(_shape(t, dims))
+    ranges = index_ranges(layer)
+    leaves = {t.name: (rng.integers(0, _extent(ranges.get(t.name, 1), dims), _shape(t, dims))
+                       if t.role == "index" else rng.standard_normal(_shape(t, dims)))
               for t in layer.tensors if t.role != "activation"}
     values = forward(layer, leaves, dims)
     upstream = {"d" + name: rng.standard_normal(values[name].shape) for name in layer.outputs}
