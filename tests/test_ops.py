@@ -147,3 +147,19 @@ def test_norms_save_rstd_and_derive_gain_and_bias_gradients():
     assert {"N_hat", "rstd_N_hat", "X", "rstd_R_hat"} <= set(d.saved)
     assert {r.grad for r in d.rules} >= {"dg_ln", "dbeta", "dg_rms", "dX"}
     assert c.flops_total == 0  # no matmul at all: everything is elementwise
+
+
+def test_seed_causal_attention_correction_at_8k():
+    # Seed 004: under the causal pair count S(S+1)/2, the 8k correction is about
+    # 32.22 billion FLOPs per token, 7.61 % of 6N = 423.6 billion (L = 80, h = 8192).
+    d, c = derived("attention_scores_causal")
+    ops = [k for k, op in enumerate(d.layer.ops) if op.output in ("A", "O")]
+    assert len(ops) == 2
+    work = sum(c.forward[k].flops for k in ops) + sum(
+        cb.flops for r, cb in zip(d.rules, c.backward) if r.op in ops)
+    per_token = sympy.expand(work / S)
+    # Hand count: each product costs 2 E S(S+1)/2 forward and twice that backward.
+    assert per_token == sympy.expand(6 * 2 * E * (S + 1) / 2)
+    correction = 80 * number(per_token, {"S": 8192, "E": 8192})
+    assert round(correction / 1e9, 2) == 32.22
+    assert round(100 * correction / (6 * 70.6e9), 2) == 7.61
