@@ -312,6 +312,9 @@ def index_ranges(layer: Layer) -> dict[str, sympy.Expr]:
     ranges: dict[str, sympy.Expr] = {}
     for op in layer.ops:
         extents = op.dims()
+        target = getattr(op, "target", None)  # a loss's class labels range over its index
+        if target is not None:
+            ranges.setdefault(target.tensor, extents[op.index])
         for t in op.terms:
             for f in t.operands:
                 if f.is_select:

@@ -93,6 +93,10 @@ class Normalize:
         return rmsnorm_rule(self.out.tensor, self.inp.tensor, self.out.indices, self.index, dim,
                             rstd=self.rstd)
 
+    def shown(self) -> Reduction:
+        """The derivation as the sheet shows it."""
+        return self.reduction()
+
     def rules(self, number: int) -> tuple[Rule, ...]:
         red = self.reduction()
         extents = {**self.dims(), **dict(red.index_dims)}

@@ -535,7 +535,7 @@ def sheet_context(derivation: Derivation, costs: Costs, fmt: str,
     for op in layer.ops:
         if isinstance(op, Contraction) or op.output not in derivation.needs_grad:
             continue
-        red = op.reduction()
+        red = op.shown()
         normalizations.append({"op": op.latex(m.ix), "grad": m.t(red.lhs.tensor),
                                "lines": fold(_reduction_lines(red, m))})
 

@@ -37,6 +37,7 @@ import yaml
 from .errors import Span, SymflopsError
 from .expr import parse_expression
 from .ir import LEAF_ROLES, SELECT, Contraction, Dim, Einsum, Factor, Layer, Tensor, dim_symbol
+from .loss import CrossEntropy
 from .normalize import Normalize
 from .functions import FUNCTIONS
 from .functions import known as known_functions
@@ -330,6 +331,43 @@ def _normalize(call: Call, out: Factor, bound: dict[str, tuple[sympy.Expr, str, 
                      tuple((i, bound[i][0]) for i in letters), text, span)
 
 
+_LOSS = re.compile(r"cross_entropy(_mean)?_([A-Za-z_][A-Za-z0-9_]*)\Z")
+
+
+def _loss(call: Call, out: Factor, bound: dict[str, tuple[sympy.Expr, str, Span | None]],
+          known: dict[str, Tensor], span: Span | None, text: str) -> CrossEntropy:
+    """``cross_entropy_v(Z[b,v], y[b])``, checked: a scalar output, ``v`` one of
+    the logits' letters, integer targets indexed by the logits' other letters."""
+    at = (lambda col: span.shifted(col) if span else None)
+    m = _LOSS.match(call.name)
+    assert m is not None
+    mean, index = bool(m.group(1)), m.group(2)
+    logits = call.ref
+    if out.indices:
+        raise SymflopsError(f"the loss {out.tensor} must be a scalar, written {out.tensor}[]",
+                            out.span, f"write '{out.tensor}[] = {call.name}(...)'")
+    if index not in logits.indices:
+        raise SymflopsError(f"cross entropy over {index!r}, an index {logits.name} does not have",
+                            at(call.column), "take it over the class index, one of "
+                            + ", ".join(logits.indices))
+    target = call.argument
+    rows = tuple(i for i in logits.indices if i != index)
+    if not isinstance(target, Ref):
+        raise SymflopsError(f"{call.name} needs the target classes", at(call.column),
+                            f"write {call.name}({logits.name}[...], y[{','.join(rows)}]) with y "
+                            "declared as role: index")
+    if known[target.name].role != "index":
+        raise SymflopsError(f"the targets {target.name!r} must be integer class labels",
+                            at(target.column), f"declare {target.name} with role: index")
+    if sorted(target.indices) != sorted(rows):
+        raise SymflopsError(f"the targets are indexed by [{','.join(target.indices)}] but the "
+                            f"logits' rows by [{','.join(rows)}]", at(target.column),
+                            f"index the targets by the logits' letters other than {index!r}")
+    return CrossEntropy(out, Factor(logits.name, logits.indices, at(logits.column)),
+                        Factor(target.name, target.indices, at(target.column)), index, mean,
+                        tuple((i, bound[i][0]) for i in logits.indices), text, span)
+
+
 def _lower_term(term: Term, out: str, dims: dict[str, sympy.Symbol], span: Span | None,
                 known: dict[str, Tensor], new_leaves: dict[str, Tensor],
                 bound: dict[str, tuple[sympy.Expr, str, Span | None]],
@@ -370,6 +408,9 @@ def _lower_term(term: Term, out: str, dims: dict[str, sympy.Symbol], span: Span 
                                         f"write {f.name}({f.ref.name}[...])")
                 factors.append(Factor(ref.tensor, ref.indices, ref.span, f.name))
             elif f.name == "dropout":
+                if isinstance(f.argument, Ref):
+                    raise SymflopsError("dropout's second argument is the drop probability",
+                                        at(f.argument.column), "e.g. dropout(A[b,d], 0.1)")
                 p = DROPOUT_DEFAULT
                 if f.argument is not None:
                     p = parse_expression(f.argument.text, dims, span=at(f.argument.column))
@@ -561,6 +602,15 @@ def _ops(node: Node, tensors: dict[str, Tensor], dims: dict[str, sympy.Symbol]
         shape = tuple(bound[i][0] for i in st.lhs.indices)
         out = Tensor(st.lhs.name, shape, "activation", False, "", at(st.lhs.column))
         lone = st.terms[0].factors[0] if len(st.terms) == 1 and len(st.terms[0].factors) == 1 else None
+        if isinstance(lone, Call) and _LOSS.match(lone.name):
+            if len(st.terms) != 1 or st.terms[0].negative or st.where:
+                raise SymflopsError(f"{lone.name}(...) must be the whole right side",
+                                    at(lone.column), f"write e.g. 'L[] = {lone.name}(Z[b,v], y[b])'")
+            op = _loss(lone, out_factor, bound, known, item.span, st.text)
+            known[out.name] = out
+            known.update(_aux_tensors(op, known))
+            ops.append(op)
+            continue
         if (isinstance(lone, Call) and _NORMALIZE.match(lone.name) and not st.terms[0].negative
                 and lone.ref.indices == st.lhs.indices):
             if st.where:
@@ -601,8 +651,9 @@ def _ops(node: Node, tensors: dict[str, Tensor], dims: dict[str, sympy.Symbol]
     return tuple(ops), known
 
 
-def _aux_tensors(op: Normalize, known: dict[str, Tensor]) -> dict[str, Tensor]:
-    """The per-row tensors a norm saves (``rstd_N``), as activations of the layer."""
+def _aux_tensors(op: Normalize | CrossEntropy, known: dict[str, Tensor]) -> dict[str, Tensor]:
+    """The tensors an op saves besides its output (a norm's per-row ``rstd_N``,
+    a loss's probabilities ``P_L``), as activations of the layer."""
     extents = op.dims()
     out = {}
     for f in op.aux:
@@ -611,7 +662,9 @@ def _aux_tensors(op: Normalize, known: dict[str, Tensor]) -> dict[str, Tensor]:
                                 f"rename the tensor {f.tensor!r}: {op.kind} saves a tensor of "
                                 "that name")
         out[f.tensor] = Tensor(f.tensor, tuple(extents[i] for i in f.indices), "activation",
-                               False, f"reciprocal standard deviation saved by {op.kind}", op.span)
+                               False, ("probabilities saved by the loss" if op.kind == "cross_entropy"
+                                       else f"reciprocal standard deviation saved by {op.kind}"),
+                               op.span)
     return out
 
 

@@ -73,7 +73,7 @@ class Call:
     name: str
     column: int
     ref: Ref
-    argument: "Constant | None" = None
+    argument: "Constant | Ref | None" = None
 
 
 @dataclass(frozen=True)
@@ -260,9 +260,10 @@ class _Parser:
                 if self.tok.text == ",":
                     self.pos += 1
                     argument = self.constant_or_call()
-                    if not isinstance(argument, Constant):
-                        raise self.error("the second argument must be a constant",
-                                         "e.g. dropout(A[b,d], 0.1)")
+                    if isinstance(argument, Call):
+                        raise self.error("the second argument must be a constant or a tensor",
+                                         "e.g. dropout(A[b,d], 0.1) or "
+                                         "cross_entropy_v(Z[b,v], y[b])")
                 self.expect(")", f"expected ')' to close {tok.text}(...)",
                             f"a call takes one tensor, e.g. {tok.text}(X[b,d])")
                 return Call(tok.text, tok.column, ref, argument)

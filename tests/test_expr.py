@@ -251,13 +251,13 @@ PATHOLOGICAL = [
     ")" * 5000,
     "sqrt(" * 2000 + "B" + ")" * 2000,
     "2**" * 5000 + "2",
-    "-" * 100_000 + "(" * 200 + "B",
+    "-" * 15_000 + "(" * 200 + "B",
     "9**9**9",
     "2**2**2**2**2**2",
     "(10**1000)**(10**1000)",
     "1e999999999999999999",
-    "1" * 100_000,
-    "B" * 100_000 + "(",
+    "1" * 5_000,
+    "B" * 15_000 + "(",
     "floor(2**(10**9 + sqrt(2)))",
     "max(" + ", ".join(["B"] * 2000) + ", Z)",
     "floor(sqrt(10**299 + 1)*sqrt(10**299 + 3))",
@@ -330,18 +330,18 @@ def test_parse_number_errors(text: str, message: str, hint: str) -> None:
     assert info.value.span is not None and info.value.span.file == "f.yaml"
 
 
+def _error_with(functions: dict, text: str) -> SymflopsError:
+    with pytest.raises(SymflopsError) as info:
+        parse_expression(text, SYMBOLS, functions=functions)
+    return info.value
+
+
 def test_custom_functions_replace_the_defaults() -> None:
     functions = {"ceil_div": lambda a, b: sympy.ceiling(a / b)}
     assert parse_expression("ceil_div(B, 128)", SYMBOLS, functions=functions) == sympy.ceiling(B / 128)
     assert "cannot compute" in _error_with(functions, "ceil_div(B)").message
     error = _error_with({}, "sqrt(B)")
     assert "unknown function 'sqrt'" in error.message and "no functions" in (error.hint or "")
-
-
-def _error_with(functions: dict, text: str) -> SymflopsError:
-    with pytest.raises(SymflopsError) as info:
-        parse_expression(text, SYMBOLS, functions=functions)
-    return info.value
 
 
 def test_default_functions_are_the_documented_whitelist() -> None:

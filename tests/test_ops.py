@@ -163,3 +163,29 @@ def test_seed_causal_attention_correction_at_8k():
     correction = 80 * number(per_token, {"S": 8192, "E": 8192})
     assert round(correction / 1e9, 2) == 32.22
     assert round(100 * correction / (6 * 70.6e9), 2) == 7.61
+
+
+def test_cross_entropy_starts_the_backward_pass_from_the_loss():
+    d, c = derived("lm_loss")
+    (rule,) = [r for r in d.rules if r.grad == "dZ"]
+    # dZ = dL (P - onehot(y)): the softmax probabilities minus the target's one-hot.
+    assert rule.statement == "dZ[b,v] = P_L[b,v] dL[] - dL[] where v = y[b]"
+    assert d.saved == ("X", "y", "P_L")  # targets are one integer per row, not a one-hot matrix
+    V = sympy.Symbol("V", positive=True, integer=True)
+    assert c.flops_total == 6 * B * D * V  # the output projection's 6PB; the loss is elementwise
+    # 3 per logit (exp, add, divide) and 2 per row (log, subtract the target's logit)
+    assert c.elementwise_forward == sympy.expand(3 * B * V + 2 * B)
+
+
+@pytest.mark.parametrize("mean", [False, True])
+def test_cross_entropy_rule_matches_finite_differences(mean):
+    from gradcheck import gradient_errors
+
+    name = "cross_entropy_mean_v" if mean else "cross_entropy_v"
+    layer = symflops.declare(
+        "ce", dims={"B": "rows", "T": "positions", "V": "classes"},
+        tensors={"Z": {"shape": ["B", "T", "V"], "role": "input"},
+                 "y": {"shape": ["T", "B"], "role": "index"}},
+        ops=[f"L[] = {name}(Z[b,t,v], y[t,b])"])
+    errors = gradient_errors(layer)
+    assert errors and max(errors.values()) < 1e-6, errors
