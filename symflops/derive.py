@@ -117,12 +117,14 @@ class Rule:
     def statement(self) -> str:
         text = ""
         for k, t in enumerate(self.terms):
-            rhs = t.statement().split(" = ", 1)[1]
+            rhs = t.statement(where=False).split(" = ", 1)[1]
             if k:
                 text += " - " + rhs[1:] if rhs.startswith("-") else " + " + rhs
             else:
                 text = rhs
-        return f"{self.terms[0].output} = {text}"
+        # One clause for the whole sum: a condition restricts each term carrying both letters.
+        clauses = tuple(dict.fromkeys(c for t in self.terms for c in t.where()))
+        return f"{self.terms[0].output} = {text}" + (" where " + ", ".join(clauses) if clauses else "")
 
     @property
     def reads(self) -> tuple[str, ...]:

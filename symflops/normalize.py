@@ -32,7 +32,8 @@ import sympy
 from .cost import OpCost
 from .derive import Rule, Step
 from .errors import Span
-from .ir import Factor
+from .ir import Einsum, Factor
+from .printing import iverson
 from .reductions import Reduction, layernorm_rule, rmsnorm_rule, softmax_rule
 
 KINDS = ("softmax", "layernorm", "rmsnorm")
@@ -55,6 +56,9 @@ class Normalize:
     index_dims: tuple[tuple[str, sympy.Expr], ...]
     text: str = ""
     span: Span | None = field(default=None, compare=False)
+    #: indicator factors of a where-clause (softmax only): outside the domain
+    #: the scores count as -infinity, so the probabilities there are 0.
+    conditions: tuple[Factor, ...] = ()
 
     terms = ()  # not a sum of einsums
 
@@ -80,7 +84,8 @@ class Normalize:
         return (Factor(self.rstd, tuple(i for i in self.out.indices if i != self.index)),)
 
     def statement(self) -> str:
-        return f"{self.out} = {self.kind}_{self.index}({self.inp})"
+        where = ", ".join(f.condition() for f in self.conditions)
+        return f"{self.out} = {self.kind}_{self.index}({self.inp})" + (f" where {where}" if where else "")
 
     def reduction(self) -> Reduction:
         """The SymPy derivation of the backward rule, in this op's names."""
@@ -100,7 +105,7 @@ class Normalize:
     def rules(self, number: int) -> tuple[Rule, ...]:
         red = self.reduction()
         extents = {**self.dims(), **dict(red.index_dims)}
-        einsums = red.einsums()
+        einsums = tuple(self._restricted(e) for e in red.einsums())
         letters = {i for e in einsums for i in e.indices}
         steps = tuple(Step(name, red.lhs if name in ("scalar", "contracted", "rule") else red.output,
                            value if isinstance(value, tuple) else (), name, value
@@ -109,8 +114,31 @@ class Normalize:
         return (Rule(self.inp.tensor, number, einsums,
                      tuple((i, extents[i]) for i in sorted(letters)), steps, matmul=False),)
 
+    def _restricted(self, e: Einsum) -> Einsum:
+        """A rule term with the where-clause on every pair of its letters that
+        the clause names (the summed letter ``u`` of ``sum_u P[s,u] dP[s,u]``
+        ranges over the domain too)."""
+        extra = []
+        for c in self.conditions:
+            a, b = c.indices
+            letters = {i for f in (e.output, *e.operands) for i in f.indices}
+            if a in letters and b in letters:
+                extra.append(c)
+            # the reduced index renamed to a fresh summed letter
+            fresh = [i for i in e.summed if i not in self.out.indices]
+            for u in fresh:
+                if a == self.index and b in letters:
+                    extra.append(Factor(c.tensor, (u, b), fn=c.fn))
+                elif b == self.index and a in letters:
+                    extra.append(Factor(c.tensor, (a, u), fn=c.fn))
+        return Einsum(e.output, (*e.operands, *extra), e.coefficient) if extra else e
+
     def cost(self, unit: str) -> OpCost:
-        elements = sympy.Mul(*(self.dims()[i] for i in self.out.indices))
+        from .cost import _size
+        from .ir import comparison
+
+        conditions = tuple(comparison(f) for f in self.conditions)
+        elements = _size(set(self.out.indices), self.dims(), conditions)
         rows = sympy.Mul(*(self.dims()[i] for i in self.out.indices if i != self.index))
         return OpCost(sympy.Integer(0),
                       sympy.expand(PER_ELEMENT[self.kind] * elements + PER_ROW[self.kind] * rows))
@@ -122,7 +150,9 @@ class Normalize:
         # The output's letters may be in another order than the input's.
         order = [self.inp.indices.index(i) for i in self.out.indices]
         if self.kind == "softmax":
-            e = np.exp(x - x.max(axis=axis, keepdims=True))
+            keep = self._mask(np.shape(x))
+            x = np.where(keep, x, -np.inf)
+            e = np.where(keep, np.exp(x - x.max(axis=axis, keepdims=True)), 0.0)
             return {self.output: np.transpose(e / e.sum(axis=axis, keepdims=True), order)}
         centred = x - x.mean(axis=axis, keepdims=True) if self.kind == "layernorm" else x
         r = 1.0 / np.sqrt((centred ** 2).mean(axis=axis, keepdims=True) + EPS)
@@ -135,6 +165,8 @@ class Normalize:
         axis = self.inp.indices.index(self.index)
         order = [self.inp.indices.index(i) for i in self.out.indices]
         if self.kind == "softmax":
+            keep = torch.as_tensor(self._mask(tuple(x.shape)), device=x.device)
+            x = x.masked_fill(~keep, float("-inf"))
             return {self.output: torch.softmax(x, dim=axis).permute(order)}
         moved = x.movedim(axis, -1)
         n = moved.shape[-1]
@@ -147,6 +179,22 @@ class Normalize:
         r = torch.rsqrt(var + EPS)
         return {self.output: y.movedim(-1, axis).permute(order), self.rstd: r.permute(self._row_order())}
 
+    def _mask(self, shape: tuple[int, ...]) -> np.ndarray:
+        """True inside the where-clause's domain, over the input's axes."""
+        from .numeric import indicator
+
+        keep = np.ones(shape, dtype=bool)
+        extents = dict(zip(self.inp.indices, shape))
+        for c in self.conditions:
+            grid = indicator(c, {}, extents).astype(bool)  # over (a, b)
+            axes = [self.inp.indices.index(i) for i in c.indices]
+            full = grid.reshape([extents[i] if k in axes else 1
+                                 for k, i in enumerate(self.inp.indices)]) if axes == sorted(axes) \
+                else grid.T.reshape([extents[i] if k in axes else 1
+                                     for k, i in enumerate(self.inp.indices)])
+            keep = keep & full
+        return keep
+
     def _row_order(self) -> list[int]:
         """Axis order taking the input's row letters to the auxiliary tensor's."""
         rows = [i for i in self.inp.indices if i != self.index]
@@ -154,4 +202,6 @@ class Normalize:
 
     def latex(self, ix: Any) -> str:
         """``P_{st} = \\operatorname{softmax}_t(A_{st})`` given an indexed-name printer."""
-        return f"{ix(self.out)} = {LATEX[self.kind]}_{{{self.index}}}({ix(self.inp)})"
+        where = r",\ ".join(iverson(c) for c in self.conditions)
+        return (f"{ix(self.out)} = {LATEX[self.kind]}_{{{self.index}}}({ix(self.inp)})"
+                + (rf"\quad\text{{where }} {where}" if where else ""))

@@ -24,6 +24,7 @@ and shapes by the whitelisting :mod:`symflops.expr`.  Nothing is evaluated.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import keyword
 import os
@@ -613,12 +614,19 @@ def _ops(node: Node, tensors: dict[str, Tensor], dims: dict[str, sympy.Symbol]
             continue
         if (isinstance(lone, Call) and _NORMALIZE.match(lone.name) and not st.terms[0].negative
                 and lone.ref.indices == st.lhs.indices):
-            if st.where:
-                raise SymflopsError(f"a where-clause on {lone.name}(...) is not supported yet",
-                                    at(st.where[0].column),
-                                    "a masked softmax needs -infinity, not zero, outside the "
-                                    "domain; declare the full-square softmax for now")
             op = _normalize(lone, out_factor, bound, item.span, st.text)
+            if st.where:
+                if op.kind != "softmax":
+                    raise SymflopsError(f"a where-clause on {lone.name}(...) is not supported",
+                                        at(st.where[0].column),
+                                        "only softmax takes a domain (a causal mask)")
+                if any(c.left not in lone.ref.indices or c.right not in lone.ref.indices
+                       for c in st.where):
+                    raise SymflopsError("the where-clause names a letter the softmax's input "
+                                        "does not have", at(st.where[0].column),
+                                        f"use letters of {lone.ref.name}[{','.join(lone.ref.indices)}]")
+                op = dataclasses.replace(op, conditions=tuple(
+                    Factor("", (c.left, c.right), at(c.column), c.op) for c in st.where))
             known[out.name] = out
             known.update(_aux_tensors(op, known))
             ops.append(op)

@@ -149,18 +149,20 @@ def test_norms_save_rstd_and_derive_gain_and_bias_gradients():
     assert c.flops_total == 0  # no matmul at all: everything is elementwise
 
 
-def test_seed_causal_attention_correction_at_8k():
+@pytest.mark.parametrize("name,h", [("attention_scores_causal", "E"), ("attention_causal", "H")])
+def test_seed_causal_attention_correction_at_8k(name, h):
     # Seed 004: under the causal pair count S(S+1)/2, the 8k correction is about
     # 32.22 billion FLOPs per token, 7.61 % of 6N = 423.6 billion (L = 80, h = 8192).
-    d, c = derived("attention_scores_causal")
+    d, c = derived(name)
+    width = sympy.Symbol(h, positive=True, integer=True)
     ops = [k for k, op in enumerate(d.layer.ops) if op.output in ("A", "O")]
     assert len(ops) == 2
     work = sum(c.forward[k].flops for k in ops) + sum(
         cb.flops for r, cb in zip(d.rules, c.backward) if r.op in ops)
     per_token = sympy.expand(work / S)
     # Hand count: each product costs 2 E S(S+1)/2 forward and twice that backward.
-    assert per_token == sympy.expand(6 * 2 * E * (S + 1) / 2)
-    correction = 80 * number(per_token, {"S": 8192, "E": 8192})
+    assert per_token == sympy.expand(6 * 2 * width * (S + 1) / 2)
+    correction = 80 * number(per_token, {"S": 8192, h: 8192})
     assert round(correction / 1e9, 2) == 32.22
     assert round(100 * correction / (6 * 70.6e9), 2) == 7.61
 
@@ -189,3 +191,13 @@ def test_cross_entropy_rule_matches_finite_differences(mean):
         ops=[f"L[] = {name}(Z[b,t,v], y[t,b])"])
     errors = gradient_errors(layer)
     assert errors and max(errors.values()) < 1e-6, errors
+
+
+def test_causal_softmax_gives_zero_probability_outside_the_domain():
+    import numpy as np
+
+    d, _ = derived("attention_causal")
+    softmax = next(op for op in d.layer.ops if op.output == "P")
+    A = np.random.default_rng(0).standard_normal((4, 4))
+    P = softmax.run({"A": A})["P"]
+    assert np.allclose(np.triu(P, 1), 0) and np.allclose(P.sum(axis=1), 1)
