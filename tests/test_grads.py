@@ -144,6 +144,33 @@ def test_attention_scores_agree_with_torch_autograd(tmp_path, capsys):
     np.testing.assert_allclose(got["dK"], dA.T @ a["Q"], rtol=1e-13)
 
 
+@pytest.mark.parametrize("name,causal", [("attention", False), ("attention_causal", True)])
+def test_full_attention_agrees_with_torch_autograd(tmp_path, capsys, name, causal):
+    """The shipped single-head attention (projections, scaled scores, softmax,
+    value product, output projection), against the same layer written here in
+    PyTorch with its own softmax."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(5)
+    S, D, H = 6, 5, 4
+    a = {"X": rng.standard_normal((S, D))}
+    a.update({n: rng.standard_normal((D, H)) for n in ("W_q", "W_k", "W_v")})
+    a["W_o"] = rng.standard_normal((H, D))
+    dY = rng.standard_normal((S, D))
+    got, _ = run_grads(tmp_path, capsys, str(ROOT / "derivations" / f"{name}.yaml"), dY=dY, **a)
+
+    def ops(t):
+        q, k, v = t["X"] @ t["W_q"], t["X"] @ t["W_k"], t["X"] @ t["W_v"]
+        scores = q @ k.T / H ** 0.5
+        if causal:  # position s sees t <= s only
+            scores = scores.masked_fill(torch.triu(torch.ones(S, S, dtype=torch.bool), 1),
+                                        float("-inf"))
+        return {"Y": torch.softmax(scores, dim=1) @ v @ t["W_o"]}
+
+    ref = _torch_reference(torch, ops, a, {"Y": dY}, list(a))
+    for n in ref:
+        assert _rel(got["d" + n], ref[n]) < 1e-10, n
+
+
 # ------------------------------------------------------------ bad input --
 
 def _fails(tmp_path, capsys, layer, arrays, out_name="out.npz"):
