@@ -177,6 +177,8 @@ class PolyPrinter:
                 sums.append((base, int(exp)))
         if not sums:
             return self.monomial(coefficient, monomial)
+        if not monomial and coefficient == 1 and len(sums) == 1 and sums[0][1] == 1:
+            return self._sum(sums[0][0])  # a bare sum needs no parentheses
         text = self.monomial(coefficient, monomial) if (monomial or coefficient != 1) else ""
         if text == "1":
             text = ""
