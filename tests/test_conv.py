@@ -151,3 +151,19 @@ def test_sheet_says_the_input_gradient_is_a_full_correlation(fmt):
     text = (ROOT / "build" / f"conv1d.{fmt}").read_text()
     assert "full correlation" in text and "flipped kernel" in text
     assert "2BCOPK" in text
+
+
+def test_grads_solves_the_output_positions_from_the_input_axis():
+    torch = pytest.importorskip("torch")
+    from symflops import grads
+
+    layer = shipped()
+    rng = np.random.default_rng(1)
+    x, w = rng.standard_normal((2, 3, 7)), rng.standard_normal((4, 3, 3))
+    # No array has an axis declared as plain P: P + K - 1 = 7 with K = 3 gives P = 5.
+    assert grads.infer_dims(layer, {"X": x, "W": w}) == {"B": 2, "C": 3, "O": 4, "P": 5, "K": 3}
+    out = grads.compute(symflops.derive(layer), {"X": x, "W": w})
+    tx = torch.tensor(x, requires_grad=True)
+    tw = torch.tensor(w, requires_grad=True)
+    torch.nn.functional.conv1d(tx, tw).sum().backward()
+    assert np.allclose(out["dX"], tx.grad.numpy()) and np.allclose(out["dW"], tw.grad.numpy())
