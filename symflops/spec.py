@@ -466,6 +466,15 @@ def _solve_shifts(st: Statement, bound: dict[str, tuple[sympy.Expr, str, Span | 
         for k, a, acol, b, bcol in ref.shifts:
             extent = bound[ref.indices[k]][0]
             if a in bound and b in bound:
+                # Every (p, k) must land on the axis: the cost model counts them all.
+                spare = sympy.simplify(extent - bound[a][0] - bound[b][0] + 1)
+                if spare.is_nonnegative is not True:
+                    raise SymflopsError(
+                        f"the shift {a}+{b} runs past the axis of {ref.name}: it reaches "
+                        f"{bound[a][0]} + {bound[b][0]} - 1 positions, the axis has {extent}",
+                        at(acol), f"declare the axis of {ref.name} as {bound[a][0]} + "
+                        f"{bound[b][0]} - 1 (valid convolution), or leave {a!r} on the output "
+                        "only so that its extent follows from the axis")
                 continue
             if a not in bound and b not in bound:
                 raise SymflopsError(

@@ -167,3 +167,20 @@ def test_grads_solves_the_output_positions_from_the_input_axis():
     tw = torch.tensor(w, requires_grad=True)
     torch.nn.functional.conv1d(tx, tw).sum().backward()
     assert np.allclose(out["dX"], tx.grad.numpy()) and np.allclose(out["dW"], tw.grad.numpy())
+
+
+def test_a_shift_past_the_axis_is_an_error():
+    # p bound by Z to P, k by W to K, but X has only P positions: p+k overruns.
+    with pytest.raises(SymflopsError, match="runs past the axis of X"):
+        symflops.declare("conv", dims=DIMS, tensors={
+            "X": {"shape": ["B", "C", "P"], "role": "input"},
+            "W": {"shape": ["O", "C", "K"], "role": "param"},
+            "Z": {"shape": ["B", "O", "P"], "role": "input"}},
+            ops=["Y[b,o,p] = X[b,c,p+k] W[o,c,k] Z[b,o,p]"])
+    # An axis at least P + K - 1 long is fine.
+    layer = symflops.declare("conv", dims=DIMS, tensors={
+        "X": {"shape": ["B", "C", "P + K"], "role": "input"},
+        "W": {"shape": ["O", "C", "K"], "role": "param"},
+        "Z": {"shape": ["B", "O", "P"], "role": "input"}},
+        ops=["Y[b,o,p] = X[b,c,p+k] W[o,c,k] Z[b,o,p]"])
+    assert max(gradient_errors(layer, seed=0).values()) < 1e-6
