@@ -52,7 +52,8 @@ class IndexTerm:
         for f in self.factors:
             if f.is_indicator:  # an Iverson bracket: a function SymPy never differentiates
                 head = sympy.IndexedBase(f.tensor)[tuple(_sym(i) for i in f.indices[1:])] \
-                    if f.is_select else _sym(f.indices[1])
+                    if f.is_select else _sym(f.indices[1]) + _sym(f.indices[2]) if f.is_shift \
+                    else _sym(f.indices[1])
                 expr *= sympy.Function(_INDICATOR_NAMES[f.fn])(_sym(f.indices[0]), head)
                 continue
             element = sympy.IndexedBase(f.tensor)[tuple(_sym(i) for i in f.indices)] if f.indices \
@@ -130,7 +131,7 @@ class Rule:
     def reads(self) -> tuple[str, ...]:
         """Tensors the rule reads, in order of first appearance."""
         return tuple(dict.fromkeys(f.tensor for t in self.terms for f in t.operands
-                                   if not f.is_comparison))
+                                   if f.reads_tensor))
 
     @property
     def matrix_form(self) -> MatrixProduct | None:
@@ -170,7 +171,7 @@ class Derivation:
 
 # ----------------------------------------------------------------- helpers --
 
-_INDICATOR_NAMES = {"<=": "le", "<": "lt", ">=": "ge", ">": "gt", "=": "select"}
+_INDICATOR_NAMES = {"<=": "le", "<": "lt", ">=": "ge", ">": "gt", "=": "select", "=+": "shift"}
 
 
 def _sym(letter: str) -> sympy.Symbol:

@@ -154,13 +154,29 @@ def infer_dims(layer: Layer, arrays: Mapping[str, np.ndarray]) -> dict[str, int]
                     f"{_expected(tensor, array_name)}",
                     hint=f"make every axis of size {name} agree")
             bound.setdefault(name, Binding(int(size), array_name, axis))
+    # An axis declared as an expression with one dim still unknown (a
+    # convolution's input, P + K - 1, once K is known) solves for that dim.
+    progress = True
+    while progress:
+        progress = False
+        for array_name, tensor in checked:
+            for axis, (extent, size) in enumerate(zip(tensor.shape, arrays[array_name].shape)):
+                unknown = [x for x in extent.free_symbols if str(x) not in bound]
+                if isinstance(extent, sympy.Symbol) or len(unknown) != 1:
+                    continue
+                known = {x: bound[str(x)].value for x in extent.free_symbols if str(x) in bound}
+                roots = [r for r in sympy.solve(sympy.Eq(extent.subs(known), int(size)), unknown[0])
+                         if r.is_integer and r.is_positive]
+                if len(roots) == 1:
+                    bound[str(unknown[0])] = Binding(int(roots[0]), array_name, axis)
+                    progress = True
     unbound = [d.name for d in layer.dims if d.name not in bound]
     if unbound:
         raise SymflopsError(
             f"cannot infer dim(s) {', '.join(unbound)}: no given array has an axis declared "
             f"as exactly that dim", hint="declare some tensor's axis as the plain dim")
     dims = {d.name: bound[d.name].value for d in layer.dims}
-    # Axes declared as expressions of dims are checked, not solved.
+    # Every axis is checked against the dims found.
     for array_name, tensor in checked:
         want = _sizes(tensor, dims)
         given = arrays[array_name].shape

@@ -93,7 +93,7 @@ class Factor:
         """An Iverson bracket, 1 inside a domain and 0 outside (see
         :data:`COMPARISONS` and :data:`SELECT`): never differentiated, never a
         saved tensor, a restriction of the summation domain in the cost model."""
-        return self.fn in COMPARISONS or self.fn == SELECT
+        return self.fn in COMPARISONS or self.fn in (SELECT, SHIFT)
 
     @property
     def is_comparison(self) -> bool:
@@ -103,10 +103,22 @@ class Factor:
     def is_select(self) -> bool:
         return self.fn == SELECT
 
+    @property
+    def is_shift(self) -> bool:
+        return self.fn == SHIFT
+
+    @property
+    def reads_tensor(self) -> bool:
+        """Whether the factor reads a tensor (a lookup reads its index tensor;
+        a comparison or a shift reads none)."""
+        return not (self.is_comparison or self.is_shift)
+
     def condition(self) -> str:
         """The indicator's condition as written in a where-clause: ``t <= s``, ``v = tok[b]``."""
         if self.is_select:
             return f"{self.indices[0]} = {self.tensor}[{','.join(self.indices[1:])}]"
+        if self.is_shift:
+            return f"{self.indices[0]} = {self.indices[1]} + {self.indices[2]}"
         return f"{self.indices[0]} {self.fn} {self.indices[1]}"
 
 
@@ -117,6 +129,10 @@ class Factor:
 #: differentiated.
 COMPARISONS = ("<=", "<", ">=", ">")
 SELECT = "="
+#: ``Factor("", (q, p, k), fn="=+")`` is ``[q = p + k]``: a shifted index
+#: ``X[b,c,p+k]`` (a convolution) reads ``X[b,c,q]`` with a fresh letter ``q``
+#: over X's axis, times this indicator.
+SHIFT = "=+"
 
 
 def comparison(f: Factor) -> tuple[str, str, bool]:
@@ -126,8 +142,9 @@ def comparison(f: Factor) -> tuple[str, str, bool]:
 
 
 def selections(operands: Iterable[Factor]) -> dict[str, tuple[str, ...]]:
-    """Letters a lookup determines: ``v -> (b,)`` for ``[v = tok[b]]``."""
-    return {f.indices[0]: f.indices[1:] for f in operands if f.is_select}
+    """Letters a lookup or a shift determines: ``v -> (b,)`` for ``[v = tok[b]]``,
+    ``q -> (p, k)`` for ``[q = p + k]``."""
+    return {f.indices[0]: f.indices[1:] for f in operands if f.is_select or f.is_shift}
 
 
 @dataclass(frozen=True)
@@ -172,14 +189,17 @@ class Einsum:
         be written inline (a scatter ``dE[v,d] = dX[b,d] where v = tok[b]``)."""
         inline = self._inline()
         return tuple(f.condition() for f in self.operands
-                     if f.is_indicator and not (f.is_select and f.indices[0] in inline))
+                     if f.is_indicator and not ((f.is_select or f.is_shift) and f.indices[0] in inline))
 
     def _inline(self) -> dict[str, str]:
-        """Lookups written inline, ``E[tok[b],d]``: letter -> ``tok[b]``."""
+        """Lookups and shifts written inline, ``E[tok[b],d]``, ``X[b,c,p+k]``:
+        letter -> ``tok[b]`` or ``p+k``."""
         out = set(self.output.indices)
         uses = [i for f in self.operands for i in f.indices]
-        return {f.indices[0]: f"{f.tensor}[{','.join(f.indices[1:])}]" for f in self.operands
-                if f.is_select and f.indices[0] not in out and uses.count(f.indices[0]) > 1}
+        return {f.indices[0]: (f"{f.tensor}[{','.join(f.indices[1:])}]" if f.is_select
+                               else "+".join(f.indices[1:])) for f in self.operands
+                if (f.is_select or f.is_shift) and f.indices[0] not in out
+                and uses.count(f.indices[0]) > 1}
 
     def statement(self, where: bool = True) -> str:
         """The einsum in the declaration syntax, e.g. ``dW[d,f] = X[b,d] dY[b,f]``,
@@ -244,7 +264,7 @@ class Contraction:
     def inputs(self) -> tuple[str, ...]:
         """Distinct operand tensors in order of first use."""
         return tuple(dict.fromkeys(f.tensor for t in self.terms for f in t.operands
-                                   if not f.is_comparison))
+                                   if f.reads_tensor))
 
     def statement(self) -> str:
         parts = []

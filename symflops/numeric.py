@@ -26,11 +26,15 @@ _COMPARE = {"<=": np.less_equal, "<": np.less, ">=": np.greater_equal, ">": np.g
 
 def indicator(f: Factor, arrays: Mapping[str, np.ndarray], extents: Mapping[str, int]) -> np.ndarray:
     """The 0/1 array of an indicator factor over its letters: ``[t <= s]`` is
-    ``mask[t, s]``; ``[v = tok[b]]`` is ``onehot[v, b] = (tok[b] == v)``."""
+    ``mask[t, s]``; ``[v = tok[b]]`` is ``onehot[v, b] = (tok[b] == v)``;
+    ``[q = p + k]`` is ``shift[q, p, k] = (q == p + k)``."""
     if f.is_select:
         tok = np.asarray(arrays[f.tensor])
         values = np.arange(extents[f.indices[0]]).reshape((-1,) + (1,) * tok.ndim)
         return (tok[np.newaxis] == values).astype(float)
+    if f.is_shift:  # [q = p + k] over (q, p, k)
+        q, p, k = (np.arange(extents[i]) for i in f.indices)
+        return (q[:, None, None] == p[None, :, None] + k[None, None, :]).astype(float)
     a, b = f.indices
     return _COMPARE[f.fn].outer(np.arange(extents[a]), np.arange(extents[b])).astype(float)
 

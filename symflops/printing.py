@@ -77,6 +77,8 @@ def iverson(f: Factor, tensors: frozenset[str] | set[str] = frozenset()) -> str:
     """An indicator factor as an Iverson bracket: ``[t \\le s]``, ``[v = \\mathit{tok}_{b}]``."""
     if f.is_select:
         return f"[{index_list(f.indices[:1])} = {indexed(Factor(f.tensor, f.indices[1:]), tensors)}]"
+    if f.is_shift:
+        return f"[{index_list(f.indices[:1])} = {index_list(f.indices[1:2])} + {index_list(f.indices[2:])}]"
     a, b = f.indices
     return f"[{index_list([a])} {_RELATIONS[f.fn]} {index_list([b])}]"
 
@@ -211,11 +213,13 @@ def term(t: IndexTerm, poly: PolyPrinter, tensors: frozenset[str] | set[str] = f
     lookups: dict[str, str] = {}
     if inline:
         used = [i for f in t.factors if not f.is_indicator for i in f.indices]
-        lookups = {f.indices[0]: indexed(Factor(f.tensor, f.indices[1:]), tensors)
-                   for f in t.factors if f.is_select and f.indices[0] in t.summed
+        lookups = {f.indices[0]: (indexed(Factor(f.tensor, f.indices[1:]), tensors) if f.is_select
+                                  else "+".join(index_list([i]) for i in f.indices[1:]))
+                   for f in t.factors if (f.is_select or f.is_shift) and f.indices[0] in t.summed
                    and f.indices[0] in used}
         t = IndexTerm(t.coefficient,
-                      tuple(f for f in t.factors if not (f.is_select and f.indices[0] in lookups)),
+                      tuple(f for f in t.factors
+                            if not ((f.is_select or f.is_shift) and f.indices[0] in lookups)),
                       t.deltas, tuple(i for i in t.summed if i not in lookups))
     counts: dict[Factor, int] = {}
     for f in t.factors:

@@ -414,6 +414,22 @@ def _domain_note(k: int, derivation: Derivation, costs: Costs, m: _Math, esc: An
                          + f"${poly(c.elementwise)}$"
                          + esc(" FLOPs of elementwise work, not a product."))
             sentences.append(text)
+        shifts = [f for f in e.operands if f.is_shift]
+        if shifts and e.factors:
+            dense = einsum_flops(_dense(e), extents, unit)
+            inputs = [f.tensor for f in e.factors if any(x.indices[0] in f.indices for x in shifts)]
+            grads = [r.grad for r in derivation.rules
+                     if r.op == k and r.wrt in inputs]
+            brackets = r",\ ".join(m.ix(f) for f in shifts)
+            text = (esc("A convolution: ") + f"${brackets}$"
+                    + esc(" fixes the shifted position given the other two letters, so only "
+                          "those terms are counted; as a dense product with that 0/1 tensor it "
+                          "would cost ") + f"${poly(dense)}$" + esc(f" {unit}."))
+            if grads:
+                text += (esc(" The input gradient ") + f"${m.ts(grads)}$"
+                         + esc(" is a full correlation of ") + f"${m.t(grad_name(op.output))}$"
+                         + esc(" with the flipped kernel, at the same count."))
+            sentences.append(text)
         conditions = [f for f in e.operands if f.is_comparison]
         if conditions and e.factors:
             letters = {i for f in conditions for i in f.indices}
@@ -432,7 +448,8 @@ def _domain_note(k: int, derivation: Derivation, costs: Costs, m: _Math, esc: An
 
 def _dense(e: Einsum) -> Einsum:
     """``e`` with each lookup's one-hot matrix as an ordinary dense operand."""
-    return Einsum(e.output, tuple(Factor(f"onehot_{f.tensor}", f.indices) if f.is_select else f
+    return Einsum(e.output, tuple(Factor(f"onehot_{f.tensor}", f.indices) if f.is_select
+                                  else Factor("shift", f.indices) if f.is_shift else f
                                   for f in e.operands), e.coefficient)
 
 
@@ -514,9 +531,12 @@ def sheet_context(derivation: Derivation, costs: Costs, fmt: str,
     tensors = layer.tensor_map
     unit = costs.unit
 
+    # The parameter count is P, unless a dim is named P (a convolution's positions).
+    psym = r"N_{\mathrm{param}}" if any(d.name == "P" for d in layer.dims) else "P"
+
     def per_param(expr: sympy.Expr) -> str | None:
         q = costs.per_param(expr) if costs.params != 0 else None
-        return poly.times_params(q) if q is not None else None
+        return poly.times_params(q, psym) if q is not None else None
 
     forward = [{
         "statement": code(op.statement()),
@@ -605,7 +625,7 @@ def sheet_context(derivation: Derivation, costs: Costs, fmt: str,
     params = layer.params
     p_line = None
     if params:
-        p_line = "P = " + " + ".join(poly(t.elements) for t in params)
+        p_line = f"{psym} = " + " + ".join(poly(t.elements) for t in params)
         if len(params) > 1:
             p_line += f" = {poly(costs.params)}"
 

@@ -15,7 +15,10 @@ The declaration format is a public contract (documented in the README)::
 A where-clause restricts an op's summation domain (``A[s,t] = Q[s,e] K[t,e]
 where t <= s``): it becomes an indicator factor ``[t <= s]`` in every term that
 carries both letters.  A lookup ``E[tok[b], d]`` through an ``index`` tensor
-becomes ``[v = tok[b]] E[v,d]`` with a fresh letter ``v`` over E's axis.
+becomes ``[v = tok[b]] E[v,d]`` with a fresh letter ``v`` over E's axis.  A
+shifted index ``X[b,c,p+k]`` (a convolution) becomes ``[q = p + k] X[b,c,q]``
+with a fresh letter ``q`` over X's axis; a letter of the shift that no operand
+binds gets the extent of a valid convolution, ``ext(q) - ext(k) + 1``.
 
 YAML is read with the safe loader only, composed into nodes first so that every
 value keeps its line and column; ops are parsed by :mod:`symflops.statement`
@@ -37,7 +40,7 @@ import yaml
 
 from .errors import Span, SymflopsError
 from .expr import parse_expression
-from .ir import LEAF_ROLES, SELECT, Contraction, Dim, Einsum, Factor, Layer, Tensor, dim_symbol
+from .ir import LEAF_ROLES, SELECT, SHIFT, Contraction, Dim, Einsum, Factor, Layer, Tensor, dim_symbol
 from .loss import CrossEntropy
 from .normalize import Normalize
 from .functions import FUNCTIONS
@@ -385,8 +388,9 @@ def _lower_term(term: Term, out: str, dims: dict[str, sympy.Symbol], span: Span 
             factors += _lookups(f, at) + [Factor(f.name, f.indices, at(f.column))]
         elif isinstance(f, Call):
             ref = Factor(f.ref.name, f.ref.indices, at(f.ref.column))
-            if f.ref.gathers and (f.name == "dropout" or _NORMALIZE.match(f.name)):
-                raise SymflopsError(f"a lookup inside {f.name}(...)", at(f.column),
+            if ((f.ref.gathers or f.ref.shifts)
+                    and (f.name == "dropout" or _NORMALIZE.match(f.name))):
+                raise SymflopsError(f"a lookup or shift inside {f.name}(...)", at(f.column),
                                     "write the lookup as an op of its own, e.g. "
                                     "'X[b,d] = E[tok[b], d]', and apply the call to X")
             if _NORMALIZE.match(f.name):
@@ -442,12 +446,44 @@ def _lower_term(term: Term, out: str, dims: dict[str, sympy.Symbol], span: Span 
 
 def _lookups(ref: Ref, at: Any) -> list[Factor]:
     """The selections ``[v = tok[b]]`` of a lookup ``E[tok[b], d]`` (whose
-    looked-up position already holds its fresh letter ``v``)."""
-    return [Factor(inner.name, (ref.indices[k], *inner.indices), at(inner.column), SELECT)
-            for k, inner in ref.gathers]
+    looked-up position already holds its fresh letter ``v``), and the shifts
+    ``[q = p + k]`` of ``X[b,c,p+k]``."""
+    return ([Factor(inner.name, (ref.indices[k], *inner.indices), at(inner.column), SELECT)
+             for k, inner in ref.gathers]
+            + [Factor("", (ref.indices[k], a, b), at(col), SHIFT)
+               for k, a, col, b, _ in ref.shifts])
 
 
 _LETTERS = "vwuxyzpqrjklmnoghiabcdef"
+_SHIFT_LETTERS = "qrsjlmnuvwxyzghiaefpkbcdot"
+
+
+def _solve_shifts(st: Statement, bound: dict[str, tuple[sympy.Expr, str, Span | None]],
+                  at: Any) -> None:
+    """Bind a letter of a shift ``p+k`` that no operand binds (``p``, on the
+    output only): a valid convolution, ``ext(p) = ext(q) - ext(k) + 1``."""
+    for ref in st.refs:
+        for k, a, acol, b, bcol in ref.shifts:
+            extent = bound[ref.indices[k]][0]
+            if a in bound and b in bound:
+                # Every (p, k) must land on the axis: the cost model counts them all.
+                spare = sympy.simplify(extent - bound[a][0] - bound[b][0] + 1)
+                if spare.is_nonnegative is not True:
+                    raise SymflopsError(
+                        f"the shift {a}+{b} runs past the axis of {ref.name}: it reaches "
+                        f"{bound[a][0]} + {bound[b][0]} - 1 positions, the axis has {extent}",
+                        at(acol), f"declare the axis of {ref.name} as {bound[a][0]} + "
+                        f"{bound[b][0]} - 1 (valid convolution), or leave {a!r} on the output "
+                        "only so that its extent follows from the axis")
+                continue
+            if a not in bound and b not in bound:
+                raise SymflopsError(
+                    f"the shift {a}+{b} leaves an index unbound", at(acol),
+                    f"index {b!r} (or {a!r}) with another operand, e.g. a kernel "
+                    f"W[o,c,{b}], so that the other letter's extent follows from the axis "
+                    f"of {ref.name}: ext({a}) = ext(axis) - ext({b}) + 1")
+            known_letter, free, col = (a, b, bcol) if a in bound else (b, a, acol)
+            bound[free] = (sympy.simplify(extent - bound[known_letter][0] + 1), ref.name, at(col))
 
 
 def _resolve_lookups(st: Statement, extent_of: Any, at: Any) -> Statement:
@@ -456,12 +492,18 @@ def _resolve_lookups(st: Statement, extent_of: Any, at: Any) -> Statement:
     if st.lhs.gathers:
         raise SymflopsError(f"a lookup on the output {st.lhs.name}", at(st.lhs.gathers[0][1].column),
                             "write the output with plain letters; lookups select from operands")
+    if st.lhs.shifts:
+        _, a, col, b, _ = st.lhs.shifts[0]
+        raise SymflopsError(f"a shifted index {a}+{b} on the output {st.lhs.name}", at(col),
+                            "write the output with plain letters; shifts read operands, e.g. "
+                            "Y[b,o,p] = X[b,c,p+k] W[o,c,k]")
     used = {i for r in (st.lhs, *st.refs) for i in r.indices}
     used |= {c.left for c in st.where} | {c.right for c in st.where}
+    used |= {x for r in st.refs for _, a, _, b, _ in r.shifts for x in (a, b)}
 
-    def fresh(ref: Ref, position: int) -> str:
+    def fresh(ref: Ref, position: int, letters: str = _LETTERS) -> str:
         extent = extent_of(ref.name, position)
-        for cand in ([str(extent).lower()] if isinstance(extent, sympy.Symbol) else []) + list(_LETTERS):
+        for cand in ([str(extent).lower()] if isinstance(extent, sympy.Symbol) else []) + list(letters):
             if len(cand) == 1 and cand not in used:
                 used.add(cand)
                 return cand
@@ -472,11 +514,16 @@ def _resolve_lookups(st: Statement, extent_of: Any, at: Any) -> Statement:
         return f"v{k}"
 
     def resolve(ref: Ref) -> Ref:
-        if not ref.gathers:
+        if not ref.gathers and not ref.shifts:
             return ref
         indices = list(ref.indices)
         for k, _ in ref.gathers:
             indices[k] = fresh(ref, k)
+        for k, a, col, b, _ in ref.shifts:
+            if a == b:
+                raise SymflopsError(f"the shift {a}+{b} adds a letter to itself", at(col),
+                                    "a shifted index adds two different letters, e.g. p+k")
+            indices[k] = fresh(ref, k, _SHIFT_LETTERS)
         return replace(ref, indices=tuple(indices))
 
     terms = []
@@ -586,6 +633,7 @@ def _ops(node: Node, tensors: dict[str, Tensor], dims: dict[str, sympy.Symbol]
                                                    else None), at)
         for ref in st.refs:
             _bind(ref, known[ref.name], item.span, bound)
+        _solve_shifts(st, bound, at)
         _check_lookups(st, known, at, ranges, bound)
         seen: set[str] = set()
         for letter, col in zip(st.lhs.indices, st.lhs.index_columns):

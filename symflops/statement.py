@@ -8,6 +8,7 @@
     factor    := ref | NAME "(" ref ["," constant] ")" | constant
     ref       := NAME "[" [index ("," index)*] "]"
     index     := INDEX | NAME "[" INDEX ("," INDEX)* "]"       (a lookup: E[tok[b], d])
+               | INDEX "+" INDEX                             (a shift: X[b,c,p+k])
     condition := INDEX ("<=" | "<" | ">=" | ">") INDEX          (t <= s)
     constant  := NUMBER | NAME | NAME "(" ... ")" | "(" ... ")"     (no brackets inside)
 
@@ -46,13 +47,16 @@ class Token:
 class Ref:
     """``NAME[i, j]`` with the 0-based column of the name and of each index.
     A looked-up position (``E[tok[b], d]``) has ``""`` in ``indices`` and its
-    index tensor's reference in ``gathers``, as ``(position, Ref)``."""
+    index tensor's reference in ``gathers``, as ``(position, Ref)``.  A shifted
+    position (``X[b,c,p+k]``) has ``""`` in ``indices`` and its two letters in
+    ``shifts``, as ``(position, p, p's column, k, k's column)``."""
 
     name: str
     column: int
     indices: tuple[str, ...]
     index_columns: tuple[int, ...]
     gathers: tuple[tuple[int, "Ref"], ...] = ()
+    shifts: tuple[tuple[int, str, int, str, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -190,6 +194,7 @@ class _Parser:
         indices: list[str] = []
         columns: list[int] = []
         gathers: list[tuple[int, Ref]] = []
+        shifts: list[tuple[int, str, int, str, int]] = []
         while self.tok.text != "]":
             if self.tok.kind == "end":
                 raise self.error(f"'[' after {name.text!r} is never closed",
@@ -200,8 +205,8 @@ class _Parser:
             if self.tok.kind != "name":
                 raise self.error(
                     f"expected an index name in {name.text}[...], found {self.describe(self.tok)}",
-                    "indices are names such as b, d, head, t1; arithmetic on indices is not "
-                    "allowed here")
+                    "indices are names such as b, d, head, t1, or a shift of two letters "
+                    "such as p+k; other arithmetic on indices is not allowed")
             if self.peek().text == "[":  # a lookup through an index tensor: E[tok[b], d]
                 if inner:
                     raise self.error(f"a lookup inside the lookup {name.text}[...]",
@@ -210,6 +215,22 @@ class _Parser:
                 indices.append("")
                 columns.append(gathers[-1][1].column)
                 continue
+            if self.peek().text == "+":  # a shifted index: X[b,c,p+k]
+                first = self.tok
+                if inner:
+                    raise self.error(f"a shifted index inside the lookup {name.text}[...]",
+                                     "index tensors take plain letters, e.g. E[tok[b], d]")
+                self.pos += 2
+                second = self.tok
+                if second.kind != "name" or self.peek().text in ("[", "(", "+"):
+                    raise self.error(f"expected an index letter after '{first.text}+', found "
+                                     f"{self.describe(second)}",
+                                     "a shifted index adds two letters, e.g. X[b,c,p+k]")
+                self.pos += 1
+                shifts.append((len(indices), first.text, first.column, second.text, second.column))
+                indices.append("")
+                columns.append(first.column)
+                continue
             indices.append(self.tok.text)
             columns.append(self.tok.column)
             self.pos += 1
@@ -217,7 +238,8 @@ class _Parser:
         if inner and not indices:
             raise self.error(f"the index tensor {name.text} has no index", "give it letters, "
                              f"e.g. {name.text}[b]", name)
-        return Ref(name.text, name.column, tuple(indices), tuple(columns), tuple(gathers))
+        return Ref(name.text, name.column, tuple(indices), tuple(columns), tuple(gathers),
+                   tuple(shifts))
 
     def _balanced(self) -> Constant:
         """Raw text from here to the matching ')' (the current token is '(' or

@@ -262,7 +262,7 @@ def _apply_rules(rules: Sequence[Rule], env: Mapping[str, np.ndarray],
         extents = _extents(rule.index_dims, dims)
         for term in rule.terms:
             for f in term.operands:
-                if f.is_comparison:
+                if not f.reads_tensor:
                     continue
                 # Said here in the rule's own letters; NumPy would name its internal ones.
                 want = tuple(extents[i] for i in (f.indices[1:] if f.is_select else f.indices))
@@ -320,6 +320,13 @@ def _torch_indicators(torch: Any, e: Einsum, tensors: Mapping[str, Any], args: l
             values = torch.arange(extents[v], device=idx.device).reshape((-1,) + (1,) * idx.dim())
             args.append((idx.unsqueeze(0) == values).to(torch.float64))
             operands.append(list(f.indices))
+    for f in e.operands:  # a shift [q = p + k]: its 0/1 tensor over (q, p, k), an operand
+        if not f.is_shift:
+            continue
+        device = args[0].device if args else None
+        q, p, k = (torch.arange(extents[i], device=device) for i in f.indices)
+        args.append((q[:, None, None] == p[None, :, None] + k[None, None, :]).to(torch.float64))
+        operands.append(list(f.indices))
     for f in e.operands:
         if not f.is_comparison:
             continue
@@ -529,6 +536,9 @@ def convention(e: Einsum) -> str:
     if conditions:
         return (f"restricted to {', '.join(conditions)}: PyTorch computes the full product and "
                 "multiplies by a 0/1 mask; symflops counts the terms inside the domain only")
+    if any(f.is_shift for f in e.operands):
+        return ("a shifted index (a convolution): PyTorch's einsum multiplies by the 0/1 tensor "
+                "[q = p + k] as a dense operand; symflops counts the terms with q = p + k only")
     if any(f.is_select for f in e.operands):
         return ("a lookup (gather) or its scatter-add: PyTorch runs index_select and index_add, "
                 "which it does not count; symflops counts the scatter's adds as elementwise work")
