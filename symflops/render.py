@@ -208,7 +208,7 @@ def _generic(op: Contraction, term: int = 0) -> Contraction:
     e = op.terms[term]
     pool = iter("ijklmnpqrsuvw")
     letters: dict[str, str] = {}
-    on_operands = {i for f in e.factors for i in f.indices}
+    on_operands = {i for f in e.operands for i in f.indices}  # lookups and shifts included
     # Output letters no operand carries (a bias broadcast over them) come
     # first, so that a bias reads Y_ij = X_j; then the operands' letters in
     # reading order, as in Y_ik = sum_j X_ij W_jk; then the conditions'.
