@@ -668,10 +668,10 @@ def sheet_context(derivation: Derivation, costs: Costs, fmt: str,
         ratio=_ratio(costs.flops_forward, costs.flops_backward),
         chain=chain,
         saved=[{"name": m.t(s.name), "elements": poly(s.elements),
-                "rules": ", ".join(m.matrix(r.matrix_form) or m.index_form(r.terms[0])
+                "rules": ", ".join("$" + (m.matrix(r.matrix_form) or m.index_form(r.terms[0])) + "$"
                                    for r in derivation.rules if s.name in r.reads)}
                for s in costs.saved],
-        saved_names=m.ts([s.name for s in costs.saved]),
+        saved_names=", ".join(f"${m.t(s.name)}$" for s in costs.saved),  # one span each: wraps
         training_total=poly(costs.flops_total),
         training_per_param=per_param(costs.flops_total),
         elementwise=poly(ew) if ew != 0 else None,

@@ -201,3 +201,16 @@ def test_causal_softmax_gives_zero_probability_outside_the_domain():
     A = np.random.default_rng(0).standard_normal((4, 4))
     P = softmax.run({"A": A})["P"]
     assert np.allclose(np.triu(P, 1), 0) and np.allclose(P.sum(axis=1), 1)
+
+
+def test_decoder_block_is_6N_per_token_plus_the_causal_attention_term():
+    d, c = derived("transformer_block")
+    Nh, F_ = sympy.symbols("N F", positive=True, integer=True)
+    h = Nh * E
+    dense = 4 * D * h + 2 * D * F_            # W_q, W_k, W_v, W_o and the two MLP matrices
+    small = 4 * D + F_ + D                    # LayerNorm gains and biases, MLP biases
+    assert c.params == sympy.expand(dense + small)
+    per_token = sympy.expand(c.flops_total / S)
+    # Seed 004: 6N per token for the dense products, plus 12 S h full-square or, causal,
+    # 12 h (S+1)/2 for the two attention products with their backward.
+    assert sympy.expand(per_token - 6 * dense) == sympy.expand(6 * h * (S + 1))
