@@ -30,7 +30,7 @@ from typing import Iterable
 import sympy
 
 from .functions import FUNCTIONS
-from .ir import Contraction, Einsum, Factor, Layer
+from .ir import Contraction, Einsum, Factor, Layer, fresh_letter
 
 
 def grad_name(tensor: str) -> str:
@@ -179,15 +179,7 @@ def _sym(letter: str) -> sympy.Symbol:
 
 
 def _fresh(used: set[str], preferred: Iterable[str] = ()) -> str:
-    for cand in (*preferred, *"ijklmnpqrstuvwxyzabcdefgh"):
-        if cand not in used:
-            used.add(cand)
-            return cand
-    k = 1
-    while f"i{k}" in used:
-        k += 1
-    used.add(f"i{k}")
-    return f"i{k}"
+    return fresh_letter(used, preferred)
 
 
 def _rename_factor(f: Factor, mapping: dict[str, str]) -> Factor:

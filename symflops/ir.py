@@ -340,3 +340,18 @@ def index_ranges(layer: Layer) -> dict[str, sympy.Expr]:
                 if f.is_select:
                     ranges.setdefault(f.tensor, extents[f.indices[0]])
     return ranges
+
+
+def fresh_letter(used: set[str], preferred: Iterable[str] = (), pool: str = "ijklmnpqrstuvwxyzabcdefgh",
+                 prefix: str = "i") -> str:
+    """The first of ``preferred`` then ``pool`` that is not in ``used``, else
+    ``prefix`` with a number; it is added to ``used``."""
+    for cand in (*preferred, *pool):
+        if cand not in used:
+            used.add(cand)
+            return cand
+    k = 1
+    while f"{prefix}{k}" in used:
+        k += 1
+    used.add(f"{prefix}{k}")
+    return f"{prefix}{k}"

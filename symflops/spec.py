@@ -40,7 +40,8 @@ import yaml
 
 from .errors import Span, SymflopsError
 from .expr import parse_expression
-from .ir import LEAF_ROLES, SELECT, SHIFT, Contraction, Dim, Einsum, Factor, Layer, Tensor, dim_symbol
+from .ir import (LEAF_ROLES, SELECT, SHIFT, Contraction, Dim, Einsum, Factor, Layer, Tensor,
+                 dim_symbol, fresh_letter)
 from .loss import CrossEntropy
 from .normalize import Normalize
 from .functions import FUNCTIONS
@@ -503,15 +504,8 @@ def _resolve_lookups(st: Statement, extent_of: Any, at: Any) -> Statement:
 
     def fresh(ref: Ref, position: int, letters: str = _LETTERS) -> str:
         extent = extent_of(ref.name, position)
-        for cand in ([str(extent).lower()] if isinstance(extent, sympy.Symbol) else []) + list(letters):
-            if len(cand) == 1 and cand not in used:
-                used.add(cand)
-                return cand
-        k = 1
-        while f"v{k}" in used:
-            k += 1
-        used.add(f"v{k}")
-        return f"v{k}"
+        named = str(extent).lower() if isinstance(extent, sympy.Symbol) else ""
+        return fresh_letter(used, [named] if len(named) == 1 else [], letters, prefix="v")
 
     def resolve(ref: Ref) -> Ref:
         if not ref.gathers and not ref.shifts:
