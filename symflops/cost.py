@@ -28,7 +28,7 @@ from typing import Mapping
 
 import sympy
 
-from .derive import Derivation, Rule
+from .derive import Derivation, Rule, repeat_only_gradients
 from .functions import cost as function_cost
 from .ir import Contraction, Einsum, Layer, comparison, selections
 from .precision import Precision, policy
@@ -175,14 +175,26 @@ class OpCost:
 @dataclass(frozen=True)
 class SavedTensor:
     name: str
-    elements: sympy.Expr
+    elements: sympy.Expr          # of one copy
     needed_by: tuple[str, ...]
     mask: bool = False  # a dropout keep-mask, stored at the policy's mask width
+    copies: sympy.Expr = sympy.Integer(1)  # copies kept: the repeats of the blocks that keep it
+
+    @property
+    def total(self) -> sympy.Expr:
+        return sympy.expand(self.elements * self.copies)
+
+
+def _total(costs: tuple[OpCost, ...], copies: tuple[sympy.Expr, ...], kind: str) -> sympy.Expr:
+    return sympy.expand(sum((getattr(c, kind) * n for c, n in zip(costs, copies)), sympy.Integer(0)))
 
 
 @dataclass(frozen=True)
 class Costs:
-    """Every polynomial symflops reports for one layer."""
+    """Every polynomial symflops reports for one layer.  ``forward`` and
+    ``backward`` hold the cost of one copy of each op and rule; an op inside
+    a repeated block runs ``forward_copies`` times (the product of the
+    repeats), and the totals count every copy."""
 
     unit: str
     precision: Precision
@@ -193,14 +205,22 @@ class Costs:
     trainable: sympy.Expr
     saved: tuple[SavedTensor, ...]
     inference_peak: sympy.Expr
+    forward_copies: tuple[sympy.Expr, ...] = ()
+    backward_copies: tuple[sympy.Expr, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.forward_copies:
+            object.__setattr__(self, "forward_copies", (sympy.Integer(1),) * len(self.forward))
+        if not self.backward_copies:
+            object.__setattr__(self, "backward_copies", (sympy.Integer(1),) * len(self.backward))
 
     @property
     def flops_forward(self) -> sympy.Expr:
-        return sympy.expand(sum((c.flops for c in self.forward), sympy.Integer(0)))
+        return _total(self.forward, self.forward_copies, "flops")
 
     @property
     def flops_backward(self) -> sympy.Expr:
-        return sympy.expand(sum((c.flops for c in self.backward), sympy.Integer(0)))
+        return _total(self.backward, self.backward_copies, "flops")
 
     @property
     def flops_total(self) -> sympy.Expr:
@@ -208,15 +228,16 @@ class Costs:
 
     @property
     def elementwise_forward(self) -> sympy.Expr:
-        return sympy.expand(sum((c.elementwise for c in self.forward), sympy.Integer(0)))
+        return _total(self.forward, self.forward_copies, "elementwise")
 
     @property
     def elementwise_backward(self) -> sympy.Expr:
-        return sympy.expand(sum((c.elementwise for c in self.backward), self.accumulate))
+        return sympy.expand(_total(self.backward, self.backward_copies, "elementwise")
+                            + self.accumulate)
 
     @property
     def activations(self) -> sympy.Expr:
-        return sympy.expand(sum((s.elements for s in self.saved), sympy.Integer(0)))
+        return sympy.expand(sum((s.total for s in self.saved), sympy.Integer(0)))
 
     def per_param(self, flops: sympy.Expr) -> sympy.Expr | None:
         """``flops / params`` when that is a polynomial (e.g. 6*B for 12*B*D*F
@@ -232,7 +253,7 @@ class Costs:
         p = self.precision
         fixed = (self.params * p.params + self.trainable * p.grads
                  + self.trainable * p.optimizer_states * p.optimizer + self.trainable * p.master)
-        act_bytes = sum((s.elements * (p.masks if s.mask else p.activations) for s in self.saved),
+        act_bytes = sum((s.total * (p.masks if s.mask else p.activations) for s in self.saved),
                         sympy.Integer(0))
         return {
             "params": self.params,
@@ -305,6 +326,33 @@ def _inference_peak(layer: Layer) -> sympy.Expr:
     return sympy.Max(*candidates) if candidates else sympy.Integer(0)
 
 
+def saved_copies(layer: Layer, derivation: Derivation, name: str) -> sympy.Expr:
+    """Copies of a saved tensor in the unrolled network: its own blocks'
+    repeats, or, for a tensor a repeated block reads from outside (its bound
+    input), that block's repeats, since each copy saves its own input.  The
+    deepest block wins."""
+    owners = [layer.blocks_of(name)]
+    for r in derivation.rules:
+        if name in r.reads:
+            owners.append(layer.blocks_of(layer.ops[r.op].output))
+    deepest = max(owners, key=len)
+    return sympy.Mul(*(b.repeat for b in deepest))
+
+
+def rule_copies(layer: Layer, derivation: Derivation) -> tuple[sympy.Expr, ...]:
+    """How many times each rule runs: its op's copies, less one copy when only
+    the later copies of a repeated block need the gradient it computes."""
+    later = repeat_only_gradients(layer)
+    out = []
+    for r in derivation.rules:
+        blocks = layer.blocks_of(layer.ops[r.op].output)
+        n = sympy.Mul(*(b.repeat for b in blocks))
+        if r.wrt in later and blocks:
+            n = n * (blocks[-1].repeat - 1) / blocks[-1].repeat
+        out.append(sympy.expand(n))
+    return tuple(out)
+
+
 def costs(derivation: Derivation, unit: str = "FLOPs", precision: Precision | str | None = None) -> Costs:
     """All FLOP and memory polynomials of ``derivation``."""
     if unit not in UNITS:
@@ -314,18 +362,23 @@ def costs(derivation: Derivation, unit: str = "FLOPs", precision: Precision | st
     forward = tuple(op_cost(op, unit) if isinstance(op, Contraction) else op.cost(unit)
                     for op in layer.ops)
     backward = tuple(rule_cost(r, unit) for r in derivation.rules)
+    forward_copies = tuple(layer.copies(op.output) for op in layer.ops)
+    backward_copies = rule_copies(layer, derivation)
     # Gradient accumulation: a tensor reached by n rules needs n - 1 additions.
     counts: dict[str, int] = {}
-    for r in derivation.rules:
+    runs: dict[str, sympy.Expr] = {}
+    for r, n in zip(derivation.rules, backward_copies):
         counts[r.wrt] = counts.get(r.wrt, 0) + 1
+        runs.setdefault(r.wrt, n)
     tensors = layer.tensor_map
-    accumulate = sympy.expand(sum(((n - 1) * tensors[name].elements for name, n in counts.items()),
-                                  sympy.Integer(0)))
-    params = sympy.expand(sum((t.elements for t in layer.params), sympy.Integer(0)))
-    trainable = sympy.expand(sum((t.elements for t in layer.params if t.requires_grad),
-                                 sympy.Integer(0)))
+    accumulate = sympy.expand(sum(((n - 1) * tensors[name].elements * runs[name]
+                                   for name, n in counts.items()), sympy.Integer(0)))
+    params = sympy.expand(sum((t.elements * layer.copies(t.name) for t in layer.params),
+                              sympy.Integer(0)))
+    trainable = sympy.expand(sum((t.elements * layer.copies(t.name) for t in layer.params
+                                  if t.requires_grad), sympy.Integer(0)))
     saved = tuple(SavedTensor(n, tensors[n].elements, derivation.needed_by(n),
-                              tensors[n].role == "mask")
+                              tensors[n].role == "mask", saved_copies(layer, derivation, n))
                   for n in derivation.saved)
     return Costs(unit, prec, forward, backward, accumulate, params, trainable, saved,
-                 _inference_peak(layer))
+                 _inference_peak(layer), forward_copies, backward_copies)

@@ -394,14 +394,32 @@ def matrix_form(e: Einsum) -> MatrixProduct | None:
                           (right.tensor, right.indices == (c, k))))
 
 
-def needs_gradient(layer: Layer) -> frozenset[str]:
+def needs_gradient(layer: Layer, repeats: bool = True) -> frozenset[str]:
     """Tensors whose gradient is computed: those that want one, and every
-    activation through which a gradient must flow to reach one."""
+    activation through which a gradient must flow to reach one.
+
+    With ``repeats``, the data input of a repeated block with trained
+    parameters needs one too: every copy but the first takes the previous
+    copy's output, through which the earlier copies' gradients flow (see
+    :func:`repeat_only_gradients`)."""
     need = {t.name for t in layer.tensors if t.role != "activation" and t.requires_grad}
+    forced = set()
+    if repeats:
+        tensors = layer.tensor_map
+        for b in layer.blocks:
+            if b.repeat != 1 and any(tensors[n].is_param and tensors[n].requires_grad
+                                     for n in b.tensors):
+                forced.update(n for n in b.inputs if tensors[n].role != "index")
     for op in layer.ops:  # topological order: operands are decided first
-        if any(name in need for name in op.inputs):
+        if op.output in forced or any(name in need for name in op.inputs):
             need.add(op.output)
-    return frozenset(need)
+    return frozenset(need | {n for n in forced if layer.tensor(n).role == "input"})
+
+
+def repeat_only_gradients(layer: Layer) -> frozenset[str]:
+    """Block inputs whose gradient only the copies after the first need (the
+    first copy's input has nothing upstream that wants a gradient)."""
+    return needs_gradient(layer) - needs_gradient(layer, repeats=False)
 
 
 def derive(layer: Layer) -> Derivation:

@@ -17,8 +17,9 @@ Invariants (established by :mod:`symflops.spec` or :func:`make_layer`):
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 import sympy
 
@@ -282,6 +283,32 @@ class Contraction:
 
 
 @dataclass(frozen=True)
+class Block:
+    """An included declaration inside a larger one (``include:`` in the YAML).
+
+    Its ops and tensors are merged into the including layer under their
+    (renamed) names; ``repeat`` says how many times the block runs in
+    sequence, each time with its own parameters and activations, the output
+    of one repetition feeding the next.  ``tensors`` lists every tensor the
+    block brought (not the ones bound to the includer's), ``ops`` the outputs
+    of its ops, ``inputs`` the includer's tensors bound to its inputs.
+    """
+
+    name: str
+    title: str
+    source: str
+    repeat: sympy.Expr
+    ops: tuple[str, ...]
+    tensors: tuple[str, ...]
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    span: Span | None = field(default=None, compare=False)
+
+
+RECOMPUTE_POLICIES = ("none", "full", "selective")
+
+
+@dataclass(frozen=True)
 class Layer:
     name: str
     title: str
@@ -290,6 +317,17 @@ class Layer:
     ops: tuple[Contraction, ...]
     source: str = "<python>"
     precision: str | None = None
+    blocks: tuple[Block, ...] = ()
+    #: tokens processed by one pass over the declared shapes (per-token figures divide by it)
+    tokens: sympy.Expr | None = None
+    #: sequences in one pass (per-sequence figures such as the key/value cache divide by it)
+    sequences: sympy.Expr | None = None
+    #: outputs of the ops the selective recomputation policy recomputes
+    selective: tuple[str, ...] = ()
+    #: the recomputation policy 'executed' FLOPs and activation memory assume
+    recompute: str = "none"
+    #: dims defined by a formula of other dims (``C = c_f k T / E``), substituted in every count
+    definitions: tuple[tuple[str, sympy.Expr], ...] = ()
 
     def tensor(self, name: str) -> Tensor:
         for t in self.tensors:
@@ -320,6 +358,45 @@ class Layer:
             if op.output == name:
                 return op
         return None
+
+    def blocks_of(self, name: str) -> tuple[Block, ...]:
+        """The blocks a tensor (or the op writing it) belongs to, outermost first."""
+        return tuple(b for b in self.blocks if name in b.tensors)
+
+    def copies(self, name: str) -> sympy.Expr:
+        """How many times the tensor (or the op writing it) exists in the
+        unrolled network: the product of the repeats of its blocks."""
+        return sympy.Mul(*(b.repeat for b in self.blocks_of(name)))
+
+    @property
+    def substitutions(self) -> dict[sympy.Symbol, sympy.Expr]:
+        """Defined dims, each replaced by its formula (applied repeatedly, so a
+        definition may use another defined dim)."""
+        subs = {dim_symbol(n): e for n, e in self.definitions}
+        for _ in range(len(subs)):
+            subs = {k: v.subs(subs) for k, v in subs.items()}
+        return subs
+
+
+def rename(obj: Any, names: Mapping[str, str], subs: Mapping[sympy.Symbol, sympy.Expr]) -> Any:
+    """``obj`` (a tensor, an op, or anything built of factors, tuples and
+    SymPy expressions) with tensor names mapped through ``names`` and dims
+    substituted by ``subs``.  Used to place an included block in its includer."""
+    if isinstance(obj, Factor):
+        return dataclasses.replace(obj, tensor=names.get(obj.tensor, obj.tensor))
+    if isinstance(obj, Tensor):
+        return dataclasses.replace(obj, name=names.get(obj.name, obj.name),
+                             shape=tuple(a.subs(subs) for a in obj.shape))
+    if isinstance(obj, sympy.Basic):
+        return obj.subs(subs) if subs else obj
+    if isinstance(obj, tuple):
+        return tuple(rename(x, names, subs) for x in obj)
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        changes = {f.name: rename(getattr(obj, f.name), names, subs)
+                   for f in dataclasses.fields(obj) if f.name not in ("span", "text")}
+        return dataclasses.replace(obj, **changes)
+    return obj
+
 
 
 def consumers(layer: Layer, name: str) -> Iterable[Contraction]:

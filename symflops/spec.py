@@ -40,15 +40,18 @@ import yaml
 
 from .errors import Span, SymflopsError
 from .expr import parse_expression
-from .ir import (LEAF_ROLES, SELECT, SHIFT, Contraction, Dim, Einsum, Factor, Layer, Tensor,
-                 dim_symbol, fresh_letter)
+from .ir import (LEAF_ROLES, RECOMPUTE_POLICIES, SELECT, SHIFT, Block, Contraction, Dim, Einsum,
+                 Factor, Layer, Tensor, dim_symbol, fresh_letter)
 from .loss import CrossEntropy
 from .normalize import Normalize
 from .functions import FUNCTIONS
 from .functions import known as known_functions
+from .include import Included, bind, read_include
 from .statement import Call, Constant, Ref, Statement, Term, output_name, parse_statement
 
-TOP_KEYS = ("name", "title", "description", "dims", "tensors", "ops", "precision")
+TOP_KEYS = ("name", "title", "description", "dims", "tensors", "ops", "precision", "tokens",
+            "sequences", "recompute")
+RECOMPUTE_KEYS = ("policy", "selective")
 TENSOR_KEYS = ("shape", "role", "requires_grad", "description")
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
@@ -162,13 +165,53 @@ def _text(node: Node, what: str) -> str:
     return str(node.value)
 
 
-def _dims(node: Node) -> tuple[Dim, ...]:
+DIM_KEYS = ("description", "equals")
+
+
+def _dims(node: Node) -> tuple[tuple[Dim, ...], dict[str, Node]]:
+    """The declared dims, and the ``equals:`` formulas of defined ones (read
+    once every dim is known)."""
     items = _mapping(node, "'dims'", "list each dimension as 'NAME: what it means'")
     dims = []
+    formulas: dict[str, Node] = {}
     for name, (key_span, value) in items.items():
         _identifier(name, key_span, "dimension")
-        dims.append(Dim(name, _text(value, f"the description of dimension {name!r}"), key_span))
-    return tuple(dims)
+        if isinstance(value.value, dict):
+            fields = value.value
+            for key, (kspan, _) in fields.items():
+                if key not in DIM_KEYS:
+                    raise SymflopsError(f"unknown key {key!r} in dimension {name!r}", kspan,
+                                        _closest(key, list(DIM_KEYS)))
+            description = (_text(fields["description"][1], f"the description of {name!r}")
+                           if "description" in fields else "")
+            if "equals" in fields:
+                formulas[name] = fields["equals"][1]
+        else:
+            description = _text(value, f"the description of dimension {name!r}")
+        dims.append(Dim(name, description, key_span))
+    return tuple(dims), formulas
+
+
+def _definitions(formulas: Mapping[str, Node], symbols: dict[str, sympy.Symbol]
+                 ) -> tuple[tuple[str, sympy.Expr], ...]:
+    """``C: {equals: c_f * k * T / E}``: the formula in terms of other dims,
+    with no dim defined through itself."""
+    out = {}
+    for name, node in formulas.items():
+        text = _text(node, f"the formula of {name!r}")
+        out[name] = parse_expression(text, symbols, span=node.span)
+    for name, node in formulas.items():
+        seen, todo = set(), [name]
+        while todo:
+            n = todo.pop()
+            for sym in out.get(n, sympy.Integer(0)).free_symbols:
+                if sym.name == name:
+                    raise SymflopsError(f"dimension {name!r} is defined through itself", node.span,
+                                        "define it from dims that do not depend on it")
+                if sym.name not in seen:
+                    seen.add(sym.name)
+                    todo.append(sym.name)
+    return tuple(out.items())
 
 
 def _shape(node: Node, symbols: dict[str, sympy.Symbol], tensor: str) -> tuple[sympy.Expr, ...]:
@@ -256,22 +299,33 @@ def _bind(ref: Ref, tensor: Tensor, span: Span | None, bound: dict[str, tuple[sy
         bound.setdefault(letter, (extent, ref.name, at(column)))
 
 
+def _writes(st: Any, node: Node) -> list[tuple[str, Span | None]]:
+    """The tensors an ops item writes, with where to point at them."""
+    if isinstance(st, Included):
+        return [(name, node.span) for name in st.outputs]
+    return [(st.lhs.name, node.span.shifted(st.lhs.column) if node.span else None)]
+
+
+def _reads(st: Any) -> list[str]:
+    return list(st.reads) if isinstance(st, Included) else [ref.name for ref in st.refs]
+
+
 def _order(parsed: list[tuple[Any, Node]], file_tensors: Mapping[str, Tensor]) -> list[tuple[Any, Node]]:
-    """Order ops so that each comes after the producers of its operands."""
+    """Order ops (and included blocks) so that each comes after the producers
+    of its operands."""
     producer: dict[str, int] = {}
     for k, (st, node) in enumerate(parsed):
-        name = st.lhs.name
-        where = node.span.shifted(st.lhs.column) if node.span else None
-        if name in file_tensors:
-            raise SymflopsError(
-                f"op writes {name!r}, which is declared as {file_tensors[name].role}",
-                where, f"give the op's output a new name; '{name}' is a given tensor")
-        if name in producer:
-            first = parsed[producer[name]][1].span
-            line = f" (first at line {first.line})" if first else ""
-            raise SymflopsError(f"tensor {name!r} is defined twice{line}", where,
-                                "each tensor is written by one op; rename one output")
-        producer[name] = k
+        for name, where in _writes(st, node):
+            if name in file_tensors:
+                raise SymflopsError(
+                    f"op writes {name!r}, which is declared as {file_tensors[name].role}",
+                    where, f"give the op's output a new name; '{name}' is a given tensor")
+            if name in producer:
+                first = parsed[producer[name]][1].span
+                line = f" (first at line {first.line})" if first else ""
+                raise SymflopsError(f"tensor {name!r} is defined twice{line}", where,
+                                    "each tensor is written by one op; rename one output")
+            producer[name] = k
     order: list[int] = []
     state: dict[int, str] = {}
 
@@ -280,13 +334,14 @@ def _order(parsed: list[tuple[Any, Node]], file_tensors: Mapping[str, Tensor]) -
             return
         st, node = parsed[k]
         if state.get(k) == "active":
-            names = " -> ".join(parsed[j][0].lhs.name for j in chain[chain.index(k):] + [k])
+            names = " -> ".join(_writes(parsed[j][0], parsed[j][1])[0][0]
+                                for j in chain[chain.index(k):] + [k])
             raise SymflopsError(f"the ops form a cycle: {names}", node.span,
                                 "a tensor cannot depend on itself; rename one output")
         state[k] = "active"
-        for ref in st.refs:
-            if ref.name in producer:
-                visit(producer[ref.name], chain + [k])
+        for name in _reads(st):
+            if name in producer:
+                visit(producer[name], chain + [k])
         state[k] = "done"
         order.append(k)
 
@@ -598,24 +653,37 @@ def _check_where(st: Statement, bound: Mapping[str, Any], dims: Mapping[str, Any
         visit(letter)
 
 
-def _ops(node: Node, tensors: dict[str, Tensor], dims: dict[str, sympy.Symbol]
-         ) -> tuple[tuple[Contraction, ...], dict[str, Tensor]]:
+def _ops(node: Node, tensors: dict[str, Tensor], dims: dict[str, sympy.Symbol],
+         includes: Mapping[int, Included] | None = None
+         ) -> tuple[tuple[Contraction, ...], dict[str, Tensor], list[Block], list[Included]]:
     if not isinstance(node.value, list) or not node.value:
         raise SymflopsError("'ops' must be a non-empty list of op statements", node.span,
                             "write each op on its own line, e.g. '- H[b,f] = X[b,d] W[d,f]'")
+    includes = includes or {}
     for item in node.value:
-        if not isinstance(item.value, str):
+        if not isinstance(item.value, str) and id(item) not in includes:
             raise SymflopsError(f"an op must be a statement, found {_kind(item.value)}", item.span,
                                 "write the op as text, e.g. '- H[b,f] = X[b,d] W[d,f]'; "
                                 "quote it if it contains ': ' or '#'")
-    names = frozenset(tensors) | {n for n in (output_name(i.value) for i in node.value) if n}
-    parsed = [(parse_statement(item.value, item.span, names), item) for item in node.value]
+    names = (frozenset(tensors) | {n for inc in includes.values() for n in inc.outputs}
+             | {n for i in node.value if isinstance(i.value, str) for n in [output_name(i.value)] if n})
+    parsed = [(includes[id(item)] if id(item) in includes
+               else parse_statement(item.value, item.span, names), item) for item in node.value]
     given = dict(tensors)
     ordered = _order(parsed, given)
     known = dict(given)
-    ops = []
+    ops: list[Any] = []
+    blocks: list[Block] = []
+    used: list[Included] = []
     ranges: dict[str, tuple[sympy.Expr, str]] = {}
     for st, item in ordered:
+        if isinstance(st, Included):
+            for t in bind(st, known):
+                known[t.name] = t
+            ops.extend(st.layer.ops)
+            blocks.extend((st.block, *st.nested))
+            used.append(st)
+            continue
         at = (lambda col, s=item.span: s.shifted(col) if s else None)
         bound: dict[str, tuple[sympy.Expr, str, Span | None]] = {}
         for ref in st.refs:
@@ -698,7 +766,7 @@ def _ops(node: Node, tensors: dict[str, Tensor], dims: dict[str, sympy.Symbol]
         index_dims = tuple((letter, bound[letter][0]) for letter in letters)
         ops.extend(pre_ops)
         ops.append(Contraction(tuple(terms), index_dims, st.text, item.span))
-    return tuple(ops), known
+    return tuple(ops), known, blocks, used
 
 
 def _aux_tensors(op: Normalize | CrossEntropy, known: dict[str, Tensor]) -> dict[str, Tensor]:
@@ -718,7 +786,87 @@ def _aux_tensors(op: Normalize | CrossEntropy, known: dict[str, Tensor]) -> dict
     return out
 
 
-def build_layer(root: Node, file: str, default_name: str) -> Layer:
+def _expression_key(top: Mapping[str, tuple[Span | None, Node]], key: str,
+                    symbols: dict[str, sympy.Symbol]) -> sympy.Expr | None:
+    if key not in top:
+        return None
+    node = top[key][1]
+    return parse_expression(_text(node, f"'{key}'"), symbols, span=node.span)
+
+
+def _recompute(top: Mapping[str, tuple[Span | None, Node]], ops: tuple[Any, ...],
+               inherited: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:
+    """``recompute: {policy: none|full|selective, selective: [A, P]}``."""
+    policy, selective = "none", list(inherited)
+    if "recompute" not in top:
+        return policy, tuple(selective)
+    fields = _mapping(top["recompute"][1], "'recompute'",
+                      "write e.g. 'recompute: {policy: selective, selective: [A, P, O]}'")
+    for key, (kspan, _) in fields.items():
+        if key not in RECOMPUTE_KEYS:
+            raise SymflopsError(f"unknown key {key!r} in 'recompute'", kspan,
+                                _closest(key, list(RECOMPUTE_KEYS)))
+    outputs = [op.output for op in ops]
+    if "selective" in fields:
+        node = fields["selective"][1]
+        if not isinstance(node.value, list):
+            raise SymflopsError("'selective' must be a list of op outputs", node.span,
+                                "write e.g. 'selective: [A, P, O]' (the tensors those ops write)")
+        selective = []
+        for item in node.value:
+            name = _text(item, "an op to recompute")
+            if name not in outputs:
+                raise SymflopsError(f"no op writes {name!r}", item.span,
+                                    "name ops by the tensor they write; " + _closest(name, outputs))
+            selective.append(name)
+    if "policy" in fields:
+        node = fields["policy"][1]
+        policy = _text(node, "the recompute policy")
+        if policy not in RECOMPUTE_POLICIES:
+            raise SymflopsError(f"unknown recompute policy {policy!r}", node.span,
+                                f"use one of {', '.join(RECOMPUTE_POLICIES)}")
+        if policy == "selective" and not selective:
+            raise SymflopsError("the selective policy recomputes nothing", node.span,
+                                "list the ops to recompute: 'selective: [A, P, O]'")
+    return policy, tuple(dict.fromkeys(selective))
+
+
+def _includes(ops_node: Node, file: str, dims: tuple[Dim, ...], stack: tuple[str, ...]
+              ) -> tuple[dict[int, Included], tuple[Dim, ...]]:
+    """Read the ``include:`` items first: they may bring dims the includer's
+    tensors use."""
+    found: dict[int, Included] = {}
+    all_dims = {d.name: d for d in dims}
+    if not isinstance(ops_node.value, list):
+        return found, dims
+    for item in ops_node.value:
+        if isinstance(item.value, dict):
+            inc = read_include(item, file, all_dims,
+                               lambda path, span: _load_block(path, span, stack))
+            found[id(item)] = inc
+            for d in inc.new_dims:
+                all_dims.setdefault(d.name, d)
+    return found, tuple(all_dims.values())
+
+
+def _load_block(path: str, span: Span | None, stack: tuple[str, ...]) -> Layer:
+    full = os.path.abspath(path)
+    if full in stack:
+        chain = " -> ".join(os.path.basename(p) for p in (*stack[stack.index(full):], full))
+        raise SymflopsError(f"the declarations include each other: {chain}", span,
+                            "a block cannot include itself, directly or through others")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+    except OSError as exc:
+        reason = "no such file" if isinstance(exc, FileNotFoundError) else str(exc)
+        raise SymflopsError(f"cannot include {path}: {reason}", span,
+                            "give a path relative to this file, e.g. 'include: ffn.yaml'") from None
+    stem = os.path.splitext(os.path.basename(path))[0]
+    return build_layer(parse_yaml(text, path), path, stem, stack)
+
+
+def build_layer(root: Node, file: str, default_name: str, stack: tuple[str, ...] = ()) -> Layer:
     if not isinstance(root.value, dict):
         raise SymflopsError(f"a declaration must be a mapping, found {_kind(root.value)}",
                             root.span or Span(file, 1, 1),
@@ -733,22 +881,31 @@ def build_layer(root: Node, file: str, default_name: str) -> Layer:
                                 f"add a '{key}:' section (see the README's declaration format)")
     name = _text(top["name"][1], "'name'") if "name" in top else default_name
     title = _text(top["title"][1], "'title'") if "title" in top else name
-    dims = _dims(top["dims"][1])
+    declared, formulas = _dims(top["dims"][1])
+    stack = (*stack, os.path.abspath(file))
+    includes, dims = _includes(top["ops"][1], file, declared, stack)
     symbols = {d.name: d.symbol for d in dims}
+    definitions = _definitions(formulas, symbols)
     tensors = _tensors(top["tensors"][1], symbols)
     for t in tensors.values():
         if t.name.startswith("d") and t.name[1:] in tensors:
             raise SymflopsError(f"tensor name {t.name!r} clashes with the gradient of {t.name[1:]!r}",
                                 t.span, f"rename {t.name!r}; 'd' + a tensor's name is reserved "
                                 "for that tensor's gradient")
-    ops, known = _ops(top["ops"][1], tensors, symbols)
+    ops, known, blocks, used = _ops(top["ops"][1], tensors, symbols, includes)
     for out in known.values():
         if out.role == "activation" and out.name.startswith("d") and out.name[1:] in known:
             raise SymflopsError(f"tensor name {out.name!r} clashes with the gradient of "
                                 f"{out.name[1:]!r}", out.span,
                                 f"rename {out.name!r}; 'd' + a tensor's name is reserved")
     precision = _text(top["precision"][1], "'precision'") if "precision" in top else None
-    return Layer(name, title, dims, tuple(known.values()), ops, file, precision)
+    inherited = tuple(n for inc in used for n in inc.layer.selective)
+    policy, selective = _recompute(top, ops, inherited)
+    definitions = tuple(dict((*(d for inc in used for d in inc.layer.definitions),
+                              *definitions)).items())
+    return Layer(name, title, dims, tuple(known.values()), ops, file, precision, tuple(blocks),
+                 _expression_key(top, "tokens", symbols), _expression_key(top, "sequences", symbols),
+                 selective, policy, definitions)
 
 
 def load(path: str | os.PathLike[str]) -> Layer:
