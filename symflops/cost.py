@@ -326,17 +326,21 @@ def _inference_peak(layer: Layer) -> sympy.Expr:
     return sympy.Max(*candidates) if candidates else sympy.Integer(0)
 
 
-def saved_copies(layer: Layer, derivation: Derivation, name: str) -> sympy.Expr:
-    """Copies of a saved tensor in the unrolled network: its own blocks'
-    repeats, or, for a tensor a repeated block reads from outside (its bound
-    input), that block's repeats, since each copy saves its own input.  The
-    deepest block wins."""
+def saved_blocks(layer: Layer, derivation: Derivation, name: str) -> tuple:
+    """The blocks whose every copy keeps its own copy of a saved tensor: the
+    tensor's own blocks, or, for a tensor a repeated block reads from outside
+    (its bound input), that block's, since each copy saves its own input.
+    The deepest nesting wins."""
     owners = [layer.blocks_of(name)]
     for r in derivation.rules:
         if name in r.reads:
             owners.append(layer.blocks_of(layer.ops[r.op].output))
-    deepest = max(owners, key=len)
-    return sympy.Mul(*(b.repeat for b in deepest))
+    return max(owners, key=len)
+
+
+def saved_copies(layer: Layer, derivation: Derivation, name: str) -> sympy.Expr:
+    """Copies of a saved tensor in the unrolled network (see :func:`saved_blocks`)."""
+    return sympy.Mul(*(b.repeat for b in saved_blocks(layer, derivation, name)))
 
 
 def rule_copies(layer: Layer, derivation: Derivation) -> tuple[sympy.Expr, ...]:

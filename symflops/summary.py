@@ -8,12 +8,16 @@ numerically (:mod:`symflops.evaluate`), so the two outputs cannot drift apart.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 import sympy
 
-from .cost import Costs
+from .cost import Costs, saved_blocks
 from .derive import Derivation
+from .inference import inference
+from .ir import RECOMPUTE_POLICIES
+from .params import param_counts
+from .recompute import recompute
 
 _ORDER = ("forward products are contracted pairwise in the order written, backward rules in "
           "the cheapest order at equal dim sizes; 'flops' counts contractions only, "
@@ -26,6 +30,120 @@ CONVENTIONS = {
 
 
 def summary(derivation: Derivation, costs: Costs) -> dict[str, Any]:
+    """Everything ``symflops derive`` reports, with defined dims substituted."""
+    subs = derivation.layer.substitutions
+    data = _summary(derivation, costs)
+    return _substitute(data, subs) if subs else data
+
+
+def _substitute(value: Any, subs: Mapping[sympy.Symbol, sympy.Expr]) -> Any:
+    if isinstance(value, dict):
+        return {k: _substitute(v, subs) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_substitute(v, subs) for v in value]
+    if isinstance(value, sympy.Basic):
+        return sympy.expand(value.subs(subs))
+    return value
+
+
+def _per(expr: sympy.Expr, tokens: sympy.Expr | None) -> sympy.Expr | None:
+    return None if tokens is None else sympy.expand(sympy.cancel(expr / tokens))
+
+
+def whole_model(derivation: Derivation, costs: Costs) -> dict[str, Any]:
+    """The whole-model keys: parameter classes, per-token counts, the 6N rule,
+    recomputation policies, the key/value cache and per-block lines."""
+    layer = derivation.layer
+    p = costs.precision
+    tokens = layer.tokens
+    counts = param_counts(layer, costs.trainable)
+    dense = counts.of("dense")
+    policies = {}
+    for name in RECOMPUTE_POLICIES:
+        if name == "selective" and not layer.selective:
+            continue
+        r = recompute(derivation, costs, name)
+        policies[name] = {
+            "ops": list(r.ops),
+            "flops_recomputed": r.flops,
+            "flops_elementwise_recomputed": r.elementwise,
+            "flops_executed": sympy.expand(costs.flops_total + r.flops),
+            "kept": [s.name for s in r.kept],
+            "activations": r.activations,
+            "activation_bytes": r.activation_bytes(costs),
+            "working": r.working,
+        }
+    chosen = policies[layer.recompute]
+    per_token = None
+    if tokens is not None:
+        per_token = {
+            "flops": {k: _per(v, tokens) for k, v in (("forward", costs.flops_forward),
+                                                      ("backward", costs.flops_backward),
+                                                      ("total", costs.flops_total))},
+            "flops_executed": _per(chosen["flops_executed"], tokens),
+            "flops_elementwise": _per(costs.elementwise_forward + costs.elementwise_backward, tokens),
+            "six_n": sympy.expand(6 * dense),
+            "beyond_six_n": sympy.expand(_per(costs.flops_total, tokens) - 6 * dense),
+            "inference_forward": _per(costs.flops_forward, tokens),
+        }
+    inf = inference(derivation, costs)
+    return {
+        "tokens": tokens,
+        "sequences": layer.sequences,
+        "definitions": {n: e for n, e in layer.definitions},
+        "parameters": {"total": counts.total, "trainable": counts.trainable,
+                       "active": counts.active, **dict(counts.by_class),
+                       "classes": dict(counts.classes)},
+        "per_token": per_token,
+        "flops_executed": chosen["flops_executed"],
+        "recompute": {"policy": layer.recompute, "selective": list(layer.selective),
+                      "policies": policies},
+        "inference": None if inf is None else {
+            "cache": [n for n, _ in inf.cache],
+            "cache_elements": inf.cache_elements,
+            "cache_bytes": inf.cache_bytes,
+            "cache_elements_per_sequence": inf.cache_elements_per_sequence,
+            "cache_bytes_per_sequence": inf.cache_bytes_per_sequence,
+            "weights_bytes": inf.weights_bytes,
+            "bytes_per_decoded_token": inf.bytes_per_decoded_token,
+        },
+        "blocks": [_block(derivation, costs, b) for b in layer.blocks],
+    }
+
+
+def _block(derivation: Derivation, costs: Costs, block: Any) -> dict[str, Any]:
+    """One copy of a block: its parameters, FLOPs and the activations it keeps."""
+    layer = derivation.layer
+    p = costs.precision
+    outer = sympy.Mul(*(b.repeat for b in layer.blocks if set(block.tensors) <= set(b.tensors)))
+    ops = set(block.ops)
+    fwd = [(c, n) for op, c, n in zip(layer.ops, costs.forward, costs.forward_copies)
+           if op.output in ops]
+    bwd = [(c, n) for r, c, n in zip(derivation.rules, costs.backward, costs.backward_copies)
+           if layer.ops[r.op].output in ops]
+    one = (lambda items, kind: sympy.expand(sum((getattr(c, kind) * n for c, n in items),
+                                                sympy.Integer(0)) / outer))
+    saved = [s for s in costs.saved if block in saved_blocks(layer, derivation, s.name)]
+    params = [t for t in layer.params if t.name in block.tensors]
+    return {
+        "name": block.name, "title": block.title, "source": block.source, "repeat": block.repeat,
+        "copies": outer,
+        "params": sympy.expand(sum((t.elements * layer.copies(t.name) for t in params),
+                                   sympy.Integer(0)) / outer),
+        "flops": {"forward": one(fwd, "flops"), "backward": one(bwd, "flops"),
+                  "total": sympy.expand(one(fwd, "flops") + one(bwd, "flops"))},
+        "flops_elementwise": {"forward": one(fwd, "elementwise"),
+                              "backward": one(bwd, "elementwise")},
+        "saved": [{"tensor": s.name, "elements": s.elements, "mask": s.mask,
+                   "bytes": s.elements * (p.masks if s.mask else p.activations),
+                   "needed_by": list(s.needed_by)} for s in saved],
+        "activations": sympy.expand(sum((s.elements for s in saved), sympy.Integer(0))),
+        "activation_bytes": sympy.expand(sum((s.elements * (p.masks if s.mask else p.activations)
+                                              for s in saved), sympy.Integer(0))),
+    }
+
+
+def _summary(derivation: Derivation, costs: Costs) -> dict[str, Any]:
     layer = derivation.layer
     p = costs.precision
     per_param = {k: costs.per_param(v) for k, v in
@@ -52,26 +170,28 @@ def summary(derivation: Derivation, costs: Costs) -> dict[str, Any]:
                               "total": sympy.expand(costs.elementwise_forward
                                                     + costs.elementwise_backward)},
         "forward": [
-            {"op": op.statement(), "output": op.output, "flops": c.flops,
+            {"op": op.statement(), "output": op.output, "copies": n, "flops": c.flops,
              "flops_elementwise": c.elementwise,
              "matrix_form": _matrix(op.terms[0]) if len(op.terms) == 1 else None}
-            for op, c in zip(layer.ops, costs.forward)
+            for op, c, n in zip(layer.ops, costs.forward, costs.forward_copies)
         ],
         "backward": [
-            {"grad": r.grad, "wrt": r.wrt, "rule": r.statement, "flops": c.flops,
+            {"grad": r.grad, "wrt": r.wrt, "rule": r.statement, "copies": n, "flops": c.flops,
              "flops_elementwise": c.elementwise,
              "matrix_form": str(r.matrix_form) if r.matrix_form else None,
              "reads": list(r.reads), "from_op": layer.ops[r.op].statement()}
-            for r, c in zip(derivation.rules, costs.backward)
+            for r, c, n in zip(derivation.rules, costs.backward, costs.backward_copies)
         ],
         "saved": [s.name for s in costs.saved],
-        "saved_detail": [{"tensor": s.name, "elements": s.elements, "needed_by": list(s.needed_by)}
+        "saved_detail": [{"tensor": s.name, "elements": s.elements, "copies": s.copies,
+                          "needed_by": list(s.needed_by)}
                          for s in costs.saved],
         "memory": costs.memory(),
         "precision": {"name": p.name, "description": p.description, "params": p.params,
                       "grads": p.grads, "optimizer_states": p.optimizer_states,
                       "optimizer": p.optimizer, "master": p.master,
                       "activations": p.activations},
+        **whole_model(derivation, costs),
     }
 
 
