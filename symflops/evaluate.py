@@ -37,10 +37,14 @@ def parse_config(text: str) -> dict[str, sympy.Expr]:
 
 def parse_assignments(items: list[str], layer: Layer) -> dict[str, sympy.Expr]:
     """``["B=1048576", "D=4096"]`` -> ``{"B": 1048576, ...}``, checked against the layer."""
-    known = [d.name for d in layer.dims]
+    defined = {n for n, _ in layer.definitions}
+    known = [d.name for d in layer.dims if d.name not in defined]
     values: dict[str, sympy.Expr] = {}
     for item in items:
         for name, value in parse_config(item).items():
+            if name in defined:
+                raise SymflopsError(f"dimension {name!r} is defined by a formula",
+                                    hint="give the dims its formula uses instead")
             if name not in known:
                 raise SymflopsError(f"{layer.name} has no dimension {name!r}",
                                     hint=f"its dimensions are {', '.join(known)}")

@@ -34,6 +34,7 @@ class ParamCounts:
     by_class: tuple[tuple[str, sympy.Expr], ...]   # (class, elements, every copy)
     classes: tuple[tuple[str, str], ...]           # (tensor, class)
     active: sympy.Expr
+    active_dense: sympy.Expr   # the dense parameters a token uses: the N of 6N
 
     def of(self, kind: str) -> sympy.Expr:
         return dict(self.by_class)[kind]
@@ -62,9 +63,9 @@ def param_counts(layer: Layer, trainable: sympy.Expr, unit: str = "FLOPs") -> Pa
     for name, kind in classes:
         by[kind] += tensors[name].elements * layer.copies(name)
     total = sympy.expand(sum(by.values(), sympy.Integer(0)))
-    active = total
+    active, active_dense = total, by["dense"]
     if layer.tokens is not None:
-        active = sympy.Integer(0)
+        active = active_dense = sympy.Integer(0)
         for name, kind in classes:
             t = tensors[name]
             if kind != "dense":
@@ -78,6 +79,6 @@ def param_counts(layer: Layer, trainable: sympy.Expr, unit: str = "FLOPs") -> Pa
                             work += einsum_flops(term, op.dims(), "FLOPs")
             uses = sympy.cancel(work / (2 * layer.tokens * t.elements))
             active += t.elements * uses * layer.copies(name)
-        active = sympy.expand(active)
+            active_dense += t.elements * uses * layer.copies(name)
     return ParamCounts(total, trainable, tuple((k, sympy.expand(v)) for k, v in by.items()),
-                       classes, active)
+                       classes, sympy.expand(active), sympy.expand(active_dense))

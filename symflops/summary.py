@@ -57,7 +57,7 @@ def whole_model(derivation: Derivation, costs: Costs) -> dict[str, Any]:
     p = costs.precision
     tokens = layer.tokens
     counts = param_counts(layer, costs.trainable)
-    dense = counts.of("dense")
+    dense = counts.active_dense
     policies = {}
     for name in RECOMPUTE_POLICIES:
         if name == "selective" and not layer.selective:
@@ -92,7 +92,8 @@ def whole_model(derivation: Derivation, costs: Costs) -> dict[str, Any]:
         "sequences": layer.sequences,
         "definitions": {n: e for n, e in layer.definitions},
         "parameters": {"total": counts.total, "trainable": counts.trainable,
-                       "active": counts.active, **dict(counts.by_class),
+                       "active": counts.active, "active_dense": counts.active_dense,
+                       **dict(counts.by_class),
                        "classes": dict(counts.classes)},
         "per_token": per_token,
         "flops_executed": chosen["flops_executed"],
