@@ -127,6 +127,9 @@ def read_include(node: Any, file: str, dims: Mapping[str, Dim],
             if not _IDENT.match(new) or keyword.iskeyword(new):
                 raise SymflopsError(f"{new!r} is not a valid tensor name", value.span,
                                     "use letters, digits and underscores, starting with a letter")
+            if new in names.values() or (new in {t.name for t in block.tensors} and new not in names):
+                raise SymflopsError(f"the include gives {new!r} to two of the block's tensors",
+                                    value.span, "map each block tensor to its own name")
             names[key] = new
     # A renamed op output renames the tensors named after it (rstd_Y, P_L, mask_Y).
     ops = tuple(rename(op, names, subs) for op in block.ops)

@@ -28,6 +28,7 @@ from .evaluate import number
 from .ir import Contraction, Einsum, Factor, Tensor
 from .functions import FUNCTIONS
 from .precision import dtype_name
+from .summary import whole_model
 
 FORMATS = ("md", "tex")
 TEMPLATE_NAMES = {"md": "sheet.md.j2", "tex": "sheet.tex.j2"}
@@ -144,6 +145,7 @@ class SheetContext(TypedDict):
     inference_candidates: list[str]
     batch_dims: str
     numbers: dict[str, Any] | None
+    model: dict[str, Any] | None
 
 
 def _ratio(a: sympy.Expr, b: sympy.Expr) -> str | None:
@@ -520,13 +522,103 @@ def _memory_rows(c: Costs, tensors: Sequence[Tensor], m: _Math, esc: Any,
     return rows
 
 
+class _Substituted:
+    """A polynomial printer that first replaces defined dims by their formulas."""
+
+    def __init__(self, poly: P.PolyPrinter, subs: Mapping[sympy.Symbol, sympy.Expr]) -> None:
+        self._poly, self._subs = poly, subs
+
+    def __call__(self, e: sympy.Expr) -> str:
+        e = e if isinstance(e, sympy.Basic) else sympy.Integer(e)
+        return self._poly(sympy.expand(e.subs(self._subs)) if self._subs else e)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._poly, name)
+
+
+_POLICY_TEXT = {"none": "none (keep every saved tensor)",
+                "full": "full (each block keeps its input and runs its forward again)",
+                "selective": "selective (recompute only the listed ops)"}
+
+
+def _model(derivation: Derivation, costs: Costs, poly: Any, m: "_Math", esc: Any
+           ) -> dict[str, Any] | None:
+    """The whole-model section: blocks, parameter classes, FLOPs per token
+    against 6N, recomputation, the key/value cache.  None for a layer that
+    declares no tokens and includes no block."""
+    layer = derivation.layer
+    if layer.tokens is None and not layer.blocks:
+        return None
+    w = whole_model(derivation, costs)
+    par = w["parameters"]
+    per = w["per_token"]
+    tok = layer.tokens
+
+    def scaled(e: sympy.Expr) -> str:  # a whole-layer count, per token when tokens are declared
+        return poly(sympy.cancel(e / tok) if tok is not None else e)
+
+    blocks = [{
+        "title": esc(b["title"]), "source": esc(os.path.basename(b["source"])),
+        "copies": poly(b["copies"]), "params": poly(b["params"]),
+        "forward": poly(b["flops"]["forward"]), "backward": poly(b["flops"]["backward"]),
+        "activation_bytes": poly(b["activation_bytes"]),
+        "saved": [{"name": m.t(s["tensor"]), "bytes": poly(s["bytes"]),
+                   "mask": s["mask"], "needed_by": m.ts(s["needed_by"])} for s in b["saved"]],
+    } for b in w["blocks"]]
+    policies = [{
+        "name": esc(_POLICY_TEXT[name]),
+        "ops": m.ts(r["ops"]) if name == "selective" else None,
+        "executed": scaled(r["flops_executed"]),
+        "recomputed": scaled(r["flops_recomputed"]),
+        "activation_bytes": poly(r["activation_bytes"]),
+        "working": poly(r["working"]) if r["working"] != 0 else None,
+    } for name, r in w["recompute"]["policies"].items()]
+    inf = w["inference"]
+    return {
+        "tokens": poly(tok) if tok is not None else None,
+        "definitions": [f"{P.symbol_name(n)} = {poly(e)}" for n, e in w["definitions"].items()],
+        "blocks": blocks,
+        "params": {k: poly(par[k]) for k in ("total", "trainable", "active", "active_dense",
+                                             "dense", "lookup", "elementwise")},
+        "params_differ": {k: par[k] != par["total"] for k in ("trainable", "active")},
+        "dense_names": m.ts([n for n, c in par["classes"].items() if c == "dense"]),
+        "lookup_names": m.ts([n for n, c in par["classes"].items() if c == "lookup"]),
+        "elementwise_names": m.ts([n for n, c in par["classes"].items() if c == "elementwise"]),
+        "per_token": None if per is None else {
+            "total": poly(per["flops"]["total"]), "forward": poly(per["flops"]["forward"]),
+            "backward": poly(per["flops"]["backward"]), "six_n": poly(per["six_n"]),
+            "beyond": poly(per["beyond_six_n"]),
+            "beyond_sign": "zero" if per["beyond_six_n"] == 0 else "other",
+            "elementwise": poly(per["flops_elementwise"]),
+            "inference": poly(per["inference_forward"]),
+        },
+        "policy": esc(layer.recompute),
+        "activation_width": costs.precision.activations,
+        "mask_width": costs.precision.masks,
+        "policies": policies,
+        "inference": None if inf is None else {
+            "cache": m.ts(inf["cache"]),
+            "elements": poly(inf["cache_elements_per_sequence"] if inf["cache_elements_per_sequence"]
+                             is not None else inf["cache_elements"]),
+            "bytes": poly(inf["cache_bytes_per_sequence"] if inf["cache_bytes_per_sequence"]
+                          is not None else inf["cache_bytes"]),
+            "per_sequence": inf["cache_elements_per_sequence"] is not None,
+            "weights_bytes": poly(inf["weights_bytes"]),
+            "per_token_bytes": (poly(inf["bytes_per_decoded_token"])
+                                if inf["bytes_per_decoded_token"] is not None else None),
+            "activation_width": costs.precision.activations,
+        },
+    }
+
+
 def sheet_context(derivation: Derivation, costs: Costs, fmt: str,
                   configs: Sequence[Mapping[str, sympy.Expr]] = ()) -> SheetContext:
     """Everything the sheet shows, computed by the engine, escaped for ``fmt``."""
     esc, code = ESCAPES[fmt], CODE_ESCAPES[fmt]
     fold = _fold if fmt == "tex" else (lambda lines: lines)
     layer = derivation.layer
-    poly = P.PolyPrinter(tuple(d.name for d in layer.dims))
+    shape_poly = P.PolyPrinter(tuple(d.name for d in layer.dims))
+    poly = _Substituted(shape_poly, layer.substitutions)
     m = _Math(poly, frozenset(t.name for t in layer.tensors))
     tensors = layer.tensor_map
     unit = costs.unit
@@ -645,7 +737,7 @@ def sheet_context(derivation: Derivation, costs: Costs, fmt: str,
                   "role": esc({"activation": "computed"}.get(t.role, t.role)
                               + ("" if t.requires_grad or t.role in ("activation", "frozen")
                                  else ", no gradient")),
-                  "shape": P.shape(t.shape, poly), "description": esc(t.description)}
+                  "shape": P.shape(t.shape, shape_poly), "description": esc(t.description)}
                  for t in layer.tensors],
         outputs=m.ts(layer.outputs),
         output_grads=", ".join(rf"{m.t('d' + n)} = \partial L / \partial {m.t(n)}"
@@ -686,6 +778,7 @@ def sheet_context(derivation: Derivation, costs: Costs, fmt: str,
                                                  else (costs.inference_peak,))],
         batch_dims=batch_dims,
         numbers=_numbers(costs, configs, esc),
+        model=_model(derivation, costs, poly, m, esc),
     )
 
 
