@@ -35,11 +35,14 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
 from .errors import SymflopsError
 from .hardware import Accelerator
 from .precision import Precision
+
+if TYPE_CHECKING:
+    from .hfconfig import Architecture
 
 #: Recompute (activation checkpointing) policies.
 RECOMPUTE = ("none", "full", "selective")
@@ -189,7 +192,7 @@ def model_from_declaration(path: str | os.PathLike, dims: Mapping[str, Number], 
                              "attention not counted)")
 
 
-def model_from_architecture(arch, recompute: str, precision: Precision) -> Model:
+def model_from_architecture(arch: Architecture, recompute: str, precision: Precision) -> Model:
     """A model read from a Hugging Face config (:class:`symflops.hfconfig.Architecture`).
 
     TODO(whole-model declarations): map ``arch`` onto the decoder-only
