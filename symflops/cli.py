@@ -17,6 +17,7 @@ from typing import Sequence
 from . import __version__
 from . import check as check_command
 from . import grads as grads_command
+from . import plancmd as plan_command
 from . import verify as verify_command
 from .cost import UNITS, costs
 from .derive import derive
@@ -48,6 +49,7 @@ examples:
   symflops check derivations/ffn.yaml 'flops.total == 6*params*B' --at B=1048576,D=4096,F=16384
   symflops verify derivations/ffn.yaml
   symflops grads derivations/ffn.yaml --inputs in.npz --out grads.npz
+  symflops plan --params 7e9 --tokens 2e12 -n 1024 --sustained 4e14
 
 exit status: 0 ok, 1 a claim or verification failed, 2 bad input (or a declaration
 that failed to build), 70 internal error.
@@ -122,6 +124,10 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Run the forward pass and the derived backward rules on the "
                                    "given arrays and write every gradient to an .npz, atomically.")
     grads_command.add_arguments(g)
+    pl = sub.add_parser("plan", help="plan a training run: FLOPs, time, memory, decoding",
+                        description=plan_command.DESCRIPTION, epilog=plan_command.EPILOG,
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    plan_command.add_arguments(pl)
     return parser
 
 
@@ -166,10 +172,16 @@ def _derive_structure(args: argparse.Namespace):
     return layer, summary(derivation, c)
 
 
+def _run_plan(args: argparse.Namespace) -> int:
+    return plan_command.run(args)
+
+
 def run(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command in ("build", "render"):
         return _run_sheet(args)
+    if args.command == "plan":
+        return _run_plan(args)
     commands = {"check": check_command, "verify": verify_command, "grads": grads_command}
     if args.command in commands:
         return commands[args.command].run(args)

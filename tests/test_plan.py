@@ -1,0 +1,357 @@
+"""The run planner, checked against the seeds and against hand computations.
+
+Expected values are literals from ../shared/seeds (002: the training-cost
+cards; 004: "Training FLOPs: 6ND"), from the ZeRO paper (Rajbhandari et al.
+2019, Figure 1: Ψ = 7.5B, K = 12, Nd = 64 -> 120 / 31.4 / 16.6 / 1.9 GB), or
+computed by hand in the test itself; never from the code under test.
+"""
+
+import json
+import subprocess
+import sys
+from fractions import Fraction
+
+import pytest
+
+from symflops.cli import run as cli_run
+from symflops.errors import SymflopsError
+from symflops.hardware import PRESETS, preset
+from symflops.plan import (Formula, Model, TokenFlops, compute, inference, make_plan, memory,
+                           model_from_declaration, model_from_params, rate, run_from_phases,
+                           run_from_steps, run_from_tokens, timing)
+from symflops.precision import POLICIES
+
+MIXED = POLICIES["mixed-adam"]
+
+
+# --- seed 002: 7B on 2T tokens ----------------------------------------------------
+
+def test_seed_002_compute_and_time():
+    c = compute(model_from_params(7 * 10**9), run_from_tokens(2 * 10**12))
+    assert c.model == 84 * 10**21                       # 8.4e22, exactly
+    t = timing(c, rate(1024, sustained=4 * 10**14))
+    assert t.accelerator_seconds == 21 * 10**7          # 2.1e8 GPU-seconds
+    assert round(t.accelerator_hours) == 58333          # "≈ 58,000 GPU-hours"
+    assert round(float(t.hours), 2) == 56.97            # "≈ 57 hours on 1,024 GPUs"
+
+
+def test_seed_002_sixteen_bytes_per_param():
+    m = memory(model_from_params(7 * 10**9), MIXED)
+    # the seed's table: bf16 weights 2, bf16 gradients 2, fp32 master 4, Adam 8 -> 16
+    assert (m.weights, m.grads, m.master, m.optimizer) == (14 * 10**9, 14 * 10**9,
+                                                           28 * 10**9, 56 * 10**9)
+    assert m.total == 112 * 10**9                       # "about 112 GB"
+    assert m.activations is None
+
+
+def test_seed_002_exercise():
+    model = model_from_params(10**9)
+    assert compute(model, run_from_tokens(10**11)).model == 6 * 10**20
+    assert memory(model, MIXED).total == 16 * 10**9
+
+
+# --- seed 004: 70.6B on 15T tokens, 16,384 GPUs ------------------------------------
+
+def test_seed_004_compute():
+    c = compute(model_from_params(706 * 10**8), run_from_tokens(15 * 10**12))
+    assert c.model == 6354 * 10**21                     # 6.354e24
+
+
+def test_seed_004_time_at_40_and_20_percent_mfu():
+    c = compute(model_from_params(706 * 10**8), run_from_tokens(15 * 10**12))
+    r = rate(16384, peak=989 * 10**12, mfu=Fraction(40, 100))
+    assert round(float(r.delivered) / 1e18, 2) == 6.48  # 6.48e18 FLOP/s
+    t = timing(c, r)
+    assert abs(float(t.seconds) - 980_000) < 1_000      # "≈ 980,000 s"
+    assert round(float(t.days), 1) == 11.3              # "≈ 11.3 days"
+    slow = timing(c, rate(16384, peak=989 * 10**12, mfu=Fraction(20, 100)))
+    assert round(float(slow.days), 1) == 22.7           # "about 22.7 days"
+    assert slow.seconds == 2 * t.seconds
+
+
+def test_seed_004_full_recomputation_executes_8N():
+    n = 706 * 10**8
+    f = model_from_params(n, "full").flops_per_token(None)
+    assert (f.model, f.executed) == (6 * n, 8 * n)
+    c = compute(model_from_params(n, "full"), run_from_tokens(15 * 10**12))
+    assert c.executed == 8 * n * 15 * 10**12
+    # time still counts model FLOPs (MFU's definition); HFU counts the executed 8N
+    t = timing(c, rate(16384, peak=989 * 10**12, mfu=Fraction(2, 5)))
+    assert t.hfu == Fraction(2, 5) * Fraction(8, 6)
+
+
+def test_bare_count_says_attention_is_not_counted():
+    for recompute, executed in (("none", 6), ("full", 8), ("selective", 6)):
+        m = model_from_params(1000, recompute)
+        f = m.flops_per_token(None)
+        assert (f.model, f.executed, f.attention, f.inference) == (6000, executed * 1000, 0, 2000)
+        assert "attention not counted" in f.formulas["model"].note
+        assert not m.counts_attention and m.kv_cache_bytes_per_token is None
+
+
+# --- ZeRO, the paper's Figure 1 -------------------------------------------------
+
+@pytest.mark.parametrize("stage, expected_bytes, paper_gb", [
+    # by hand, bytes per parameter (2 weights + 2 gradients + K = 12 optimizer and master):
+    (0, (2 + 2 + 12) * 75 * 10**8, 120),
+    (1, (2 + 2) * 75 * 10**8 + Fraction(12 * 75 * 10**8, 64), 31.4),
+    (2, 2 * 75 * 10**8 + Fraction((2 + 12) * 75 * 10**8, 64), 16.6),
+    (3, Fraction((2 + 2 + 12) * 75 * 10**8, 64), 1.9),
+])
+def test_zero_stages_match_the_paper(stage, expected_bytes, paper_gb):
+    m = memory(model_from_params(75 * 10**8), MIXED, zero=stage, dp=64)
+    assert m.total == expected_bytes
+    assert round(float(m.total) / 1e9, 1) == paper_gb
+
+
+def test_zero_stage_1_components():
+    m = memory(model_from_params(75 * 10**8), MIXED, zero=1, dp=64)
+    assert (m.weights, m.grads) == (15 * 10**9, 15 * 10**9)
+    assert m.optimizer == Fraction(8 * 75 * 10**8, 64) and m.master == Fraction(4 * 75 * 10**8, 64)
+    assert float(m.total) == 31_406_250_000.0
+    assert memory(model_from_params(75 * 10**8), MIXED, zero=3, dp=64).total == 1_875_000_000
+
+
+def test_fits_against_the_accelerator():
+    a100 = preset("a100")
+    assert not memory(model_from_params(75 * 10**8), MIXED, capacity=a100.memory_bytes).fits
+    assert memory(model_from_params(75 * 10**8), MIXED, 1, 64, capacity=a100.memory_bytes).fits
+
+
+# --- a Model with an attention term, a KV cache and activations (built by hand) ----
+
+L, W = 32, 4096                 # Llama-2-7B: 32 layers, width 4096
+KV = 2 * L * W * 2              # K and V, every layer, bf16: 524,288 bytes per token
+
+
+def hand_model(n=7 * 10**9, active=None):
+    def per_token(t):
+        attention = 6 * L * t * W               # causal pair count, forward and backward
+        return TokenFlops(6 * n + attention, 8 * n + attention, attention, 2 * n,
+                          {"model": Formula("6 N + 6 L T W")})
+    return Model("hand", n, active or n, n, per_token,
+                 lambda b, t: b * t * W * L * 10, KV,
+                 {"kv_cache_bytes_per_token": Formula("2 L W × 2 B")}, counts_attention=True)
+
+
+def test_kv_cache_llama2_7b_by_hand():
+    assert KV == 524_288
+    inf = inference(hand_model(), POLICIES["bf16-adam"], context=4096, batch=1)
+    assert inf.kv_per_sequence == 2 * 2**30              # 2 GiB per sequence at 4096
+    assert inf.kv_batch == 2 * 2**30
+
+
+def test_decode_rate_by_hand():
+    bw = 335 * 10**10                                   # H100 SXM, 3.35 TB/s
+    weights = 2 * 7 * 10**9                             # bf16
+    one = inference(hand_model(), POLICIES["bf16-adam"], 4096, 1, bw)
+    assert one.bytes_per_token == weights + 2**31       # 16,147,483,648
+    assert one.tokens_per_s == Fraction(bw, weights + 2**31)
+    assert round(float(one.tokens_per_s), 1) == 207.5
+    eight = inference(hand_model(), POLICIES["bf16-adam"], 4096, 8, bw)
+    assert eight.step_bytes == weights + 8 * 2**31
+    assert eight.bytes_per_token == Fraction(weights + 8 * 2**31, 8)   # 3,897,483,648
+    assert round(float(eight.tokens_per_s), 1) == 859.5                # 8 × bw / 31,179,869,184
+    assert eight.memory == weights + 8 * 2**31
+
+
+def test_moe_reads_active_weights_and_stores_all():
+    inf = inference(hand_model(n=10**9, active=3 * 10**8), POLICIES["bf16-adam"], 1, 1)
+    assert (inf.weights_bytes, inf.weights_read) == (2 * 10**9, 6 * 10**8)
+
+
+def test_phases_sum_their_own_flops_per_token():
+    n = 7 * 10**9
+    run = run_from_phases([(12 * 10**12, 4096), (3 * 10**11, 131072)])
+    c = compute(hand_model(n), run)
+    by_hand = (12 * 10**12 * (6 * n + 6 * L * 4096 * W) +
+               3 * 10**11 * (6 * n + 6 * L * 131072 * W))
+    assert c.model == by_hand
+    assert c.attention == 12 * 10**12 * 6 * L * 4096 * W + 3 * 10**11 * 6 * L * 131072 * W
+    assert run.tokens == 123 * 10**11
+
+
+def test_steps_batch_seq():
+    run = run_from_steps(1000, 512, 4096)
+    assert run.tokens == 1000 * 512 * 4096 and run.longest == 4096
+
+
+def test_plan_takes_activations_at_the_longest_phase():
+    p = make_plan(hand_model(), MIXED, run=run_from_phases([(10**9, 2048), (10**8, 8192)]),
+                  micro_batch=2)
+    assert p.seq_len == 8192 and p.memory.activations == 2 * 8192 * W * L * 10
+
+
+def test_attention_model_needs_a_sequence_length():
+    with pytest.raises(SymflopsError, match="sequence length"):
+        compute(hand_model(), run_from_tokens(10**12))
+
+
+# --- input checks ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"peak": 10**15, "mfu": 0}, "must lie in \\(0, 1\\]"),
+    ({"peak": 10**15, "mfu": Fraction(3, 2)}, "must lie in \\(0, 1\\]"),
+    ({"peak": 10**15, "mfu": Fraction(1, 2), "sustained": 10**14}, "both given"),
+    ({"mfu": Fraction(1, 2)}, "needs a peak"),
+    ({"peak": 10**14, "sustained": 10**15}, "exceeds the peak"),
+])
+def test_rate_errors(kwargs, message):
+    with pytest.raises(SymflopsError, match=message):
+        rate(8, **kwargs)
+
+
+def test_other_errors():
+    with pytest.raises(SymflopsError, match="positive whole number"):
+        run_from_tokens(0)
+    with pytest.raises(SymflopsError, match="positive whole number"):
+        run_from_tokens(Fraction(1, 2))
+    with pytest.raises(SymflopsError, match="unknown accelerator preset 'tpu'.*h100-sxm"):
+        preset("tpu")
+    with pytest.raises(SymflopsError, match="not yet available"):
+        model_from_declaration("model.yaml", {"L": 32}, "none", MIXED)
+    with pytest.raises(SymflopsError, match="exceeds the 8 accelerator"):
+        make_plan(model_from_params(10**9), MIXED, throughput=rate(8), dp=16)
+
+
+def test_presets_are_dense_figures():
+    assert {name: (a.peak_flops, a.memory_bytes, a.bandwidth) for name, a in PRESETS.items()} == {
+        "a100-80gb-sxm": (312 * 10**12, 80 * 10**9, 2039 * 10**9),
+        "h100-sxm": (989 * 10**12, 80 * 10**9, 3350 * 10**9),
+        "h200": (989 * 10**12, 141 * 10**9, 4800 * 10**9),
+        "mi300x": (Fraction(13074, 10) * 10**12, 192 * 10**9, 5300 * 10**9),
+    }
+    assert all("dense" in a.source for a in PRESETS.values())
+
+
+# --- the command --------------------------------------------------------------------
+
+SEED_002 = ["plan", "--params", "7e9", "--tokens", "2e12", "-n", "1024", "--sustained", "4e14",
+            "--precision", "mixed-adam"]
+
+
+def plan_json(capsys, *args):
+    assert cli_run([*args, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_json_keys_and_numbers(capsys):
+    j = plan_json(capsys, *SEED_002)
+    assert j["params"] == {"total": 7 * 10**9, "active": 7 * 10**9, "trainable": 7 * 10**9}
+    assert j["flops"]["per_token"] == 42 * 10**9
+    assert j["flops"]["model"] == 84 * 10**21 and isinstance(j["flops"]["model"], int)
+    assert j["flops"]["executed"] == 84 * 10**21
+    assert j["time"]["seconds"] == 205078.125              # 2.1e8 / 1024, by hand
+    assert round(j["time"]["accelerator_hours"]) == 58333
+    assert round(j["time"]["days"], 3) == round(205078.125 / 86400, 3)
+    assert j["memory"]["weights"] == 14 * 10**9 and j["memory"]["grads"] == 14 * 10**9
+    assert j["memory"]["optimizer"] == 56 * 10**9 and j["memory"]["master"] == 28 * 10**9
+    assert j["memory"]["total"] == 112 * 10**9
+    assert j["memory"]["activations"] is None
+    assert j["formulas"]["flops.model"] == "C = 6 N D = 6 × 7e9 × 2e12"
+    assert "attention not counted" in j["notes"]["flops.per_token"]
+
+
+def test_json_seed_004_with_preset_and_zero(capsys):
+    j = plan_json(capsys, "plan", "--params", "70.6e9", "--tokens", "15e12", "-n", "16384",
+                  "--accelerator", "h100-sxm", "--mfu", "40%", "--recompute", "full",
+                  "--zero", "3", "--precision", "mixed-adam")
+    assert j["flops"]["model"] == 6354 * 10**21
+    assert j["flops"]["executed"] == 8 * 706 * 10**8 * 15 * 10**12
+    assert round(j["time"]["days"], 1) == 11.3
+    assert j["memory"]["dp"] == 16384
+    assert j["memory"]["total"] == 16 * 706 * 10**8 / 16384   # every state sharded
+    assert j["memory"]["fits"] is True and j["memory"]["capacity"] == 80 * 10**9
+
+
+def test_json_inference(capsys):
+    j = plan_json(capsys, "plan", "--params", "7e9", "--accelerator", "h100",
+                  "--decode-batch", "4", "--context", "4096")
+    inf = j["inference"]
+    assert inf["kv_cache_bytes"] is None                       # not known for a bare count
+    assert inf["bytes_per_token"] == 14 * 10**9 / 4            # weights only, a lower bound
+    assert inf["decode_tokens_per_s"] == pytest.approx(4 * 3.35e12 / 14e9)
+    assert "flops" in j and "time" not in j
+
+
+def test_table_shows_formulas(capsys):
+    assert cli_run(SEED_002) == 0
+    out = capsys.readouterr().out
+    assert "C = 6 N D = 6 × 7e9 × 2e12 = 8.4e22 FLOPs" in out
+    assert "t = C / R = 8.4e22 / 4.096e17 = 205,078 s = 56.97 h" in out
+    assert "58,333 accelerator-hours" in out and "2.1e8 accelerator-seconds" in out
+    assert "1.12e11 B (112 GB" in out
+    assert "activations  not known for a bare parameter count" in out
+    assert "time = C_model / (accelerators × peak × MFU)" in out
+
+
+def test_markdown(capsys):
+    assert cli_run([*SEED_002, "--markdown"]) == 0
+    out = capsys.readouterr().out
+    assert "| section | quantity | value | unit | formula | note |" in out
+    assert "| compute | model FLOPs | 8.4e+22 | FLOPs | C = 6 N D = 6 × 7e9 × 2e12 |" in out
+    assert "| memory per accelerator | total | 112000000000 | B |" in out
+
+
+def test_plot_writes_a_png(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    path = tmp_path / "plan.png"
+    assert cli_run([*SEED_002, "--accelerator", "h100", "--plot", str(path)]) == 0
+    assert path.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+    assert [p.name for p in tmp_path.iterdir()] == ["plan.png"]    # no temporary left behind
+
+
+def test_plot_of_a_model_with_attention(tmp_path):
+    pytest.importorskip("matplotlib")
+    from symflops.planplot import _crossover, write_plot
+    p = make_plan(hand_model(), MIXED, run=run_from_tokens(10**12, 4096),
+                  accelerator=preset("h100"))
+    # attention (6 L T W) overtakes 6N where 6 × 32 × T × 4096 >= 6 × 7e9:
+    # T >= 7e9 / 131,072 = 53,405.76..., so the first whole length is 53,406
+    assert _crossover(p, 4096, 2**17) == 53406
+    write_plot(p, str(tmp_path / "attn.png"))
+    assert (tmp_path / "attn.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def cli(*args):
+    return subprocess.run([sys.executable, "-m", "symflops", "plan", *args],
+                          capture_output=True, text=True)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--params", "7e9", "--tokens", "2e12", "--peak", "1e15", "--mfu", "1.5"], "(0, 1]"),
+    (["--params", "7e9", "--accelerator", "h100", "--mfu", "0.4", "--sustained", "4e14"],
+     "both given"),
+    (["--tokens", "2e12"], "no model given"),
+    (["--params", "7e9", "--accelerator", "v100"], "unknown accelerator preset 'v100'"),
+    (["--params", "7e9", "--tokens", "0"], "--tokens must be a positive whole number"),
+    (["--params", "7e9", "--tokens=-2e12"], "--tokens must be a positive whole number"),
+    (["--params", "__import__('os')"], "--params:"),
+    (["--params", "7e9", "--phase", "1e12"], "expected TOKENS@SEQ"),
+    (["--params", "7e9", "--phase", "1e12@4096", "--tokens", "1e12"], "--phase and --tokens"),
+    (["--params", "7e9", "--steps", "10"], "--batch, --seq missing"),
+    (["--params", "7e9", "--peak", "1e15"], "--peak given without --mfu"),
+    (["--params", "7e9", "-n", "8", "--dp", "16"], "exceeds the 8 accelerator"),
+    (["--params", "7e9", "--plot", "plan.pdf"], "the plot is a PNG image"),
+    (["derivations/ffn.yaml", "B=1"], "not yet available"),
+    (["--params", "7e9", "--hf-config", "x.json"], "several models given"),
+])
+def test_bad_input_is_one_line_exit_2(args, message):
+    result = cli(*args)
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr and result.stdout == ""
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert message in result.stderr
+
+
+def test_hf_config_is_read_then_the_stub_says_not_yet(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"model_type": "gpt2", "n_embd": 768, "n_layer": 12,
+                                "n_head": 12, "vocab_size": 50257, "n_positions": 1024}))
+    result = cli("--hf-config", str(path))
+    assert result.returncode == 2 and "not yet available" in result.stderr
+    assert "gpt2, 12 layers, width 768" in result.stderr
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"model_type": "gpt2", "n_embd": 768}))
+    result = cli("--hf-config", str(bad))
+    assert result.returncode == 2 and "'n_head' is missing" in result.stderr
