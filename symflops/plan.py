@@ -176,35 +176,21 @@ def model_from_params(n: int, recompute: str = "none") -> Model:
 
 def model_from_declaration(path: str | os.PathLike, dims: Mapping[str, Number], recompute: str,
                            precision: Precision) -> Model:
-    """A whole-model declaration (YAML) at the given dims, under a recompute
-    policy and a precision policy (for activation and KV-cache bytes).
+    """A whole-model declaration (YAML) at the given dims (all but the
+    sequence length ``S`` and the micro-batch ``B``), under a recompute policy
+    and a precision policy: see :mod:`symflops.planmodel`."""
+    from .planmodel import model_from_declaration as from_declaration
 
-    TODO(whole-model declarations): fill this in once the engine reads
-    whole-model declarations (a decoder-only transformer: L blocks, embedding,
-    head). It must return a Model whose flops_per_token(seq_len) counts 6N plus
-    the attention term at seq_len (set counts_attention=True), whose
-    activation_bytes(micro_batch, seq_len) follows the recompute policy, and
-    whose kv_cache_bytes_per_token comes from the declared K and V tensors.
-    """
-    raise SymflopsError(f"{os.fspath(path)}: planning from a whole-model declaration is not "
-                        f"yet available",
-                        hint="give the parameter count with --params N for now (6N per token, "
-                             "attention not counted)")
+    _check_recompute(recompute)
+    return from_declaration(path, dims, recompute, precision)
 
 
 def model_from_architecture(arch: Architecture, recompute: str, precision: Precision) -> Model:
-    """A model read from a Hugging Face config (:class:`symflops.hfconfig.Architecture`).
+    """A model read from a Hugging Face config, mapped onto a shipped declaration."""
+    from .planmodel import model_from_architecture as from_architecture
 
-    TODO(whole-model declarations): map ``arch`` onto the decoder-only
-    declaration and its dims (L = arch.layers, width, heads, kv_heads,
-    head_width, mlp_width, vocab, experts/active_experts, tied embeddings) and
-    return ``model_from_declaration(...)`` at those dims. No closed-form
-    parameter formulas here: the counts must come out of the engine.
-    """
-    raise SymflopsError(f"planning from a Hugging Face config ({arch.family}, "
-                        f"{arch.layers} layers, width {arch.width}) is not yet available",
-                        hint="the config was read; give the parameter count with --params N "
-                             "for now")
+    _check_recompute(recompute)
+    return from_architecture(arch, recompute, precision)
 
 
 # --- the run ----------------------------------------------------------------

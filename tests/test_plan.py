@@ -208,7 +208,7 @@ def test_other_errors():
         run_from_tokens(Fraction(1, 2))
     with pytest.raises(SymflopsError, match="unknown accelerator preset 'tpu'.*h100-sxm"):
         preset("tpu")
-    with pytest.raises(SymflopsError, match="not yet available"):
+    with pytest.raises(SymflopsError, match="no such file"):
         model_from_declaration("model.yaml", {"L": 32}, "none", MIXED)
     with pytest.raises(SymflopsError, match="exceeds the 8 accelerator"):
         make_plan(model_from_params(10**9), MIXED, throughput=rate(8), dp=16)
@@ -333,7 +333,7 @@ def cli(*args):
     (["--params", "7e9", "--peak", "1e15"], "--peak given without --mfu"),
     (["--params", "7e9", "-n", "8", "--dp", "16"], "exceeds the 8 accelerator"),
     (["--params", "7e9", "--plot", "plan.pdf"], "the plot is a PNG image"),
-    (["derivations/ffn.yaml", "B=1"], "not yet available"),
+    (["derivations/ffn.yaml", "B=1"], "declares no 'tokens:'"),
     (["--params", "7e9", "--hf-config", "x.json"], "several models given"),
 ])
 def test_bad_input_is_one_line_exit_2(args, message):
@@ -344,13 +344,18 @@ def test_bad_input_is_one_line_exit_2(args, message):
     assert message in result.stderr
 
 
-def test_hf_config_is_read_then_the_stub_says_not_yet(tmp_path):
+def test_hf_config_gpt2_small_is_planned_from_the_transformer_declaration(tmp_path):
     path = tmp_path / "config.json"
     path.write_text(json.dumps({"model_type": "gpt2", "n_embd": 768, "n_layer": 12,
                                 "n_head": 12, "vocab_size": 50257, "n_positions": 1024}))
-    result = cli("--hf-config", str(path))
-    assert result.returncode == 2 and "not yet available" in result.stderr
-    assert "gpt2, 12 layers, width 768" in result.stderr
+    result = cli("--hf-config", str(path), "--tokens", "1e9", "--seq", "1024", "--json")
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout)
+    assert out["params"]["total"] == 124_439_808  # GPT-2 small, published
+    # dense N = 12 (4 x 768^2 + 2 x 768 x 3072) + 50257 x 768 (tied unembedding), by hand;
+    # attention 6 L h (S + 1) per token, causal
+    n = 12 * (4 * 768 ** 2 + 2 * 768 * 3072) + 50257 * 768
+    assert out["flops"]["per_token"] == 6 * n + 6 * 12 * 768 * 1025
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"model_type": "gpt2", "n_embd": 768}))
     result = cli("--hf-config", str(bad))

@@ -1,0 +1,143 @@
+"""The planner's models from declarations: numbers out of the engine.
+
+:func:`model_from_declaration` evaluates a whole-model declaration's derived
+polynomials (``symflops derive``'s per-token FLOPs, recomputation policies,
+key/value cache) at the given dims, with the sequence length ``S`` and the
+micro-batch ``B`` left free for the planner to choose.
+:func:`model_from_architecture` maps a Hugging Face config onto a shipped
+declaration (``transformer``, ``llama``, ``llama_tied``, ``moe``) and its dims;
+no parameter formula is written here, the counts come out of the engine.
+"""
+
+from __future__ import annotations
+
+import os
+from fractions import Fraction
+from typing import Any, Mapping
+
+import sympy
+
+from .cost import costs
+from .derive import derive
+from .errors import SymflopsError
+from .evaluate import number
+from .hfconfig import Architecture
+from .ir import dim_symbol
+from .precision import Precision
+from .spec import load
+from .summary import summary
+
+SEQ, BATCH = "S", "B"
+
+
+def declarations_dir() -> str:
+    """``derivations/`` beside the package in a checkout, else the installed copy."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    checkout = os.path.join(os.path.dirname(here), "derivations")
+    if os.path.isfile(os.path.join(checkout, "transformer.yaml")):
+        return checkout
+    return os.path.join(here, "derivations")
+
+
+def _value(v: Any) -> sympy.Expr:
+    f = Fraction(v)
+    return sympy.Rational(f.numerator, f.denominator)
+
+
+def model_from_declaration(path: str | os.PathLike[str], dims: Mapping[str, Any], recompute: str,
+                           precision: Precision) -> Any:
+    from .plan import Formula, Model, TokenFlops  # the planner's types
+
+    file = os.fspath(path)
+    layer = load(file)
+    d = derive(layer)
+    s = summary(d, costs(d, precision=precision))
+    per = s["per_token"]
+    if per is None:
+        raise SymflopsError(f"{file}: the declaration declares no 'tokens:'",
+                            hint="add e.g. 'tokens: B*S' so that FLOPs per token are defined")
+    names = {dim.name for dim in layer.dims} - {n for n, _ in layer.definitions}
+    for free in (SEQ, BATCH):
+        if free not in names:
+            raise SymflopsError(f"{file}: the planner needs a dimension {free!r} "
+                                f"({'sequence length' if free == SEQ else 'sequences per micro-batch'})",
+                                hint="name the sequence length S and the micro-batch B")
+    unknown = sorted(set(dims) - names)
+    if unknown:
+        raise SymflopsError(f"{layer.name} has no dimension(s) {', '.join(unknown)}",
+                            hint=f"its dimensions are {', '.join(sorted(names))}")
+    missing = sorted(names - set(dims) - {BATCH, SEQ})
+    if missing:
+        raise SymflopsError(f"no value for dimension(s) {', '.join(missing)}",
+                            hint="give every dimension but S and B, e.g. " +
+                                 " ".join(f"{n}=..." for n in missing))
+    policies = s["recompute"]["policies"]
+    if recompute not in policies:
+        raise SymflopsError(f"{layer.name} lists no ops for selective recomputation",
+                            hint="add 'recompute: {selective: [...]}' to the declaration, "
+                                 "or use --recompute none|full")
+    fixed = {k: _value(v) for k, v in dims.items()}
+    context = fixed.get(SEQ)
+
+    def at(seq: Any, batch: Any = 1) -> dict[str, sympy.Expr]:
+        return {**fixed, SEQ: _value(seq), BATCH: _value(batch)}
+
+    def num(expr: sympy.Expr, values: Mapping[str, sympy.Expr]) -> Any:
+        return number(expr, values)
+
+    tokens = layer.tokens
+    policy = policies[recompute]
+    text = sympy.sstr
+
+    def flops_per_token(seq: int | None) -> Any:
+        if seq is None:
+            raise SymflopsError("the planner needs a sequence length for a declaration",
+                                hint="give --seq T or --phase TOKENS@T")
+        v = at(seq)
+        executed = sympy.expand(policy["flops_executed"] / tokens)
+        return TokenFlops(
+            model=num(per["flops"]["total"], v), executed=num(executed, v),
+            attention=num(per["beyond_six_n"], v), inference=num(per["inference_forward"], v),
+            formulas={"model": Formula(text(per["flops"]["total"]), "", "derived by symflops"),
+                      "executed": Formula(text(executed), "", f"recompute: {recompute}"),
+                      "attention": Formula(text(per["beyond_six_n"]), "", "training minus 6N"),
+                      "inference": Formula(text(per["inference_forward"]), "", "forward only")})
+
+    def activation_bytes(micro_batch: int, seq: int) -> Any:
+        return num(policy["activation_bytes"], at(seq, micro_batch))
+
+    par = s["parameters"]
+    ref = at(context if context is not None else 1)
+    kv = None
+    inf = s["inference"]
+    if inf is not None:
+        kv = num(sympy.expand(inf["cache_bytes_per_sequence"] / dim_symbol(SEQ)), ref)
+    return Model(
+        name=f"{layer.name} ({os.path.basename(file)})",
+        params_total=num(par["total"], ref), params_active=num(par["active"], ref),
+        params_trainable=num(par["trainable"], ref), flops_per_token=flops_per_token,
+        activation_bytes=activation_bytes, kv_cache_bytes_per_token=kv,
+        formulas={"params_total": Formula(text(par["total"]), "", "derived by symflops"),
+                  "activation_bytes": Formula(text(policy["activation_bytes"]), "",
+                                              f"recompute: {recompute}")},
+        counts_attention=True, recompute=recompute)
+
+
+def architecture_dims(arch: Architecture) -> tuple[str, dict[str, int]]:
+    """The shipped declaration and dims for a Hugging Face architecture."""
+    dims = {"L": arch.layers, "V": arch.vocab, "D": arch.width, "N": arch.heads,
+            "E": arch.head_width, "F": arch.mlp_width, SEQ: arch.context}
+    if arch.family == "gpt2":
+        return "transformer.yaml", dims
+    dims["G"] = arch.kv_heads
+    if arch.experts > 1:
+        if arch.tied:
+            raise SymflopsError("a mixture of experts with tied embeddings has no shipped "
+                                "declaration", hint="copy derivations/moe.yaml and tie W_U to W_E")
+        return "moe.yaml", {**dims, "M": arch.experts, "k": arch.active_experts, "c": 1}
+    return ("llama_tied.yaml" if arch.tied else "llama.yaml"), dims
+
+
+def model_from_architecture(arch: Architecture, recompute: str, precision: Precision) -> Any:
+    file, dims = architecture_dims(arch)
+    return model_from_declaration(os.path.join(declarations_dir(), file), dims, recompute, precision)
