@@ -200,7 +200,11 @@ def test_multi_operand_layer_passes_with_notes():
     assert any("intermediates of torch.einsum" in n for n in report.saved.notes)
 
 
-SHIPPED = sorted((ROOT / "derivations").glob("*.yaml"))
+# Whole models and their blocks take minutes each under finite differences;
+# every op they use is verified in the smaller shipped declarations.
+_SLOW = {"decoder_block", "llama_block", "moe_block"}
+SHIPPED = sorted(p for p in (ROOT / "derivations").glob("*.yaml")
+                 if p.stem not in _SLOW and "include:" not in p.read_text())
 
 
 @pytest.mark.parametrize("path", SHIPPED, ids=[p.stem for p in SHIPPED])
