@@ -233,10 +233,11 @@ def compile_summary(layer: Layer, s: Mapping[str, Any],
 
 # --------------------------------------------------------------- evaluate --
 
-def blocks(axes: Sequence[np.ndarray], size: int = BLOCK) -> Iterator[tuple[np.ndarray, ...]]:
+def blocks(axes: Sequence[np.ndarray], size: int | None = None) -> Iterator[tuple[np.ndarray, ...]]:
     """Split the grid of ``axes`` into sub-grids of at most ``size`` points
-    (or one point of the leading axes and a slice of the next), in row-major
-    order: the concatenated rows of the blocks are the rows of the grid."""
+    (default :data:`BLOCK`), in row-major order: the concatenated rows of the
+    blocks are the rows of the grid."""
+    size = BLOCK if size is None else size
     if not axes:
         yield ()
         return
@@ -320,10 +321,15 @@ def _open_target(path: str) -> tuple[TextIO, str | None]:
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=os.path.basename(path), dir=directory)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)
-    return os.fdopen(fd, "w", encoding="utf-8", newline=""), tmp
+    try:
+        fh = os.fdopen(fd, "w", encoding="utf-8", newline="")
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a CSV is an ordinary file
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    return fh, tmp
 
 
 def write_csv(path: str, compiled: Compiled, axes: Sequence[Axis],

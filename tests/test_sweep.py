@@ -168,3 +168,24 @@ def test_bad_range_from_the_shell(tmp_path):
     assert "bad range '1024:4096' for dimension D" in result.stderr
     assert "Traceback" not in result.stderr
     assert os.listdir(tmp_path) == []
+
+
+def test_interrupted_sweep_keeps_the_old_file_and_no_temporary(tmp_path, monkeypatch):
+    from symflops import sweep as sweep_module
+
+    out = tmp_path / "out.csv"
+    out.write_text("old")
+    calls = []
+    real = sweep_module.format_rows
+
+    def format_rows(table):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(table)
+
+    monkeypatch.setattr(sweep_module, "format_rows", format_rows)
+    monkeypatch.setattr(sweep_module, "BLOCK", 10)
+    assert cli.main(["sweep", str(FFN), "B=1:50:1", "D=2", "F=3", "--csv", str(out)]) == 130
+    assert out.read_text() == "old"
+    assert os.listdir(tmp_path) == ["out.csv"]
