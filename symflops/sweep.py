@@ -195,7 +195,7 @@ def _lookup(s: Mapping[str, Any], path: str) -> sympy.Expr:
     value: Any = s
     for key in path.split("."):
         value = value[key]
-    return sympy.sympify(value)  # a SymPy object already; ints (a bare 0) become Integer
+    return sympy.Integer(value) if isinstance(value, int) else value  # never user text
 
 
 def _max(*args: Any) -> Any:
@@ -265,12 +265,6 @@ def evaluate_block(compiled: Compiled, block: Sequence[np.ndarray]) -> np.ndarra
             value = np.asarray(f(*mesh), dtype=np.float64)
             out[:, k] = np.broadcast_to(value, shape).reshape(points)
     return out
-
-
-def evaluate_grid(compiled: Compiled, axes: Sequence[Axis]) -> np.ndarray:
-    """All configurations at once (for a grid that fits in memory)."""
-    parts = [evaluate_block(compiled, b) for b in blocks([a.values for a in axes])]
-    return np.concatenate(parts) if parts else np.empty((0, len(compiled.functions)))
 
 
 def grid_points(block: Sequence[np.ndarray]) -> np.ndarray:
