@@ -39,6 +39,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import re
 import sys
 from dataclasses import dataclass
@@ -165,6 +166,10 @@ def simplify_difference(expr: sympy.Expr) -> sympy.Expr:
     return sympy.simplify(expanded)
 
 
+#: A sign proof by shifting gives up (undetermined) beyond this many terms.
+MAX_SHIFTED_TERMS = 20_000
+
+
 def _polynomial_sign(p: sympy.Expr, dims: Sequence[sympy.Symbol]) -> str:
     """Sign of a polynomial for every dim >= 1, from its coefficients in
     ``u = dim - 1 >= 0``: all of one sign proves that sign, strictly when the
@@ -177,6 +182,17 @@ def _polynomial_sign(p: sympy.Expr, dims: Sequence[sympy.Symbol]) -> str:
         return UNKNOWN
     if not present:
         return POSITIVE if p > 0 else NEGATIVE
+    plain = sympy.Poly(p, *present)
+    if all(c.is_comparable for c in plain.coeffs()):
+        # Every monomial is positive at positive dims: one sign of coefficients
+        # decides, strictly (the shifted constant term is their sum).
+        if all(c >= 0 for c in plain.coeffs()):
+            return POSITIVE
+        if all(c <= 0 for c in plain.coeffs()):
+            return NEGATIVE
+    # The shift writes each monomial prod d**e as prod (u + 1)**e: prod (e + 1) terms.
+    if sum(math.prod(e + 1 for e in m) for m in plain.monoms()) > MAX_SHIFTED_TERMS:
+        return UNKNOWN
     shift = {d: sympy.Dummy(f"u_{d}", nonnegative=True) for d in present}
     shifted = sympy.Poly(p.subs({d: u + 1 for d, u in shift.items()}, simultaneous=True),
                          *shift.values())

@@ -18,6 +18,7 @@ from . import __version__
 from . import check as check_command
 from . import grads as grads_command
 from . import plancmd as plan_command
+from . import sweep as sweep_command
 from . import verify as verify_command
 from .cost import UNITS, costs
 from .derive import derive
@@ -46,6 +47,7 @@ examples:
   symflops derive derivations/ffn.yaml
   symflops derive derivations/ffn.yaml --json
   symflops eval derivations/ffn.yaml B=1048576 D=4096 F=16384
+  symflops sweep derivations/ffn.yaml B=1048576 D=1024:8192:1024 F=4096,16384 --csv ffn.csv
   symflops check derivations/ffn.yaml 'flops.total == 6*params*B' --at B=1048576,D=4096,F=16384
   symflops verify derivations/ffn.yaml
   symflops grads derivations/ffn.yaml --inputs in.npz --out grads.npz
@@ -89,6 +91,26 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("values", nargs="*", metavar="DIM=VALUE",
                    help="a value for every dimension, e.g. B=1048576 D=4096 F=16384 "
                         "(also B=2**20, D=4e3, or comma-separated)")
+    w = sub.add_parser("sweep", help="evaluate the polynomials over a grid of dims, to CSV",
+                       description="Evaluate FLOPs (forward, backward, total, elementwise), "
+                                   "parameters and memory bytes at every configuration of a grid "
+                                   "of dim values, vectorised with NumPy, and write one CSV row "
+                                   "per configuration (atomically).",
+                       epilog="values: B=1048576 (one), D=1024:8192:1024 (start:stop:step; the "
+                              "stop is included when a step lands on it), N=8,16,32 (a list, "
+                              "whose items may be ranges). Every dim needs values; the grid may "
+                              f"hold at most {sweep_command.MAX_POINTS:,} configurations. "
+                              "Numbers are float64: exact below 2**53 (about 9.0e15), rounded "
+                              "to float64 above (int64 would overflow at about 9.2e18); "
+                              "symflops eval gives exact integers.")
+    w.add_argument("file", help="a layer declaration (YAML), e.g. derivations/ffn.yaml")
+    w.add_argument("values", nargs="*", metavar="DIM=VALUES",
+                   help="values for every dimension, e.g. B=1048576 D=1024:8192:1024 F=8,16,32")
+    w.add_argument("--csv", required=True, metavar="OUT",
+                   help="write the CSV here ('-' for standard output); columns: the dims, then "
+                        + ", ".join(sweep_command.QUANTITIES)
+                        + " (macs.* instead of flops.* with --macs)")
+    _unit_options(w)
     r = sub.add_parser("render", help="render one derivation sheet (Markdown or LaTeX)",
                        description="Render the derivation sheet of one declaration.")
     r.add_argument("file", help="a layer declaration (YAML)")
@@ -165,6 +187,14 @@ def _run_sheet(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_sweep(args: argparse.Namespace) -> int:
+    layer, s = _derive_structure(args)
+    result = sweep_command.sweep(layer, s, args.values, args.csv)
+    print(sweep_command.summary_line(layer, result, args.csv),
+          file=sys.stderr if args.csv == "-" else sys.stdout)
+    return 0
+
+
 def _derive_structure(args: argparse.Namespace):
     layer = load(args.file)
     derivation = derive(layer)
@@ -185,6 +215,8 @@ def run(argv: Sequence[str] | None = None) -> int:
     commands = {"check": check_command, "verify": verify_command, "grads": grads_command}
     if args.command in commands:
         return commands[args.command].run(args)
+    if args.command == "sweep":
+        return _run_sweep(args)
     layer, s = _derive_structure(args)
     if args.command == "derive":
         out = json.dumps(to_json_ready(s), indent=2) + "\n" if args.json else text_report(s)

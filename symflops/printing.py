@@ -20,6 +20,22 @@ from .derive import IndexTerm, MatrixProduct
 from .functions import Y, parse_fn
 from .ir import Factor
 
+#: Factoring a polynomial costs time that grows steeply with its number of
+#: symbols (seconds at 16 dims); past this many, only common factors are pulled out.
+FACTOR_SYMBOLS = 10
+
+
+def readable(value: sympy.Expr) -> sympy.Expr:
+    """``value`` factored (``2*B*(D + F)``); with more than FACTOR_SYMBOLS dims,
+    only its common factor is taken out, which is cheap.  A Max or Min is left
+    as it is (``factor`` would rebuild it, and SymPy compares a Max's
+    arguments pairwise when it builds one: seconds for a few dozen)."""
+    if isinstance(value, (sympy.Max, sympy.Min)):
+        return value
+    if len(value.free_symbols) > FACTOR_SYMBOLS:
+        return sympy.factor_terms(value)
+    return sympy.factor(value)
+
 
 def _text_escape(name: str) -> str:
     return name.replace("_", r"\_")
@@ -168,7 +184,7 @@ class PolyPrinter:
             return self._fallback(expr)
         if not factor:
             return self._sum(expr)
-        f = sympy.factor(expr)
+        f = readable(expr)
         coefficient, rest = f.as_coeff_Mul()
         monomial, sums = [], []
         for part in sympy.Mul.make_args(rest):

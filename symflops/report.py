@@ -10,10 +10,12 @@ from typing import Any
 
 import sympy
 
+from .printing import readable
+
 
 def _fmt(value: Any) -> str:
     if isinstance(value, sympy.Basic):
-        return sympy.sstr(sympy.factor(value)) if value.free_symbols else sympy.sstr(value)
+        return sympy.sstr(readable(value)) if value.free_symbols else sympy.sstr(value)
     if isinstance(value, int):
         return f"{value:,}"
     if isinstance(value, float):

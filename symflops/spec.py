@@ -103,19 +103,21 @@ def parse_yaml(text: str, file: str) -> Node:
     lines = text.splitlines()
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
+        if root is not None:  # constructing a scalar can fail too (an unknown tag: !B)
+            return _convert(root, file, lines, yaml.constructor.SafeConstructor())
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         span = _span(mark, file, lines) if mark else Span(file, 1, 1)
         problem = exc.problem or exc.context or "malformed YAML"
-        raise SymflopsError(f"this is not valid YAML: {problem}", span,
-                            "check indentation, colons and brackets near this place") from None
+        hint = ("remove the tag; YAML tags are not part of the format"
+                if isinstance(exc, yaml.constructor.ConstructorError)
+                else "check indentation, colons and brackets near this place")
+        raise SymflopsError(f"this is not valid YAML: {problem}", span, hint) from None
     except yaml.YAMLError as exc:
         raise SymflopsError(f"this is not valid YAML: {exc}", Span(file, 1, 1),
                             "check the file's syntax") from None
-    if root is None:
-        raise SymflopsError("the declaration is empty", Span(file, 1, 1),
-                            "write a mapping with 'dims', 'tensors' and 'ops'")
-    return _convert(root, file, lines, yaml.constructor.SafeConstructor())
+    raise SymflopsError("the declaration is empty", Span(file, 1, 1),
+                        "write a mapping with 'dims', 'tensors' and 'ops'")
 
 
 def _from_python(value: Any) -> Node:
@@ -143,6 +145,8 @@ def _mapping(node: Node, what: str, hint: str) -> dict[str, tuple[Span | None, N
 def _kind(value: Any) -> str:
     if isinstance(value, list):
         return "a list"
+    if isinstance(value, dict):  # its items are located Nodes: name the keys only
+        return f"a mapping with keys {', '.join(map(repr, value))}" if value else "an empty mapping"
     if value is None:
         return "nothing"
     if isinstance(value, str):

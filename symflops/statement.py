@@ -122,6 +122,17 @@ class Statement:
 
 EXAMPLE = "'H[b,f] = X[b,d] W[d,f]'"
 
+#: Limits on one op, checked as soon as it is parsed.  Deriving and pricing an
+#: op grows fast with its size (the product rule writes each operand's
+#: gradient as a product of all the others, which SymPy multiplies out and
+#: checks; the costs factor polynomials in every dim an op spans), so an op
+#: beyond these would run for minutes instead of failing.  Real layers stay
+#: far below them: a transformer block's ops have at most 3 operands and 5
+#: letters.
+MAX_LETTERS = 16  # distinct index letters in one op, output included
+MAX_FACTORS = 16  # factors in one product (tensors, calls and constants)
+MAX_TERMS = 64    # products added in one op
+
 
 def tokenize(text: str, span: Span | None = None) -> list[Token]:
     tokens: list[Token] = []
@@ -354,7 +365,41 @@ class _Parser:
                 raise self.error(f"unexpected {self.describe(self.tok)} in the where-clause",
                                  "separate conditions with commas, e.g. 'where t <= s, u < t'; "
                                  "the where-clause ends the op")
-        return Statement(lhs, tuple(terms), self.text, tuple(where))
+        statement = Statement(lhs, tuple(terms), self.text, tuple(where))
+        self.check_size(statement)
+        return statement
+
+    def check_size(self, st: Statement) -> None:
+        """Refuse an op larger than MAX_TERMS, MAX_FACTORS or MAX_LETTERS,
+        pointing at the first term, factor or letter past the limit."""
+        if len(st.terms) > MAX_TERMS:
+            raise SymflopsError(
+                f"the op adds {len(st.terms)} products, more than the limit of {MAX_TERMS}",
+                _at(self.span, st.terms[MAX_TERMS].column),
+                f"add them in several ops of at most {MAX_TERMS} products each, e.g. "
+                "'S1[b,d] = X1[b,d] + X2[b,d]' then 'Y[b,d] = S1[b,d] + X3[b,d]'")
+        for term in st.terms:
+            if len(term.factors) > MAX_FACTORS:
+                raise SymflopsError(
+                    f"a product of {len(term.factors)} factors, more than the limit of "
+                    f"{MAX_FACTORS}", _at(self.span, term.factors[MAX_FACTORS].column),
+                    "contract it in steps through intermediate tensors, e.g. "
+                    "'T[i,k] = A[i,j] B[j,k]' then 'Y[i,l] = T[i,k] C[k,l]'")
+        letters: list[tuple[int, str]] = list(zip(st.lhs.index_columns, st.lhs.indices))
+        for ref in st.refs:
+            letters += [(c, i) for c, i in zip(ref.index_columns, ref.indices) if i]
+            letters += [(c, i) for _, a, ca, b, cb in ref.shifts for c, i in ((ca, a), (cb, b))]
+        seen: set[str] = set()
+        for column, letter in sorted(letters):
+            seen.add(letter)
+            if len(seen) > MAX_LETTERS:
+                count = len({i for _, i in letters})
+                raise SymflopsError(
+                    f"the op has {count} distinct index letters, more than the limit of "
+                    f"{MAX_LETTERS}", _at(self.span, column),
+                    f"split it into ops of at most {MAX_LETTERS} letters (contract some "
+                    "operands into an intermediate tensor first), or merge axes that always "
+                    "go together into one dim")
 
     def condition(self) -> Condition:
         """``t <= s``: two index letters and a comparison."""

@@ -16,8 +16,9 @@ from symflops.ir import Layer, index_ranges
 from symflops.numeric import backward, forward
 
 
-def random_dims(layer: Layer, rng: np.random.Generator) -> dict[str, int]:
-    return {d.name: int(rng.integers(2, 5)) for d in layer.dims}
+def random_dims(layer: Layer, rng: np.random.Generator, low: int = 2, high: int = 4) -> dict[str, int]:
+    """A size in [low, high] for every dim."""
+    return {d.name: int(rng.integers(low, high + 1)) for d in layer.dims}
 
 
 def _extent(expr, dims):
@@ -28,11 +29,12 @@ def _shape(tensor, dims):
     return tuple(_extent(s, dims) for s in tensor.shape)
 
 
-def gradient_errors(layer: Layer, seed: int = 0, eps: float = 1e-6) -> dict[str, float]:
+def gradient_errors(layer: Layer, seed: int = 0, eps: float = 1e-6,
+                    sizes: tuple[int, int] = (2, 4)) -> dict[str, float]:
     """Largest relative error of each derived leaf gradient against central
-    differences, in float64 at small random sizes."""
+    differences, in float64 at small random sizes (each dim in ``sizes``)."""
     rng = np.random.default_rng(seed)
-    dims = random_dims(layer, rng)
+    dims = random_dims(layer, rng, *sizes)
     derivation = derive(layer)
     ranges = index_ranges(layer)
     leaves = {t.name: (rng.integers(0, _extent(ranges.get(t.name, 1), dims), _shape(t, dims))

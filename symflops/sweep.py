@@ -1,0 +1,382 @@
+"""``symflops sweep``: the polynomials over a grid of configurations, to CSV.
+
+Each dim gets one or more values on the command line::
+
+    B=1048576            one value
+    D=1024:8192:1024     a range start:stop:step; the stop is included when
+                         the steps land on it (1024, 2048, ..., 8192)
+    N=8,16,32            a list; its items may be ranges too (8,16,64:128:32)
+
+The grid is the Cartesian product of the values of every dim of the layer
+(each dim must be given).  The reported polynomials (:data:`QUANTITIES`) are
+compiled once with ``sympy.lambdify`` into NumPy functions and evaluated
+vectorised: each block of the grid is an open mesh (one axis per dim) that
+NumPy broadcasts, so there is no Python loop per configuration, and at most
+:data:`BLOCK` configurations are held in memory at once.
+
+Numbers are **float64**: exact while a value stays below 2**53 (about
+9.0e15); above that a value carries float64's relative rounding (about 1e-16
+per operation), since int64 would overflow at about 9.2e18 and FLOPs of a
+large run exceed that.  ``symflops eval`` gives exact integers at one
+configuration.  The CSV writes an integer below 2**53 as its digits, and any
+other value in the shortest form that reads back as the same float64
+(``1.3835058055282164e+19``), so that a rounded value never looks exact.
+
+Rows go in the order of the dims' declaration, the first dim varying slowest.
+The file is written atomically (a temporary file, then a rename).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from functools import reduce
+from typing import Any, Callable, Iterator, Mapping, Sequence, TextIO
+
+import numpy as np
+import sympy
+
+from .errors import SymflopsError
+from .evaluate import number
+from .expr import parse_number
+from .ir import Layer
+
+#: The quantities in the CSV, as paths into :func:`symflops.summary.summary`.
+QUANTITIES = ("flops.forward", "flops.backward", "flops.total", "flops_elementwise.total",
+              "params", "memory.activation_bytes", "memory.total_bytes")
+
+#: The largest grid a sweep accepts (its CSV would be tens of gigabytes).
+MAX_POINTS = 10**8
+
+#: Configurations evaluated and formatted at once.
+BLOCK = 1 << 18
+
+#: Dims above this are not exact in float64.
+MAX_VALUE = 2**53
+
+_INT_LIMIT = 2.0**53  # integers below this are exact in float64; larger ones are written as floats
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One dim of the grid and its values (float64, positive integers)."""
+
+    name: str
+    values: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """The quantities of one layer as NumPy functions of its dims, in the
+    order of ``dims``.  ``columns`` are the CSV's names for them."""
+
+    dims: tuple[str, ...]
+    columns: tuple[str, ...]
+    expressions: tuple[sympy.Expr, ...]
+    functions: tuple[Callable[..., Any], ...]
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    configurations: int
+    compile_seconds: float
+    evaluate_seconds: float
+    write_seconds: float
+
+    @property
+    def seconds(self) -> float:
+        return self.compile_seconds + self.evaluate_seconds + self.write_seconds
+
+    @property
+    def rate(self) -> float:
+        """Configurations per second, compiling, evaluating and writing included."""
+        return self.configurations / self.seconds if self.seconds > 0 else math.inf
+
+
+# ----------------------------------------------------------------- values --
+
+def _positive_integer(text: str, name: str) -> int:
+    value = parse_number(text.strip())
+    if not (value.is_Integer and value > 0):
+        raise SymflopsError(f"dimension {name} must be a positive integer, got {text.strip()!r}",
+                            hint=f"give whole sizes, e.g. {name}=4096")
+    if value > MAX_VALUE:
+        raise SymflopsError(f"dimension {name} = {text.strip()} is larger than 2**53",
+                            hint="a sweep computes in float64, exact for integers up to 2**53")
+    return int(value)
+
+
+def _range_count(text: str, name: str) -> tuple[int, int, int]:
+    """``start:stop:step`` -> (start, step, count), checked."""
+    parts = text.split(":")
+    example = f"{name}=1024:8192:1024"
+    if len(parts) != 3 or not all(p.strip() for p in parts):
+        raise SymflopsError(f"bad range {text.strip()!r} for dimension {name}: expected "
+                            "start:stop:step", hint=f"write e.g. {example} (the stop is included)")
+    start, stop, step = (_positive_integer(p, name) for p in parts)
+    if stop < start:
+        raise SymflopsError(f"bad range {text.strip()!r} for dimension {name}: the stop "
+                            f"{stop} is below the start {start}",
+                            hint=f"write start:stop:step with start <= stop, e.g. {example}")
+    return start, step, (stop - start) // step + 1
+
+
+def value_count(name: str, text: str) -> int:
+    """How many values ``text`` gives, without building them."""
+    return sum(_range_count(item, name)[2] if ":" in item else 1
+               for item in _items(name, text))
+
+
+def _items(name: str, text: str) -> list[str]:
+    items = text.split(",")
+    if not all(item.strip() for item in items):
+        raise SymflopsError(f"empty value in {name}={text}",
+                            hint=f"separate values with single commas, e.g. {name}=8,16,32")
+    return items
+
+
+def parse_values(name: str, text: str) -> np.ndarray:
+    """``"8,16,64:128:32"`` -> ``[8, 16, 64, 96, 128]`` (float64)."""
+    chunks = []
+    for item in _items(name, text):
+        if ":" in item:
+            start, step, count = _range_count(item, name)
+            chunks.append(start + step * np.arange(count, dtype=np.float64))
+        else:
+            chunks.append(np.array([_positive_integer(item, name)], dtype=np.float64))
+    return np.concatenate(chunks)
+
+
+def parse_axes(items: Sequence[str], layer: Layer, limit: int = MAX_POINTS) -> tuple[Axis, ...]:
+    """``["B=1048576", "D=1024:8192:1024", "F=8,16"]`` -> one Axis per dim of
+    ``layer``, in the order the dims are declared.  The grid's size is checked
+    against ``limit`` before any value is built."""
+    known = [d.name for d in layer.dims]
+    texts: dict[str, str] = {}
+    for item in items:
+        name, sep, text = item.partition("=")
+        name = name.strip()
+        if not sep or not name or not text.strip():
+            raise SymflopsError(f"expected NAME=VALUES, found {item.strip()!r}",
+                                hint="give each dim as e.g. B=1048576, D=1024:8192:1024 or "
+                                     "N=8,16,32")
+        if name not in known:
+            raise SymflopsError(f"{layer.name} has no dimension {name!r}",
+                                hint=f"its dimensions are {', '.join(known)}")
+        if name in texts:
+            raise SymflopsError(f"dimension {name} is given twice",
+                                hint=f"give all of its values at once, e.g. {name}=8,16,32")
+        texts[name] = text
+    missing = [n for n in known if n not in texts]
+    if missing:
+        raise SymflopsError(f"no value for dimension(s) {', '.join(missing)}",
+                            hint="give every dimension, e.g. " +
+                                 " ".join(f"{n}=..." for n in missing))
+    counts = {n: value_count(n, texts[n]) for n in known}
+    size = math.prod(counts.values())
+    if size > limit:
+        shape = " x ".join(f"{counts[n]:,} ({n})" for n in known)
+        raise SymflopsError(f"the grid has {size:,} configurations ({shape}), more than the "
+                            f"limit of {limit:,}",
+                            hint="use fewer values or larger steps, or sweep in parts")
+    return tuple(Axis(n, parse_values(n, texts[n])) for n in known)
+
+
+# ---------------------------------------------------------------- compile --
+
+def _lookup(s: Mapping[str, Any], path: str) -> sympy.Expr:
+    value: Any = s
+    for key in path.split("."):
+        value = value[key]
+    return sympy.Integer(value) if isinstance(value, int) else value  # never user text
+
+
+def _max(*args: Any) -> Any:
+    return reduce(np.maximum, args)
+
+
+def _min(*args: Any) -> Any:
+    return reduce(np.minimum, args)
+
+
+def column_name(path: str, unit: str) -> str:
+    """``flops.total`` in FLOPs, ``macs.total`` with --macs."""
+    return "macs" + path[len("flops"):] if unit == "MACs" and path.startswith("flops.") else path
+
+
+def compile_summary(layer: Layer, s: Mapping[str, Any],
+                    quantities: Sequence[str] = QUANTITIES) -> Compiled:
+    """Lambdify each quantity of the summary ``s`` once, as a NumPy function of
+    the layer's dims."""
+    dims = tuple(d.name for d in layer.dims)
+    symbols = [d.symbol for d in layer.dims]
+    expressions, functions = [], []
+    for path in quantities:
+        expr = _lookup(s, path)
+        if expr.has(sympy.Sum, sympy.Product):
+            raise SymflopsError(f"{path} of {layer.name} is an unevaluated sum, which a sweep "
+                                "cannot vectorise",
+                                hint="use symflops eval at single configurations")
+        expressions.append(expr)
+        functions.append(sympy.lambdify(symbols, expr,
+                                        modules=[{"Max": _max, "Min": _min}, "numpy"]))
+    return Compiled(dims, tuple(column_name(q, s["unit"]) for q in quantities),
+                    tuple(expressions), tuple(functions))
+
+
+# --------------------------------------------------------------- evaluate --
+
+def blocks(axes: Sequence[np.ndarray], size: int | None = None) -> Iterator[tuple[np.ndarray, ...]]:
+    """Split the grid of ``axes`` into sub-grids of at most ``size`` points
+    (default :data:`BLOCK`), in row-major order: the concatenated rows of the
+    blocks are the rows of the grid."""
+    size = BLOCK if size is None else size
+    if not axes:
+        yield ()
+        return
+    inner = math.prod(len(a) for a in axes[1:])
+    first = axes[0]
+    if inner <= size:
+        step = max(1, size // max(inner, 1))
+        for i in range(0, len(first), step):
+            yield (first[i:i + step], *axes[1:])
+        return
+    for i in range(len(first)):
+        for block in blocks(axes[1:], size):
+            yield (first[i:i + 1], *block)
+
+
+def evaluate_block(compiled: Compiled, block: Sequence[np.ndarray]) -> np.ndarray:
+    """Every quantity at every point of one block: a (points, quantities)
+    float64 array, rows in row-major order of the block."""
+    shape = tuple(len(a) for a in block)
+    mesh = np.ix_(*block) if block else ()
+    points = math.prod(shape)
+    out = np.empty((points, len(compiled.functions)), dtype=np.float64)
+    with np.errstate(over="ignore"):  # inf is reported below, not warned about
+        for k, f in enumerate(compiled.functions):
+            value = np.asarray(f(*mesh), dtype=np.float64)
+            out[:, k] = np.broadcast_to(value, shape).reshape(points)
+    return out
+
+
+def grid_points(block: Sequence[np.ndarray]) -> np.ndarray:
+    """The dims' values of every point of a block, as (points, dims)."""
+    shape = tuple(len(a) for a in block)
+    points = math.prod(shape)
+    return np.stack([np.broadcast_to(m, shape).reshape(points) for m in np.ix_(*block)], axis=1) \
+        if block else np.empty((1, 0))
+
+
+def check_compiled(compiled: Compiled, axes: Sequence[Axis]) -> None:
+    """The compiled functions agree with exact evaluation at the grid's first
+    and last configurations (a guard against a formula NumPy mis-evaluates)."""
+    for pick in (0, -1):
+        at = {a.name: a.values[pick] for a in axes}
+        block = [np.array([at[n]]) for n in compiled.dims]
+        numeric = evaluate_block(compiled, block)[0]
+        exact_values = {n: sympy.Integer(int(v)) for n, v in at.items()}
+        for name, expr, value in zip(compiled.columns, compiled.expressions, numeric):
+            exact = float(number(expr, exact_values))
+            if not math.isclose(value, exact, rel_tol=1e-12, abs_tol=0.0):
+                raise AssertionError(f"{name}: lambdified {value!r} != exact {exact!r} at {at}")
+
+
+# ------------------------------------------------------------------ write --
+
+def format_rows(table: np.ndarray) -> str:
+    """CSV lines of a float64 table: exact integers (below 2**53) as
+    integers, the others as the shortest text that reads back as the same float."""
+    if not len(table):
+        return ""
+    integral = np.isfinite(table) & (table == np.floor(table)) & (np.abs(table) < _INT_LIMIT)
+    columns = integral.all(axis=0)
+    if columns.all():
+        cells = table.astype(np.int64).ravel().tolist()
+    else:
+        cells = np.empty(table.shape, dtype=object)
+        for k in range(table.shape[1]):
+            cells[:, k] = (table[:, k].astype(np.int64) if columns[k] else table[:, k]).tolist()
+        cells = cells.ravel().tolist()
+    row = ",".join("%d" if c else "%r" for c in columns) + "\n"
+    return (row * len(table)) % tuple(cells)
+
+
+def _open_target(path: str) -> tuple[TextIO, str | None]:
+    if path == "-":
+        return sys.stdout, None
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=os.path.basename(path), dir=directory)
+    try:
+        fh = os.fdopen(fd, "w", encoding="utf-8", newline="")
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a CSV is an ordinary file
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    return fh, tmp
+
+
+def write_csv(path: str, compiled: Compiled, axes: Sequence[Axis],
+              clock: Callable[[], float] = time.perf_counter) -> tuple[int, float, float]:
+    """Write the sweep's CSV to ``path`` ('-' for standard output) atomically;
+    return (configurations, seconds evaluating, seconds formatting and writing)."""
+    fh, tmp = _open_target(path)
+    evaluating = writing = 0.0
+    rows = 0
+    try:
+        fh.write(",".join((*compiled.dims, *compiled.columns)) + "\n")
+        for block in blocks([a.values for a in axes]):
+            t0 = clock()
+            values = evaluate_block(compiled, block)
+            t1 = clock()
+            if not np.isfinite(values).all():
+                bad = compiled.columns[int(np.argwhere(~np.isfinite(values))[0][1])]
+                raise SymflopsError(f"{bad} exceeds float64's range (about 1.8e308) in this grid",
+                                    hint="sweep smaller dims")
+            fh.write(format_rows(np.concatenate([grid_points(block), values], axis=1)))
+            writing += clock() - t1
+            evaluating += t1 - t0
+            rows += len(values)
+        if tmp is not None:
+            fh.close()
+            os.replace(tmp, path)
+        else:
+            fh.flush()
+    except BaseException:
+        if tmp is not None:
+            fh.close()
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+        raise
+    return rows, evaluating, writing
+
+
+def sweep(layer: Layer, s: Mapping[str, Any], items: Sequence[str], path: str,
+          limit: int = MAX_POINTS) -> SweepResult:
+    """Parse the values, compile the summary ``s`` of ``layer``, and write
+    the CSV of the whole grid to ``path``."""
+    axes = parse_axes(items, layer, limit)
+    t0 = time.perf_counter()
+    compiled = compile_summary(layer, s)
+    check_compiled(compiled, axes)
+    compile_seconds = time.perf_counter() - t0
+    rows, evaluating, writing = write_csv(path, compiled, axes)
+    return SweepResult(rows, compile_seconds, evaluating, writing)
+
+
+def summary_line(layer: Layer, result: SweepResult, path: str) -> str:
+    where = "standard output" if path == "-" else path
+    return (f"{layer.name}: {result.configurations:,} configurations in {result.seconds:.3g} s, "
+            f"{result.rate:,.0f} configurations/s (compile {result.compile_seconds:.3g} s, "
+            f"evaluate {result.evaluate_seconds:.3g} s, write {result.write_seconds:.3g} s) "
+            f"-> {where}")

@@ -1,0 +1,109 @@
+"""An interrupted or failing ``symflops build`` never damages what was built:
+files it had not reached are byte-identical, files it rewrote are whole, and
+no temporary file is left behind."""
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from symflops import build as build_module
+from symflops.build import atomic_write, build
+
+ROOT = Path(__file__).resolve().parent.parent
+SMALL = ["attention_scores", "dropout", "embedding", "ffn"]  # quick to derive
+
+
+@pytest.fixture
+def built(tmp_path):
+    src, out = tmp_path / "src", tmp_path / "out"
+    src.mkdir()
+    for name in SMALL:
+        shutil.copy(ROOT / "derivations" / f"{name}.yaml", src / f"{name}.yaml")
+    result = build(str(src), str(out), pdf=False)
+    assert not result.failed and len(result.written) == 2 * len(SMALL)
+    return src, out, snapshot(out)
+
+
+def snapshot(directory):
+    return {p.name: p.read_bytes() for p in sorted(Path(directory).iterdir())}
+
+
+def no_temporary_files(directory):
+    return not [p for p in Path(directory).iterdir() if p.name.startswith(".tmp-")]
+
+
+@pytest.mark.parametrize("interruption", [KeyboardInterrupt, RuntimeError])
+def test_build_stopped_at_the_third_declaration(built, monkeypatch, tmp_path, interruption):
+    src, out, before = built
+    # A clean build in MACs: what a finished second build would have written.
+    macs = build(str(src), str(tmp_path / "macs"), pdf=False, unit="MACs")
+    expected = snapshot(tmp_path / "macs")
+    calls = []
+    real_render = build_module.render
+
+    def render(*args, **kwargs):
+        calls.append(args)
+        if len(calls) == 5:  # md of the third declaration (two sheets each)
+            raise interruption("stopped halfway")
+        return real_render(*args, **kwargs)
+
+    monkeypatch.setattr(build_module, "render", render)
+    with pytest.raises(interruption):
+        build(str(src), str(out), pdf=False, unit="MACs")
+    after = snapshot(out)
+    assert set(after) == set(before)
+    done, untouched = SMALL[:2], SMALL[2:]
+    for name in done:  # rewritten, whole
+        for fmt in ("md", "tex"):
+            assert after[f"{name}.{fmt}"] == expected[f"{name}.{fmt}"] != before[f"{name}.{fmt}"]
+    for name in untouched:  # never reached: byte-identical
+        for fmt in ("md", "tex"):
+            assert after[f"{name}.{fmt}"] == before[f"{name}.{fmt}"]
+    assert no_temporary_files(out)
+    assert not macs.failed
+
+
+@pytest.mark.parametrize("interruption", [KeyboardInterrupt, OSError])
+def test_interrupted_while_writing_one_file(built, monkeypatch, interruption):
+    """The write itself stops (a full disk, Ctrl-C between write and rename):
+    the old file stays and the temporary file is removed."""
+    src, out, before = built
+    real_replace = os.replace
+    replaced = []
+
+    def replace(a, b):
+        if len(replaced) == 2:  # the first file of the second declaration
+            raise interruption("stopped before the rename")
+        replaced.append(b)
+        return real_replace(a, b)
+
+    monkeypatch.setattr(os, "replace", replace)
+    with pytest.raises(interruption):
+        build(str(src), str(out), pdf=False, unit="MACs")
+    after = snapshot(out)
+    assert set(after) == set(before)
+    changed = {n for n in after if after[n] != before[n]}
+    assert changed == {Path(p).name for p in replaced}  # only whole renamed files changed
+    assert no_temporary_files(out)
+
+
+def test_atomic_write_cleans_up_when_the_data_cannot_be_written(tmp_path):
+    target = tmp_path / "sheet.md"
+    target.write_text("old")
+    with pytest.raises(TypeError):
+        atomic_write(str(target), object())  # not str or bytes: fails inside the write
+    assert target.read_text() == "old"
+    assert os.listdir(tmp_path) == ["sheet.md"]
+
+
+def test_atomic_write_cleans_up_when_interrupted_right_after_creating_the_file(
+        tmp_path, monkeypatch):
+    def interrupted(mask):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "umask", interrupted)  # the first call after mkstemp
+    with pytest.raises(KeyboardInterrupt):
+        atomic_write(str(tmp_path / "sheet.md"), "new")
+    assert os.listdir(tmp_path) == []
