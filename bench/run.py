@@ -39,7 +39,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
 import sympy  # noqa: E402
 
-from symflops.cost import costs, einsum_flops  # noqa: E402
+from symflops.cost import costs, einsum_flops, rule_copies  # noqa: E402
 from symflops.derive import derive  # noqa: E402
 from symflops.evaluate import number  # noqa: E402
 from symflops.ir import Contraction  # noqa: E402
@@ -95,7 +95,7 @@ def largest_declaration(paths: Sequence[Path] | None = None) -> Path:
     picked up by itself."""
     def size(path: Path) -> tuple[int, int, str]:
         layer = load(path)
-        return len(layer.ops), len(layer.dims), path.name
+        return len(layer.ops), len(layer.free_dims), path.name
 
     return max(paths or shipped(), key=size)
 
@@ -129,7 +129,7 @@ def section_derive(repeats: int) -> None:
     path = largest_declaration()
     layer = load(path)
     print(f"(b) derive + costs of the largest declaration, {path.name} ({len(layer.ops)} ops, "
-          f"{len(layer.dims)} dims), in-process")
+          f"{len(layer.free_dims)} dims), in-process")
 
     def once() -> None:
         costs(derive(load(path)))
@@ -147,11 +147,11 @@ def section_derive(repeats: int) -> None:
 def grid_items(layer, at_least: int = 10**6) -> list[str]:
     """One range per dim, the same number of values each, with at least
     ``at_least`` configurations in all."""
-    k = len(layer.dims)
+    k = len(layer.free_dims)
     n = math.ceil(at_least ** (1 / k) - 1e-9)
     while n ** k < at_least:
         n += 1
-    return [f"{d.name}={64}:{64 * n}:{64}" for d in layer.dims]
+    return [f"{d.name}={64}:{64 * n}:{64}" for d in layer.free_dims]
 
 
 def section_sweep(repeats: int) -> None:
@@ -197,14 +197,17 @@ def full_square_flops(derivation) -> sympy.Expr:
     """``flops.total`` with every where-clause dropped: each product counted
     over the full range of its letters, as a dense kernel computes it."""
     total = sympy.Integer(0)
-    for op in derivation.layer.ops:
+    layer = derivation.layer
+    for op in layer.ops:
         if isinstance(op, Contraction):
-            total += sum((einsum_flops(_without_conditions(t), op.dims()) for t in op.terms
-                          if t.contracted), sympy.Integer(0))
-    for rule in derivation.rules:
+            total += layer.copies(op.output) * sum(
+                (einsum_flops(_without_conditions(t), op.dims()) for t in op.terms
+                 if t.contracted), sympy.Integer(0))
+    for rule, copies in zip(derivation.rules, rule_copies(layer, derivation)):
         if rule.matmul:
-            total += sum((einsum_flops(_without_conditions(t), rule.dims(), "FLOPs", "equal-sizes")
-                          for t in rule.terms), sympy.Integer(0))
+            total += copies * sum(
+                (einsum_flops(_without_conditions(t), rule.dims(), "FLOPs", "equal-sizes")
+                 for t in rule.terms), sympy.Integer(0))
     return sympy.expand(total)
 
 
@@ -238,7 +241,7 @@ def compare(path: Path, model: str, dims: dict[str, int], repeats: int = 3,
     layer = load(path)
     derivation = derive(layer)
     s = summary(derivation, costs(derivation))
-    values = {k: sympy.Integer(dims[k]) for k in (d.name for d in layer.dims)}
+    values = {d.name: sympy.Integer(dims[d.name]) for d in layer.free_dims}
     ours = {k: number(s["flops"][k], values) for k in ("forward", "backward", "total")}
     compiled = sweep_module.compile_summary(layer, s, ("flops.total",))
     f = compiled.functions[0]
@@ -251,7 +254,7 @@ def compare(path: Path, model: str, dims: dict[str, int], repeats: int = 3,
         traced.update(traced_flops(model, dims))
 
     torch_seconds = median_seconds(trace, repeats)
-    full = int(number(full_square_flops(derivation), values))
+    full = int(number(full_square_flops(derivation).subs(layer.substitutions), values))
     eval_s = traced_s = None
     if commands:
         listed = [f"{k}={dims[k]}" for k in compiled.dims]

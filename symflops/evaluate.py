@@ -38,7 +38,7 @@ def parse_config(text: str) -> dict[str, sympy.Expr]:
 def parse_assignments(items: list[str], layer: Layer) -> dict[str, sympy.Expr]:
     """``["B=1048576", "D=4096"]`` -> ``{"B": 1048576, ...}``, checked against the layer."""
     defined = {n for n, _ in layer.definitions}
-    known = [d.name for d in layer.dims if d.name not in defined]
+    known = [d.name for d in layer.free_dims]
     values: dict[str, sympy.Expr] = {}
     for item in items:
         for name, value in parse_config(item).items():

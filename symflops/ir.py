@@ -329,6 +329,12 @@ class Layer:
     #: dims defined by a formula of other dims (``C = c_f k T / E``), substituted in every count
     definitions: tuple[tuple[str, sympy.Expr], ...] = ()
 
+    @property
+    def free_dims(self) -> tuple[Dim, ...]:
+        """The dims a user gives values to: all but those defined by a formula."""
+        defined = {n for n, _ in self.definitions}
+        return tuple(d for d in self.dims if d.name not in defined)
+
     def tensor(self, name: str) -> Tensor:
         for t in self.tensors:
             if t.name == name:

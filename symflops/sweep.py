@@ -158,7 +158,7 @@ def parse_axes(items: Sequence[str], layer: Layer, limit: int = MAX_POINTS) -> t
     """``["B=1048576", "D=1024:8192:1024", "F=8,16"]`` -> one Axis per dim of
     ``layer``, in the order the dims are declared.  The grid's size is checked
     against ``limit`` before any value is built."""
-    known = [d.name for d in layer.dims]
+    known = [d.name for d in layer.free_dims]
     texts: dict[str, str] = {}
     for item in items:
         name, sep, text = item.partition("=")
@@ -215,8 +215,8 @@ def compile_summary(layer: Layer, s: Mapping[str, Any],
                     quantities: Sequence[str] = QUANTITIES) -> Compiled:
     """Lambdify each quantity of the summary ``s`` once, as a NumPy function of
     the layer's dims."""
-    dims = tuple(d.name for d in layer.dims)
-    symbols = [d.symbol for d in layer.dims]
+    dims = tuple(d.name for d in layer.free_dims)
+    symbols = [d.symbol for d in layer.free_dims]
     expressions, functions = [], []
     for path in quantities:
         expr = _lookup(s, path)
