@@ -24,7 +24,6 @@ import argparse
 import dataclasses
 import math
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -109,15 +108,23 @@ def section_build(repeats: int) -> None:
     with tempfile.TemporaryDirectory(prefix="symflops-bench-") as tmp:
         whole = median_seconds(command("-m", "symflops", "build", "--src", str(DERIVATIONS),
                                        "--out", os.path.join(tmp, "all"), "--no-pdf"), repeats)
-        rows = [("sheet", "ops", "seconds", "minus start-up")]
+        cores = os.cpu_count() or 1
+        parallel = median_seconds(command("-m", "symflops", "build", "--src", str(DERIVATIONS),
+                                          "--out", os.path.join(tmp, "par"), "--no-pdf", "-j", "0"),
+                                  repeats)
+        rows = [("sheet (md and tex, one render per run)", "ops", "seconds", "minus start-up")]
         for path in files:
-            src = Path(tmp) / path.stem
-            src.mkdir()
-            shutil.copy(path, src / path.name)
-            t = median_seconds(command("-m", "symflops", "build", "--src", str(src),
-                                       "--out", str(src / "out"), "--no-pdf"), repeats)
-            rows.append((path.stem, str(len(load(path).ops)), f"{t:.2f}", f"{t - startup:.2f}"))
-    rows.append(("all at once", "", f"{whole:.2f}", f"{whole - startup:.2f}"))
+            # render resolves includes beside the original file; both formats, like build
+            t = median_seconds(lambda p=path: (
+                command("-m", "symflops", "render", str(p), "--format", "md",
+                        "-o", os.path.join(tmp, p.stem + ".md"))(),
+                command("-m", "symflops", "render", str(p), "--format", "tex",
+                        "-o", os.path.join(tmp, p.stem + ".tex"))()), repeats)
+            rows.append((path.stem, str(len(load(path).ops)), f"{t:.2f}",
+                         f"{t - 2 * startup:.2f}"))
+    rows.append(("all at once (build)", "", f"{whole:.2f}", f"{whole - startup:.2f}"))
+    rows.append((f"all at once (build -j 0, {cores} workers)", "", f"{parallel:.2f}",
+                 f"{parallel - startup:.2f}"))
     table(rows)
     print(f"  interpreter start-up and imports (python -c 'import symflops.cli'): {startup:.2f} s; "
           f"{len(files)} sheets, {whole / len(files):.2f} s per sheet in one build")

@@ -8,14 +8,17 @@ still built, and the caller exits non-zero.
 
 from __future__ import annotations
 
+import concurrent.futures
+import functools
 import glob
+import multiprocessing
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence, TextIO
+from typing import Iterable, Mapping, Sequence, TextIO
 
 import jinja2
 import sympy
@@ -85,11 +88,18 @@ def render_file(path: str, fmt: str, configs: Sequence[Mapping[str, sympy.Expr]]
                 precision: str | None = None) -> str:
     """Load, derive and render one declaration; template errors become
     SymflopsError naming the template, line and variable."""
+    return render_formats(path, (fmt,), configs, templates, unit, precision)[fmt]
+
+
+def render_formats(path: str, fmts: Sequence[str], configs: Sequence[Mapping[str, sympy.Expr]] = (),
+                   templates: str | None = None, unit: str = "FLOPs",
+                   precision: str | None = None) -> dict[str, str]:
+    """One declaration derived once and rendered in each of ``fmts``."""
     layer = load(path)
     derivation = derive(layer)
     c = costs(derivation, unit, precision)
     try:
-        return render(derivation, c, fmt, configs, templates)
+        return {fmt: render(derivation, c, fmt, configs, templates) for fmt in fmts}
     except jinja2.UndefinedError as exc:
         raise SymflopsError(f"template error: {exc}",
                             hint="a template used a variable the sheet does not have; the "
@@ -117,10 +127,12 @@ def fits(config: Mapping[str, sympy.Expr], path: str) -> bool:
 
 def build(src: str = "derivations", out: str = "build", *, pdf: bool | None = None,
           configs: Sequence[Mapping[str, sympy.Expr]] = (), templates: str | None = None,
-          unit: str = "FLOPs", precision: str | None = None,
+          unit: str = "FLOPs", precision: str | None = None, jobs: int = 1,
           stdout: TextIO = sys.stdout, stderr: TextIO = sys.stderr) -> BuildResult:
     """Render every ``*.yaml`` in ``src`` to ``out/NAME.md`` and ``out/NAME.tex``,
-    and ``out/NAME.pdf`` when pdflatex is available (or ``pdf`` is True)."""
+    and ``out/NAME.pdf`` when pdflatex is available (or ``pdf`` is True).
+    ``jobs`` worker processes derive declarations side by side (0: one per
+    core); files are written by this process, in name order."""
     if not os.path.isdir(src):
         raise SymflopsError(f"{src}: no such directory",
                             hint="run symflops build from the project root, or give --src DIR")
@@ -135,25 +147,52 @@ def build(src: str = "derivations", out: str = "build", *, pdf: bool | None = No
                             hint="install TeX Live (Debian: texlive-latex-base "
                                  "texlive-latex-recommended lmodern) or drop --pdf")
     result = BuildResult()
-    for path in files:
-        name = os.path.splitext(os.path.basename(path))[0]
-        try:
-            mine = [c for c in configs if fits(c, path)]
-            sheets = {fmt: render_file(path, fmt, mine, templates, unit, precision)
-                      for fmt in ("md", "tex")}
-            pdf_bytes = compile_pdf(sheets["tex"], name) if pdf else None
-        except SymflopsError as exc:
-            print(f"symflops: {exc}", file=stderr)
-            result.failed.append(path)
-            continue
-        for fmt, text in sheets.items():
-            target = os.path.join(out, f"{name}.{fmt}")
-            atomic_write(target, text)
-            result.written.append(target)
-            print(f"wrote {target}", file=stdout)
-        if pdf_bytes is not None:
-            target = os.path.join(out, f"{name}.pdf")
-            atomic_write(target, pdf_bytes)
-            result.written.append(target)
-            print(f"wrote {target}", file=stdout)
+    work = functools.partial(_sheets, configs=configs, templates=templates, unit=unit,
+                             precision=precision, pdf=pdf)
+    if jobs == 1 or len(files) == 1:
+        outcomes: Iterable[tuple[dict[str, str] | None, bytes | None, str]] = map(work, files)
+        pool = None
+    else:
+        # fork: the workers share the parent's loaded modules (and nothing is pickled but text)
+        pool = concurrent.futures.ProcessPoolExecutor(
+            max_workers=jobs or os.cpu_count(), mp_context=multiprocessing.get_context("fork"))
+        outcomes = pool.map(work, files)
+    try:
+        for path, (sheets, pdf_bytes, error) in zip(files, outcomes):
+            if sheets is None:
+                print(f"symflops: {error}", file=stderr)
+                result.failed.append(path)
+                continue
+            _write(path, out, sheets, pdf_bytes, result, stdout)
+    finally:
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
     return result
+
+
+def _sheets(path: str, *, configs: Sequence[Mapping[str, sympy.Expr]], templates: str | None,
+            unit: str, precision: str | None, pdf: bool
+            ) -> tuple[dict[str, str] | None, bytes | None, str]:
+    """One declaration's sheets (and PDF), or the error text: what a worker returns."""
+    name = os.path.splitext(os.path.basename(path))[0]
+    try:
+        mine = [c for c in configs if fits(c, path)]
+        sheets = render_formats(path, ("md", "tex"), mine, templates, unit, precision)
+        return sheets, (compile_pdf(sheets["tex"], name) if pdf else None), ""
+    except SymflopsError as exc:
+        return None, None, str(exc)
+
+
+def _write(path: str, out: str, sheets: Mapping[str, str], pdf_bytes: bytes | None,
+           result: BuildResult, stdout: TextIO) -> None:
+    name = os.path.splitext(os.path.basename(path))[0]
+    for fmt, text in sheets.items():
+        target = os.path.join(out, f"{name}.{fmt}")
+        atomic_write(target, text)
+        result.written.append(target)
+        print(f"wrote {target}", file=stdout)
+    if pdf_bytes is not None:
+        target = os.path.join(out, f"{name}.pdf")
+        atomic_write(target, pdf_bytes)
+        result.written.append(target)
+        print(f"wrote {target}", file=stdout)

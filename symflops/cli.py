@@ -130,6 +130,9 @@ def build_parser() -> argparse.ArgumentParser:
     pdf.add_argument("--pdf", dest="pdf", action="store_true", default=None,
                      help="require PDFs (fail when pdflatex is missing)")
     pdf.add_argument("--no-pdf", dest="pdf", action="store_false", help="skip the PDF step")
+    b.add_argument("-j", "--jobs", type=int, default=1, metavar="N",
+                   help="derive N declarations at once in worker processes (0: one per core; "
+                        "default 1); output is the same and written in name order")
     _sheet_options(b)
     c = sub.add_parser("check", help="decide claims about FLOPs, params and memory",
                        description="Decide each claim (an equation or inequality over the dims "
@@ -170,7 +173,10 @@ def _run_sheet(args: argparse.Namespace) -> int:
         raise SymflopsError(f"{args.templates}: no such template directory",
                             hint="give a directory holding sheet.md.j2 and/or sheet.tex.j2")
     if args.command == "build":
-        result = build(args.src, args.out, pdf=args.pdf, configs=configs,
+        if args.jobs < 0:
+            raise SymflopsError(f"--jobs must be 0 or more, got {args.jobs}",
+                                hint="give -j 0 for one worker per core, or a count")
+        result = build(args.src, args.out, pdf=args.pdf, configs=configs, jobs=args.jobs,
                        templates=args.templates, unit=unit, precision=args.precision)
         print(f"{len(result.written)} files written, {len(result.failed)} declarations failed",
               file=sys.stderr if result.failed else sys.stdout)

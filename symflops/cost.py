@@ -119,10 +119,17 @@ def contraction_path(e: Einsum, extents: Mapping[str, sympy.Expr],
         return declared
     symbols = set().union(*(x.free_symbols for x in extents.values()))
     probe = {s: 1009 for s in symbols}
+    conditions = _conditions(e)
+    sizes: dict[frozenset[str], int] = {}  # many paths share their steps' index sets
+
+    def size(span: set[str]) -> int:
+        key = frozenset(span)
+        if key not in sizes:
+            sizes[key] = int(_size(span, extents, conditions).subs(probe))
+        return sizes[key]
 
     def score(path: list[tuple[int, int]]) -> int:
-        return sum(int(_size(span, extents, _conditions(e)).subs(probe)) * (2 if summed else 1)
-                   for span, summed in _steps(e, path))
+        return sum(size(span) * (2 if summed else 1) for span, summed in _steps(e, path))
 
     return min(_paths(n), key=score)
 
@@ -323,7 +330,39 @@ def _inference_peak(layer: Layer) -> sympy.Expr:
         candidates.append(sympy.expand(sum((tensors[n].elements for n in sorted(live)),
                                            sympy.Integer(0))))
         live = {n for n in live if last_use.get(n, -1) > k or n in outputs}
-    return sympy.Max(*candidates) if candidates else sympy.Integer(0)
+    return _max(candidates)
+
+
+def _shifted_terms(e: sympy.Expr, gens: tuple[sympy.Symbol, ...]) -> dict | None:
+    """``e``'s coefficients written in ``x = dim - 1 >= 0``; None if not a polynomial."""
+    if not e.is_polynomial(*gens):
+        return None
+    shifted = sympy.expand(e.subs({x: x + 1 for x in gens}))
+    return sympy.Poly(shifted, *gens).as_dict() if gens else {(): shifted}
+
+
+def _dominated(a: dict | None, b: dict | None) -> bool:
+    """Whether ``a <= b`` for all dims >= 1 because every coefficient of ``b - a``
+    in the shifted dims is non-negative (a cheap, sufficient test)."""
+    if a is None or b is None:
+        return False
+    return all(b.get(m, 0) - a.get(m, 0) >= 0 for m in set(a) | set(b))
+
+
+def _max(candidates: list[sympy.Expr]) -> sympy.Expr:
+    """The largest of polynomials, keeping only those no other one bounds
+    coefficient by coefficient (SymPy's own Max compares every pair
+    symbolically, which takes seconds for a few dozen)."""
+    unique = list(dict.fromkeys(candidates))
+    gens = tuple(sorted(set().union(*(c.free_symbols for c in unique)), key=str))
+    terms = [_shifted_terms(c, gens) for c in unique]
+    keep = [a for k, a in enumerate(unique)
+            if not any(j != k and _dominated(terms[k], terms[j])
+                       and not (_dominated(terms[j], terms[k]) and j > k)
+                       for j in range(len(unique)))]
+    if not keep:
+        return sympy.Integer(0)
+    return keep[0] if len(keep) == 1 else sympy.Max(*keep, evaluate=False)
 
 
 def saved_blocks(layer: Layer, derivation: Derivation, name: str) -> tuple:

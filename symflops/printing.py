@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
+import functools
+
 import sympy
 
 from .derive import IndexTerm, MatrixProduct
@@ -25,6 +27,7 @@ from .ir import Factor
 FACTOR_SYMBOLS = 10
 
 
+@functools.lru_cache(maxsize=4096)
 def readable(value: sympy.Expr) -> sympy.Expr:
     """``value`` factored (``2*B*(D + F)``); with more than FACTOR_SYMBOLS dims,
     only its common factor is taken out, which is cheap.  A Max or Min is left
@@ -176,7 +179,11 @@ class PolyPrinter:
         return out
 
     def __call__(self, expr: sympy.Expr, factor: bool = True) -> str:
-        """LaTeX for ``expr``: factored where that reads better (``B(D + F)``)."""
+        """LaTeX for ``expr``: factored where that reads better (``B(D + F)``).
+        Remembered: a sheet prints the same counts many times, in two formats."""
+        return _print(self, expr, factor)
+
+    def _print(self, expr: sympy.Expr, factor: bool = True) -> str:
         expr = sympy.expand(expr)
         if expr.is_number:
             return self._number(expr)
@@ -282,3 +289,8 @@ def matrix(m: MatrixProduct, poly: PolyPrinter, tensors: frozenset[str] | set[st
 
 def shape(extents: Sequence[sympy.Expr], poly: PolyPrinter) -> str:
     return "[" + ", ".join(poly(e, factor=False) for e in extents) + "]"
+
+
+@functools.lru_cache(maxsize=16384)
+def _print(printer: PolyPrinter, expr: sympy.Expr, factor: bool) -> str:
+    return printer._print(expr, factor)

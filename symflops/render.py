@@ -13,6 +13,7 @@ shipped templates, so any template or partial can be overridden by name.
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence, TypedDict
@@ -522,6 +523,11 @@ def _memory_rows(c: Costs, tensors: Sequence[Tensor], m: _Math, esc: Any,
     return rows
 
 
+@functools.lru_cache(maxsize=16384)
+def _substitute(e: sympy.Expr, subs: tuple[tuple[sympy.Symbol, sympy.Expr], ...]) -> sympy.Expr:
+    return sympy.expand(e.subs(dict(subs)))
+
+
 class _Substituted:
     """A polynomial printer that first replaces defined dims by their formulas."""
 
@@ -530,7 +536,7 @@ class _Substituted:
 
     def __call__(self, e: sympy.Expr) -> str:
         e = e if isinstance(e, sympy.Basic) else sympy.Integer(e)
-        return self._poly(sympy.expand(e.subs(self._subs)) if self._subs else e)
+        return self._poly(_substitute(e, tuple(self._subs.items())) if self._subs else e)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._poly, name)
