@@ -98,7 +98,8 @@ def model_from_declaration(path: str | os.PathLike[str], dims: Mapping[str, Any]
         return TokenFlops(
             model=num(per["flops"]["total"], v), executed=num(executed, v),
             attention=num(per["beyond_six_n"], v), inference=num(per["inference_forward"], v),
-            formulas={"model": Formula(text(per["flops"]["total"]), "", "derived by symflops"),
+            formulas={"model": Formula(text(per["flops"]["total"]), "",
+                                       f"derived by symflops; dims as in {layer.name}'s declaration"),
                       "executed": Formula(text(executed), "", f"recompute: {recompute}"),
                       "attention": Formula(text(per["beyond_six_n"]), "", "training minus 6N"),
                       "inference": Formula(text(per["inference_forward"]), "", "forward only")})

@@ -187,7 +187,9 @@ def _compute_section(plan: Plan) -> Section | None:
             pf = c.phases[0]
             fm = pf.per_token.formulas.get(name, Formula(""))
             d = show_exact(pf.phase.tokens)
-            text = f"{_wrap(fm.text)} D" if fm.text else ""
+            # a derived polynomial is shown in the model section; here it is named
+            short = fm.text if len(fm.text) <= 24 else ("F" if name == "model" else "F_exec")
+            text = f"{_wrap(short)} D" if fm.text else ""
             numbers = f"{_wrap(fm.numbers)} × {d}" if fm.numbers else \
                 f"{show(getattr(pf.per_token, name))} × {d}"
             formula = _eq(symbol, text, numbers)

@@ -360,3 +360,17 @@ def test_hf_config_gpt2_small_is_planned_from_the_transformer_declaration(tmp_pa
     bad.write_text(json.dumps({"model_type": "gpt2", "n_embd": 768}))
     result = cli("--hf-config", str(bad))
     assert result.returncode == 2 and "'n_head' is missing" in result.stderr
+
+
+def test_hf_config_mixtral_counts_every_expert_and_two_active(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({
+        "model_type": "mixtral", "hidden_size": 4096, "num_hidden_layers": 32,
+        "num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 14336,
+        "vocab_size": 32000, "num_local_experts": 8, "num_experts_per_tok": 2,
+        "max_position_embeddings": 32768}))
+    result = cli("--hf-config", str(path), "--tokens", "1e9", "--seq", "4096", "--json")
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout)
+    assert out["params"]["total"] == 46_702_792_704  # Mixtral-8x7B's published count
+    assert abs(out["params"]["active"] - 12.9e9) < 0.05e9  # "12.9B active parameters"
