@@ -152,13 +152,19 @@ def section_derive(repeats: int) -> None:
 # -------------------------------------------------------------- (c) sweep --
 
 def grid_items(layer, at_least: int = 10**6) -> list[str]:
-    """One range per dim, the same number of values each, with at least
-    ``at_least`` configurations in all."""
-    k = len(layer.free_dims)
-    n = math.ceil(at_least ** (1 / k) - 1e-9)
-    while n ** k < at_least:
-        n += 1
-    return [f"{d.name}={64}:{64 * n}:{64}" for d in layer.free_dims]
+    """Four values for as many dims as it takes to reach ``at_least``
+    configurations (4^10 = 1,048,576), one value for the rest; with fewer dims,
+    the same number of values each."""
+    dims = layer.free_dims
+    k = len(dims)
+    n = 4
+    if n ** k < at_least:
+        n = math.ceil(at_least ** (1 / k) - 1e-9)
+        while n ** k < at_least:
+            n += 1
+    m = next(j for j in range(1, k + 1) if n ** j >= at_least)
+    return [f"{d.name}={64}:{64 * n}:{64}" if j < m else f"{d.name}=64"
+            for j, d in enumerate(dims)]
 
 
 def section_sweep(repeats: int) -> None:

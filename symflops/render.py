@@ -525,7 +525,7 @@ def _memory_rows(c: Costs, tensors: Sequence[Tensor], m: _Math, esc: Any,
 
 @functools.lru_cache(maxsize=16384)
 def _substitute(e: sympy.Expr, subs: tuple[tuple[sympy.Symbol, sympy.Expr], ...]) -> sympy.Expr:
-    return sympy.expand(e.subs(dict(subs)))
+    return sympy.expand(e.xreplace(dict(subs)))
 
 
 class _Substituted:

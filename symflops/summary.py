@@ -42,7 +42,7 @@ def _substitute(value: Any, subs: Mapping[sympy.Symbol, sympy.Expr]) -> Any:
     if isinstance(value, list):
         return [_substitute(v, subs) for v in value]
     if isinstance(value, sympy.Basic):
-        return sympy.expand(value.subs(subs))
+        return sympy.expand(value.xreplace(dict(subs)))
     return value
 
 
