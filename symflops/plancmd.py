@@ -224,7 +224,7 @@ def run(args: argparse.Namespace) -> int:
         out = markdown_report(plan)
     else:
         out = text_report(plan)
-    sys.stdout.write(out)
+    sys.stdout.write(out if out.endswith("\n") else out + "\n")
     if args.plot:
         print(f"wrote {args.plot}", file=sys.stderr)
     return 0
