@@ -8,6 +8,8 @@ exits with status 2; it never shows a Python traceback for these.
 
 from __future__ import annotations
 
+import difflib
+import os
 from dataclasses import dataclass
 
 
@@ -57,3 +59,26 @@ class SymflopsError(Exception):
             return ""
         line = self.span.text.rstrip("\n")
         return f"    {line}\n    {' ' * max(self.span.column - 1, 0)}^"
+
+
+def closest(name: str, known: list[str]) -> str:
+    """A hint naming the nearest known spelling, then every known one."""
+    near = difflib.get_close_matches(name, known, n=1)
+    listed = ", ".join(known) if known else "none"
+    return (f"did you mean {near[0]!r}? " if near else "") + f"known: {listed}"
+
+
+def read_text(path: str | os.PathLike[str], hint: str, span: Span | None = None,
+              lead: str | None = None) -> str:
+    """A UTF-8 text file's contents; a missing or unreadable file is a
+    SymflopsError (``lead``, default the path, starts its message)."""
+    file = os.fspath(path)
+    lead = lead or file
+    try:
+        with open(file, encoding="utf-8") as fh:
+            return fh.read()
+    except FileNotFoundError:
+        raise SymflopsError(f"{lead}: no such file", span, hint) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SymflopsError(f"{lead}: cannot read: {exc}", span,
+                            "give a readable UTF-8 text file") from None

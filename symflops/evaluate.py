@@ -6,7 +6,7 @@ float's 53-bit mantissa exactly, and the seeds' figures are exact).
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 import sympy
 
@@ -35,25 +35,36 @@ def parse_config(text: str) -> dict[str, sympy.Expr]:
     return values
 
 
+def check_dim_name(layer: Layer, name: str) -> None:
+    """``name`` is a dimension of ``layer`` that takes a value (not one defined by a formula)."""
+    if name in {n for n, _ in layer.definitions}:
+        raise SymflopsError(f"dimension {name!r} is defined by a formula",
+                            hint="give the dims its formula uses instead")
+    known = [d.name for d in layer.free_dims]
+    if name not in known:
+        raise SymflopsError(f"{layer.name} has no dimension {name!r}",
+                            hint=f"its dimensions are {', '.join(known)}")
+
+
+def check_all_given(layer: Layer, given: Iterable[str], exempt: Iterable[str] = ()) -> None:
+    """Every dimension of ``layer`` that takes a value, but those ``exempt``, is in ``given``."""
+    have, skip = set(given), set(exempt)
+    missing = [d.name for d in layer.free_dims if d.name not in have and d.name not in skip]
+    if missing:
+        raise SymflopsError(f"no value for dimension(s) {', '.join(missing)}",
+                            hint="give every dimension" + (f" but {', '.join(sorted(skip))}"
+                                                           if skip else "") + ", e.g. " +
+                                 " ".join(f"{n}=..." for n in missing))
+
+
 def parse_assignments(items: list[str], layer: Layer) -> dict[str, sympy.Expr]:
     """``["B=1048576", "D=4096"]`` -> ``{"B": 1048576, ...}``, checked against the layer."""
-    defined = {n for n, _ in layer.definitions}
-    known = [d.name for d in layer.free_dims]
     values: dict[str, sympy.Expr] = {}
     for item in items:
         for name, value in parse_config(item).items():
-            if name in defined:
-                raise SymflopsError(f"dimension {name!r} is defined by a formula",
-                                    hint="give the dims its formula uses instead")
-            if name not in known:
-                raise SymflopsError(f"{layer.name} has no dimension {name!r}",
-                                    hint=f"its dimensions are {', '.join(known)}")
+            check_dim_name(layer, name)
             values[name] = value
-    missing = [n for n in known if n not in values]
-    if missing:
-        raise SymflopsError(f"no value for dimension(s) {', '.join(missing)}",
-                            hint="give every dimension, e.g. " +
-                                 " ".join(f"{n}=..." for n in missing))
+    check_all_given(layer, values)
     return values
 
 

@@ -33,7 +33,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from .errors import Span, SymflopsError
+from .errors import Span, SymflopsError, read_text
 
 
 @dataclass(frozen=True)
@@ -186,15 +186,7 @@ def architecture(data: Mapping[str, Any], path: str = "config.json", text: str =
 def load(path: str | os.PathLike) -> Architecture:
     """Read ``config.json`` at ``path`` into an :class:`Architecture`."""
     path = os.fspath(path)
-    try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
-    except FileNotFoundError:
-        raise SymflopsError(f"{path}: no such file",
-                            hint="give the path of a Hugging Face config.json") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SymflopsError(f"{path}: cannot read the file ({exc})",
-                            hint="give the path of a Hugging Face config.json") from None
+    text = read_text(path, "give the path of a Hugging Face config.json")
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:

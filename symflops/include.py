@@ -26,7 +26,6 @@ count by the repeats of the blocks it lies in.
 
 from __future__ import annotations
 
-import difflib
 import keyword
 import os
 import re
@@ -35,7 +34,7 @@ from typing import Any, Callable, Mapping
 
 import sympy
 
-from .errors import Span, SymflopsError
+from .errors import Span, SymflopsError, closest
 from .expr import parse_expression
 from .ir import Block, Dim, Layer, Tensor, dim_symbol, rename
 
@@ -56,11 +55,6 @@ class Included:
     span: Span | None
 
 
-def _closest(name: str, known: list[str]) -> str:
-    near = difflib.get_close_matches(name, known, n=1)
-    return (f"did you mean {near[0]!r}? " if near else "") + f"known: {', '.join(known) or 'none'}"
-
-
 def _text(node: Any, what: str) -> str:
     value = node.value
     if isinstance(value, bool) or not isinstance(value, (str, int)):
@@ -76,7 +70,7 @@ def _name_map(node: Any, known: list[str], what: str) -> dict[str, tuple[Any, Sp
     for key, (kspan, value) in node.value.items():
         if key not in known:
             raise SymflopsError(f"the included block has no {what[:-1]} {key!r}", kspan,
-                                _closest(key, known))
+                                closest(key, known))
         out[key] = (value, kspan)
     return out
 
@@ -89,7 +83,7 @@ def read_include(node: Any, file: str, dims: Mapping[str, Dim],
     for key, (kspan, _) in fields.items():
         if key not in INCLUDE_KEYS:
             raise SymflopsError(f"unknown key {key!r} in an include", kspan,
-                                _closest(key, list(INCLUDE_KEYS)))
+                                closest(key, list(INCLUDE_KEYS)))
     if "include" not in fields:
         raise SymflopsError("an ops item that is a mapping must be an include", node.span,
                             "write '- include: block.yaml', or write the op as a text statement")

@@ -18,6 +18,7 @@ Invariants (established by :mod:`symflops.spec` or :func:`make_layer`):
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
@@ -382,6 +383,17 @@ class Layer:
         for _ in range(len(subs)):
             subs = {k: v.subs(subs) for k, v in subs.items()}
         return subs
+
+
+@functools.lru_cache(maxsize=16384)
+def _substituted(expr: sympy.Expr, subs: tuple[tuple[sympy.Symbol, sympy.Expr], ...]) -> sympy.Expr:
+    return sympy.expand(expr.xreplace(dict(subs)))
+
+
+def substitute(expr: sympy.Expr, subs: Mapping[sympy.Symbol, sympy.Expr]) -> sympy.Expr:
+    """``expr`` with defined dims replaced by their formulas, expanded
+    (remembered: sheets and summaries substitute the same counts many times)."""
+    return _substituted(expr, tuple(subs.items())) if subs else expr
 
 
 def rename(obj: Any, names: Mapping[str, str], subs: Mapping[sympy.Symbol, sympy.Expr]) -> Any:

@@ -20,7 +20,7 @@ import sympy
 from .cost import costs
 from .derive import derive
 from .errors import SymflopsError
-from .evaluate import number
+from .evaluate import check_all_given, check_dim_name, number
 from .hfconfig import Architecture
 from .ir import dim_symbol
 from .precision import Precision
@@ -56,21 +56,15 @@ def model_from_declaration(path: str | os.PathLike[str], dims: Mapping[str, Any]
     if per is None:
         raise SymflopsError(f"{file}: the declaration declares no 'tokens:'",
                             hint="add e.g. 'tokens: B*S' so that FLOPs per token are defined")
-    names = {dim.name for dim in layer.dims} - {n for n, _ in layer.definitions}
+    names = {dim.name for dim in layer.free_dims}
     for free in (SEQ, BATCH):
         if free not in names:
             raise SymflopsError(f"{file}: the planner needs a dimension {free!r} "
                                 f"({'sequence length' if free == SEQ else 'sequences per micro-batch'})",
                                 hint="name the sequence length S and the micro-batch B")
-    unknown = sorted(set(dims) - names)
-    if unknown:
-        raise SymflopsError(f"{layer.name} has no dimension(s) {', '.join(unknown)}",
-                            hint=f"its dimensions are {', '.join(sorted(names))}")
-    missing = sorted(names - set(dims) - {BATCH, SEQ})
-    if missing:
-        raise SymflopsError(f"no value for dimension(s) {', '.join(missing)}",
-                            hint="give every dimension but S and B, e.g. " +
-                                 " ".join(f"{n}=..." for n in missing))
+    for name in dims:
+        check_dim_name(layer, name)
+    check_all_given(layer, dims, exempt=(BATCH, SEQ))
     policies = s["recompute"]["policies"]
     if recompute not in policies:
         raise SymflopsError(f"{layer.name} lists no ops for selective recomputation",
@@ -81,9 +75,6 @@ def model_from_declaration(path: str | os.PathLike[str], dims: Mapping[str, Any]
 
     def at(seq: Any, batch: Any = 1) -> dict[str, sympy.Expr]:
         return {**fixed, SEQ: _value(seq), BATCH: _value(batch)}
-
-    def num(expr: sympy.Expr, values: Mapping[str, sympy.Expr]) -> Any:
-        return number(expr, values)
 
     tokens = layer.tokens
     policy = policies[recompute]
@@ -96,8 +87,8 @@ def model_from_declaration(path: str | os.PathLike[str], dims: Mapping[str, Any]
         v = at(seq)
         executed = sympy.expand(policy["flops_executed"] / tokens)
         return TokenFlops(
-            model=num(per["flops"]["total"], v), executed=num(executed, v),
-            attention=num(per["beyond_six_n"], v), inference=num(per["inference_forward"], v),
+            model=number(per["flops"]["total"], v), executed=number(executed, v),
+            attention=number(per["beyond_six_n"], v), inference=number(per["inference_forward"], v),
             formulas={"model": Formula(text(per["flops"]["total"]), "",
                                        f"derived by symflops; dims as in {layer.name}'s declaration"),
                       "executed": Formula(text(executed), "", f"recompute: {recompute}"),
@@ -105,18 +96,18 @@ def model_from_declaration(path: str | os.PathLike[str], dims: Mapping[str, Any]
                       "inference": Formula(text(per["inference_forward"]), "", "forward only")})
 
     def activation_bytes(micro_batch: int, seq: int) -> Any:
-        return num(policy["activation_bytes"], at(seq, micro_batch))
+        return number(policy["activation_bytes"], at(seq, micro_batch))
 
     par = s["parameters"]
     ref = at(context if context is not None else 1)
     kv = None
     inf = s["inference"]
     if inf is not None:
-        kv = num(sympy.expand(inf["cache_bytes_per_sequence"] / dim_symbol(SEQ)), ref)
+        kv = number(sympy.expand(inf["cache_bytes_per_sequence"] / dim_symbol(SEQ)), ref)
     return Model(
         name=f"{layer.name} ({os.path.basename(file)})",
-        params_total=num(par["total"], ref), params_active=num(par["active"], ref),
-        params_trainable=num(par["trainable"], ref), flops_per_token=flops_per_token,
+        params_total=number(par["total"], ref), params_active=number(par["active"], ref),
+        params_trainable=number(par["trainable"], ref), flops_per_token=flops_per_token,
         activation_bytes=activation_bytes, kv_cache_bytes_per_token=kv,
         formulas={"params_total": Formula(text(par["total"]), "", "derived by symflops"),
                   "activation_bytes": Formula(text(policy["activation_bytes"]), "",

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import sympy
 
-from .cost import Costs, SavedTensor, saved_copies
+from .cost import Costs, SavedTensor, saved_blocks
 from .derive import Derivation
 from .ir import RECOMPUTE_POLICIES
 
@@ -85,9 +85,10 @@ def recompute(derivation: Derivation, costs: Costs, policy: str) -> Recompute:
     have = {s.name for s in kept}
     for n in needed:
         if n not in have:
-            readers = [layer.copies(layer.ops[k].output) for k in chosen if n in layer.ops[k].inputs]
-            copies = max(readers + [saved_copies(layer, derivation, n)],
-                         key=lambda e: len(sympy.Mul.make_args(e)))
+            # as for any saved tensor: one copy per copy of the deepest block that keeps it
+            owners = [layer.blocks_of(layer.ops[k].output) for k in chosen
+                      if n in layer.ops[k].inputs] + [saved_blocks(layer, derivation, n)]
+            copies = sympy.Mul(*(b.repeat for b in max(owners, key=len)))
             kept.append(SavedTensor(n, tensors[n].elements, ("recomputation",),
                                     tensors[n].role == "mask", copies))
     order = {t.name: k for k, t in enumerate(layer.tensors)}

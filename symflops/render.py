@@ -13,7 +13,6 @@ shipped templates, so any template or partial can be overridden by name.
 
 from __future__ import annotations
 
-import functools
 import os
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence, TypedDict
@@ -26,7 +25,7 @@ from .cost import Costs, _conditions, _size, _steps, contraction_path, einsum_fl
 from .derive import (Derivation, IndexTerm, MatrixProduct, Rule, contraction_rules, grad_name,
                      matrix_form)
 from .evaluate import number
-from .ir import Contraction, Einsum, Factor, Tensor
+from .ir import Contraction, Einsum, Factor, Tensor, substitute
 from .functions import FUNCTIONS
 from .precision import dtype_name
 from .summary import whole_model
@@ -523,11 +522,6 @@ def _memory_rows(c: Costs, tensors: Sequence[Tensor], m: _Math, esc: Any,
     return rows
 
 
-@functools.lru_cache(maxsize=16384)
-def _substitute(e: sympy.Expr, subs: tuple[tuple[sympy.Symbol, sympy.Expr], ...]) -> sympy.Expr:
-    return sympy.expand(e.xreplace(dict(subs)))
-
-
 class _Substituted:
     """A polynomial printer that first replaces defined dims by their formulas."""
 
@@ -536,7 +530,7 @@ class _Substituted:
 
     def __call__(self, e: sympy.Expr) -> str:
         e = e if isinstance(e, sympy.Basic) else sympy.Integer(e)
-        return self._poly(_substitute(e, tuple(self._subs.items())) if self._subs else e)
+        return self._poly(substitute(e, self._subs))
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._poly, name)

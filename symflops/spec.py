@@ -28,7 +28,6 @@ and shapes by the whitelisting :mod:`symflops.expr`.  Nothing is evaluated.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import keyword
 import os
 import re
@@ -38,7 +37,7 @@ from typing import Any, Mapping
 import sympy
 import yaml
 
-from .errors import Span, SymflopsError
+from .errors import Span, SymflopsError, closest, read_text
 from .expr import parse_expression
 from .ir import (LEAF_ROLES, RECOMPUTE_POLICIES, SELECT, SHIFT, Block, Contraction, Dim, Einsum,
                  Factor, Layer, Tensor, dim_symbol, fresh_letter)
@@ -130,12 +129,6 @@ def _from_python(value: Any) -> Node:
 
 # ----------------------------------------------------------------- checking --
 
-def _closest(name: str, known: list[str]) -> str:
-    near = difflib.get_close_matches(name, known, n=1)
-    listed = ", ".join(known) if known else "none"
-    return (f"did you mean {near[0]!r}? " if near else "") + f"known: {listed}"
-
-
 def _mapping(node: Node, what: str, hint: str) -> dict[str, tuple[Span | None, Node]]:
     if not isinstance(node.value, dict):
         raise SymflopsError(f"{what} must be a mapping, found {_kind(node.value)}", node.span, hint)
@@ -185,7 +178,7 @@ def _dims(node: Node) -> tuple[tuple[Dim, ...], dict[str, Node]]:
             for key, (kspan, _) in fields.items():
                 if key not in DIM_KEYS:
                     raise SymflopsError(f"unknown key {key!r} in dimension {name!r}", kspan,
-                                        _closest(key, list(DIM_KEYS)))
+                                        closest(key, list(DIM_KEYS)))
             description = (_text(fields["description"][1], f"the description of {name!r}")
                            if "description" in fields else "")
             if "equals" in fields:
@@ -250,7 +243,7 @@ def _tensors(node: Node, symbols: dict[str, sympy.Symbol]) -> dict[str, Tensor]:
         for key, (kspan, _) in fields.items():
             if key not in TENSOR_KEYS:
                 raise SymflopsError(f"unknown key {key!r} in tensor {name!r}", kspan,
-                                    _closest(key, list(TENSOR_KEYS)))
+                                    closest(key, list(TENSOR_KEYS)))
         if "shape" not in fields:
             raise SymflopsError(f"tensor {name!r} has no shape", value.span or key_span,
                                 "add 'shape: [DIM, ...]'")
@@ -490,7 +483,7 @@ def _lower_term(term: Term, out: str, dims: dict[str, sympy.Symbol], span: Span 
                 if ref.tensor not in known:
                     raise SymflopsError(f"unknown tensor {ref.tensor!r}", ref.span,
                                         f"declare it under 'tensors:' or produce it with an op; "
-                                        f"{_closest(ref.tensor, sorted(known))}")
+                                        f"{closest(ref.tensor, sorted(known))}")
                 new_leaves[mask] = Tensor(mask, known[ref.tensor].shape, "mask", False,
                                           f"dropout keep-mask of {out} (drop probability {p})",
                                           at(f.column))
@@ -694,7 +687,7 @@ def _ops(node: Node, tensors: dict[str, Tensor], dims: dict[str, sympy.Symbol],
             if ref.name not in known:
                 raise SymflopsError(f"unknown tensor {ref.name!r}", at(ref.column),
                                     f"declare it under 'tensors:' or produce it with an op; "
-                                    f"{_closest(ref.name, sorted(known))}")
+                                    f"{closest(ref.name, sorted(known))}")
         st = _resolve_lookups(st, lambda name, k: (known[name].shape[k] if k < len(known[name].shape)
                                                    else None), at)
         for ref in st.refs:
@@ -809,7 +802,7 @@ def _recompute(top: Mapping[str, tuple[Span | None, Node]], ops: tuple[Any, ...]
     for key, (kspan, _) in fields.items():
         if key not in RECOMPUTE_KEYS:
             raise SymflopsError(f"unknown key {key!r} in 'recompute'", kspan,
-                                _closest(key, list(RECOMPUTE_KEYS)))
+                                closest(key, list(RECOMPUTE_KEYS)))
     outputs = [op.output for op in ops]
     if "selective" in fields:
         node = fields["selective"][1]
@@ -821,7 +814,7 @@ def _recompute(top: Mapping[str, tuple[Span | None, Node]], ops: tuple[Any, ...]
             name = _text(item, "an op to recompute")
             if name not in outputs:
                 raise SymflopsError(f"no op writes {name!r}", item.span,
-                                    "name ops by the tensor they write; " + _closest(name, outputs))
+                                    "name ops by the tensor they write; " + closest(name, outputs))
             selective.append(name)
     if "policy" in fields:
         node = fields["policy"][1]
@@ -859,13 +852,8 @@ def _load_block(path: str, span: Span | None, stack: tuple[str, ...]) -> Layer:
         chain = " -> ".join(os.path.basename(p) for p in (*stack[stack.index(full):], full))
         raise SymflopsError(f"the declarations include each other: {chain}", span,
                             "a block cannot include itself, directly or through others")
-    try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
-    except OSError as exc:
-        reason = "no such file" if isinstance(exc, FileNotFoundError) else str(exc)
-        raise SymflopsError(f"cannot include {path}: {reason}", span,
-                            "give a path relative to this file, e.g. 'include: ffn.yaml'") from None
+    text = read_text(path, "give a path relative to this file, e.g. 'include: ffn.yaml'", span,
+                     lead=f"cannot include {path}")
     stem = os.path.splitext(os.path.basename(path))[0]
     return build_layer(parse_yaml(text, path), path, stem, stack)
 
@@ -878,7 +866,7 @@ def build_layer(root: Node, file: str, default_name: str, stack: tuple[str, ...]
     top = root.value
     for key, (kspan, _) in top.items():
         if key not in TOP_KEYS:
-            raise SymflopsError(f"unknown key {key!r}", kspan, _closest(key, list(TOP_KEYS)))
+            raise SymflopsError(f"unknown key {key!r}", kspan, closest(key, list(TOP_KEYS)))
     for key in ("dims", "tensors", "ops"):
         if key not in top:
             raise SymflopsError(f"the declaration has no {key!r}", root.span or Span(file, 1, 1),
@@ -915,16 +903,7 @@ def build_layer(root: Node, file: str, default_name: str, stack: tuple[str, ...]
 def load(path: str | os.PathLike[str]) -> Layer:
     """Read a declaration file into a :class:`~symflops.ir.Layer`."""
     file = os.fspath(path)
-    try:
-        with open(file, encoding="utf-8") as fh:
-            text = fh.read()
-    except FileNotFoundError:
-        raise SymflopsError(f"{file}: no such file",
-                            hint="check the path; declarations live in derivations/") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SymflopsError(f"{file}: cannot read: {exc}",
-                            hint="give a readable UTF-8 text file") from None
-    return loads(text, file)
+    return loads(read_text(file, "check the path; declarations live in derivations/"), file)
 
 
 def loads(text: str, file: str = "<string>") -> Layer:

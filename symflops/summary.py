@@ -15,7 +15,7 @@ import sympy
 from .cost import Costs, saved_blocks
 from .derive import Derivation
 from .inference import inference
-from .ir import RECOMPUTE_POLICIES
+from .ir import RECOMPUTE_POLICIES, substitute
 from .params import param_counts
 from .recompute import recompute
 
@@ -42,7 +42,7 @@ def _substitute(value: Any, subs: Mapping[sympy.Symbol, sympy.Expr]) -> Any:
     if isinstance(value, list):
         return [_substitute(v, subs) for v in value]
     if isinstance(value, sympy.Basic):
-        return sympy.expand(value.xreplace(dict(subs)))
+        return substitute(value, subs)
     return value
 
 

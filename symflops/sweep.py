@@ -41,7 +41,7 @@ import numpy as np
 import sympy
 
 from .errors import SymflopsError
-from .evaluate import number
+from .evaluate import check_all_given, check_dim_name, number
 from .expr import parse_number
 from .ir import Layer
 
@@ -167,18 +167,12 @@ def parse_axes(items: Sequence[str], layer: Layer, limit: int = MAX_POINTS) -> t
             raise SymflopsError(f"expected NAME=VALUES, found {item.strip()!r}",
                                 hint="give each dim as e.g. B=1048576, D=1024:8192:1024 or "
                                      "N=8,16,32")
-        if name not in known:
-            raise SymflopsError(f"{layer.name} has no dimension {name!r}",
-                                hint=f"its dimensions are {', '.join(known)}")
+        check_dim_name(layer, name)
         if name in texts:
             raise SymflopsError(f"dimension {name} is given twice",
                                 hint=f"give all of its values at once, e.g. {name}=8,16,32")
         texts[name] = text
-    missing = [n for n in known if n not in texts]
-    if missing:
-        raise SymflopsError(f"no value for dimension(s) {', '.join(missing)}",
-                            hint="give every dimension, e.g. " +
-                                 " ".join(f"{n}=..." for n in missing))
+    check_all_given(layer, texts)
     counts = {n: value_count(n, texts[n]) for n in known}
     size = math.prod(counts.values())
     if size > limit:
