@@ -30,6 +30,7 @@ import sympy
 
 from .derive import Derivation, Rule, repeat_only_gradients
 from .functions import cost as function_cost
+from .polynomial import largest
 from .ir import Contraction, Einsum, Layer, comparison, selections
 from .precision import Precision, policy
 
@@ -68,37 +69,40 @@ def _conditions(e: Einsum) -> tuple[tuple[str, str, bool], ...]:
     return tuple(comparison(f) for f in e.operands if f.is_comparison)
 
 
+def _start(e: Einsum) -> tuple[list[set[str]], list[set[str]]]:
+    """The index sets of ``e``'s operands and its pending conditions, before
+    any step.  Indicators are not operands: a lookup's letter stands for tok's
+    letters, and a condition keeps its letters alive until a step holds both."""
+    chosen = selections(e.operands)
+    sets = [{j for i in f.indices for j in chosen.get(i, (i,))} for f in e.factors]
+    return sets, [set(c[:2]) for c in _conditions(e)]
+
+
+def _step(sets: list[set[str]], pending: list[set[str]], out: set[str], i: int, j: int
+          ) -> tuple[set[str], bool, list[set[str]], list[set[str]]]:
+    """One pairwise step (operands ``i`` and ``j``): the indices it spans,
+    whether it sums over one, and the operand sets and pending conditions after it."""
+    a, b = sets[i], sets[j]
+    rest = [s for k, s in enumerate(sets) if k not in (i, j)]
+    union = a | b
+    keep = {x for x in union if x in out or any(x in s for s in rest)
+            or any(x in p and not p <= union for p in pending)}
+    return union, bool(union - keep), rest + [keep], [p for p in pending if not p <= union]
+
+
 def _steps(e: Einsum, path: list[tuple[int, int]]) -> list[tuple[set[str], bool]]:
     """The pairwise steps of ``path``: for each, the indices it spans and
     whether it sums over one (a multiply-add) or not (a multiply).  A final
     single-operand reduction, when an index is left to sum, is a step too."""
     out = set(e.output.indices)
-    # Indicators are not operands: a lookup's letter stands for tok's letters,
-    # and a condition keeps its letters alive until a step holds both.
-    chosen = selections(e.operands)
-    sets = [{j for i in f.indices for j in chosen.get(i, (i,))} for f in e.factors]
-    pending = [set(c[:2]) for c in _conditions(e)]
+    sets, pending = _start(e)
     steps = []
     for i, j in path:
-        a, b = sets[i], sets[j]
-        rest = [s for k, s in enumerate(sets) if k not in (i, j)]
-        union = a | b
-        keep = {x for x in union if x in out or any(x in s for s in rest)
-                or any(x in p and not p <= union for p in pending)}
-        steps.append((union, bool(union - keep)))
-        pending = [p for p in pending if not p <= union]
-        sets = rest + [keep]
+        union, summed, sets, pending = _step(sets, pending, out, i, j)
+        steps.append((union, summed))
     if len(sets) == 1 and sets[0] - out:
         steps.append((sets[0], True))
     return steps
-
-
-def _paths(n: int) -> list[list[tuple[int, int]]]:
-    """Every pairwise contraction order of ``n`` operands, in opt_einsum's
-    path format (positions in the shrinking list; the result goes last)."""
-    if n <= 1:
-        return [[]]
-    return [[(i, j)] + rest for i in range(n) for j in range(i + 1, n) for rest in _paths(n - 1)]
 
 
 def contraction_path(e: Einsum, extents: Mapping[str, sympy.Expr],
@@ -108,8 +112,10 @@ def contraction_path(e: Einsum, extents: Mapping[str, sympy.Expr],
     ``declared``: left to right as written.  ``equal-sizes``: the cheapest
     order when every dimension has the same large size (that is, the lowest
     degree of the cost polynomial); ties keep the earliest order in
-    enumeration, which is left to right.  Backward rules use this, since no
-    one declared their order.
+    enumeration (pairs ``(i, j)``, ``i < j``, in lexicographic order at each
+    step), which is left to right.  Backward rules use this, since no one
+    declared their order.  The search is depth first over every pairwise
+    order, dropping a partial order once it costs as much as the best whole one.
     """
     n = len(e.factors)
     declared = [(0, 1)] * max(n - 1, 0)
@@ -120,7 +126,8 @@ def contraction_path(e: Einsum, extents: Mapping[str, sympy.Expr],
     symbols = set().union(*(x.free_symbols for x in extents.values()))
     probe = {s: 1009 for s in symbols}
     conditions = _conditions(e)
-    sizes: dict[frozenset[str], int] = {}  # many paths share their steps' index sets
+    sizes: dict[frozenset[str], int] = {}  # many orders share their steps' index sets
+    out = set(e.output.indices)
 
     def size(span: set[str]) -> int:
         key = frozenset(span)
@@ -128,10 +135,25 @@ def contraction_path(e: Einsum, extents: Mapping[str, sympy.Expr],
             sizes[key] = int(_size(span, extents, conditions).subs(probe))
         return sizes[key]
 
-    def score(path: list[tuple[int, int]]) -> int:
-        return sum(size(span) * (2 if summed else 1) for span, summed in _steps(e, path))
+    best: list = [None, []]  # score, path
 
-    return min(_paths(n), key=score)
+    def search(sets: list[set[str]], pending: list[set[str]], path: list[tuple[int, int]],
+               score: int) -> None:
+        if best[0] is not None and score >= best[0]:
+            return
+        if len(sets) == 1:
+            if sets[0] - out:
+                score += 2 * size(sets[0])
+            if best[0] is None or score < best[0]:
+                best[0], best[1] = score, path
+            return
+        for i in range(len(sets)):
+            for j in range(i + 1, len(sets)):
+                union, summed, after, left = _step(sets, pending, out, i, j)
+                search(after, left, path + [(i, j)], score + size(union) * (2 if summed else 1))
+
+    search(*_start(e), [], 0)
+    return best[1]
 
 
 def einsum_flops(e: Einsum, extents: Mapping[str, sympy.Expr], unit: str = "FLOPs",
@@ -330,51 +352,7 @@ def _inference_peak(layer: Layer) -> sympy.Expr:
         candidates.append(sympy.expand(sum((tensors[n].elements for n in sorted(live)),
                                            sympy.Integer(0))))
         live = {n for n in live if last_use.get(n, -1) > k or n in outputs}
-    return _max(candidates)
-
-
-def _terms(e: sympy.Expr, gens: tuple[sympy.Symbol, ...]) -> dict | None:
-    """``e`` as ``{exponents: coefficient}``; None if it is not a polynomial."""
-    if not e.is_polynomial(*gens):
-        return None
-    return sympy.Poly(e, *gens).as_dict() if gens else {(): e}
-
-
-def _dominated(a: dict | None, b: dict | None) -> bool:
-    """Whether ``a <= b`` for all dims >= 1, by a cheap sufficient test: each
-    negative term of ``b - a`` is paid for by positive terms of ``b - a`` whose
-    monomials it divides (``B <= B V`` since ``V >= 1``)."""
-    if a is None or b is None:
-        return False
-    diff = {m: b.get(m, 0) - a.get(m, 0) for m in set(a) | set(b)}
-    credit = {m: c for m, c in diff.items() if c > 0}
-    for m, c in sorted(((m, -c) for m, c in diff.items() if c < 0), key=lambda t: t[0]):
-        for p in sorted(credit):
-            if c <= 0:
-                break
-            if credit[p] > 0 and all(x <= y for x, y in zip(m, p)):
-                used = min(c, credit[p])
-                credit[p] -= used
-                c -= used
-        if c > 0:
-            return False
-    return True
-
-
-def _max(candidates: list[sympy.Expr]) -> sympy.Expr:
-    """The largest of polynomials, keeping only those no other one bounds
-    coefficient by coefficient (SymPy's own Max compares every pair
-    symbolically, which takes seconds for a few dozen)."""
-    unique = list(dict.fromkeys(candidates))
-    gens = tuple(sorted(set().union(*(c.free_symbols for c in unique)), key=str))
-    terms = [_terms(c, gens) for c in unique]
-    keep = [a for k, a in enumerate(unique)
-            if not any(j != k and _dominated(terms[k], terms[j])
-                       and not (_dominated(terms[j], terms[k]) and j > k)
-                       for j in range(len(unique)))]
-    if not keep:
-        return sympy.Integer(0)
-    return keep[0] if len(keep) == 1 else sympy.Max(*keep, evaluate=False)
+    return largest(candidates)
 
 
 def saved_blocks(layer: Layer, derivation: Derivation, name: str) -> tuple:

@@ -25,6 +25,7 @@ from typing import Any, Iterable, Mapping
 import sympy
 
 from .errors import Span
+from .polynomial import substitute_max
 
 #: Roles a declared tensor may have.  ``activation`` is given to tensors that an
 #: op produces, ``mask`` to the keep-masks dropout draws; users write neither.
@@ -387,7 +388,8 @@ class Layer:
 
 @functools.lru_cache(maxsize=16384)
 def _substituted(expr: sympy.Expr, subs: tuple[tuple[sympy.Symbol, sympy.Expr], ...]) -> sympy.Expr:
-    return sympy.expand(expr.xreplace(dict(subs)))
+    mapping = dict(subs)
+    return substitute_max(expr, lambda e: sympy.expand(e.xreplace(mapping)))
 
 
 def substitute(expr: sympy.Expr, subs: Mapping[sympy.Symbol, sympy.Expr]) -> sympy.Expr:

@@ -15,29 +15,63 @@ from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 import functools
+import math
 
 import sympy
+from sympy.core.mul import _keep_coeff
 
 from .derive import IndexTerm, MatrixProduct
 from .functions import Y, parse_fn
 from .ir import Factor
 
-#: Factoring a polynomial costs time that grows steeply with its number of
-#: symbols (seconds at 16 dims); past this many, only common factors are pulled out.
-FACTOR_SYMBOLS = 10
-
-
 @functools.lru_cache(maxsize=4096)
 def readable(value: sympy.Expr) -> sympy.Expr:
-    """``value`` factored (``2*B*(D + F)``); with more than FACTOR_SYMBOLS dims,
-    only its common factor is taken out, which is cheap.  A Max or Min is left
-    as it is (``factor`` would rebuild it, and SymPy compares a Max's
-    arguments pairwise when it builds one: seconds for a few dozen)."""
+    """``value`` with its common factor taken out: ``2*B*(D + F)``, and
+    ``S*(4*E + S + 1)/2`` (the sum left with integer coefficients whose gcd
+    is 1).  A sum that is itself a product of sums, ``(B + S)*(D + F)``, stays
+    expanded: SymPy's full factorisation costs tens of milliseconds per
+    polynomial (seconds per sheet) and finds nothing more on the shipped
+    sheets.  A Max, a Min or any other non-polynomial is left as it is."""
     if isinstance(value, (sympy.Max, sympy.Min)):
         return value
-    if len(value.free_symbols) > FACTOR_SYMBOLS:
-        return sympy.factor_terms(value)
-    return sympy.factor(value)
+    expanded = sympy.expand(value)
+    split = common_factor(expanded)
+    if split is None:
+        return expanded
+    coefficient, monomial, rest = split
+    return _keep_coeff(coefficient, monomial * rest)
+
+
+def common_factor(poly: sympy.Expr) -> tuple[sympy.Rational, sympy.Expr, sympy.Expr] | None:
+    """An expanded polynomial with rational coefficients split as
+    ``coefficient * monomial * rest``: the coefficient is the rational gcd of
+    its coefficients (negative when all of them are), the monomial the common
+    power of each dim; None when ``poly`` is not such a polynomial.
+
+    >>> B, D, F = sympy.symbols("B D F")
+    >>> common_factor(4*B*D + 2*B*F)
+    (2, B, 2*D + F)
+    """
+    terms: list[tuple[sympy.Rational, dict[sympy.Expr, int]]] = []
+    for monomial, c in poly.as_coefficients_dict().items():
+        powers = {} if monomial == 1 else monomial.as_powers_dict()
+        if not c.is_Rational or not all(b.is_Symbol and e.is_Integer and e > 0
+                                        for b, e in powers.items()):
+            return None
+        terms.append((c, {b: int(e) for b, e in powers.items()}))
+    if not terms:
+        return None
+    numerators = [c.p for c, _ in terms]
+    coefficient = sympy.Rational(math.gcd(*numerators), math.lcm(*(c.q for c, _ in terms)))
+    if all(n < 0 for n in numerators):
+        coefficient = -coefficient
+    common = dict(terms[0][1])
+    for _, powers in terms[1:]:
+        common = {b: min(e, powers[b]) for b, e in common.items() if b in powers}
+    rest = sympy.Add(*(sympy.Mul(c / coefficient,
+                                 *(b ** (e - common.get(b, 0)) for b, e in powers.items()))
+                       for c, powers in terms))
+    return coefficient, sympy.Mul(*(b ** e for b, e in common.items())), rest
 
 
 def _text_escape(name: str) -> str:

@@ -13,6 +13,7 @@ shipped templates, so any template or partial can be overridden by name.
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence, TypedDict
@@ -784,8 +785,11 @@ def sheet_context(derivation: Derivation, costs: Costs, fmt: str,
 
 # ---------------------------------------------------------------- rendering --
 
+@functools.lru_cache(maxsize=32)
 def environment(fmt: str, user_templates: str | None = None) -> jinja2.Environment:
-    """The Jinja environment for ``fmt``; a user's directory comes first."""
+    """The Jinja environment for ``fmt``; a user's directory comes first.
+    One per format and directory, so each template is compiled once per
+    process (Jinja checks the file's time stamp before reusing it)."""
     dirs = ([user_templates] if user_templates else []) + [template_dir()]
     options: dict[str, Any] = {}
     if fmt == "tex":
