@@ -30,7 +30,7 @@ import sympy
 
 from .derive import Derivation, Rule, repeat_only_gradients
 from .functions import cost as function_cost
-from .polynomial import largest
+from .polynomial import exact_quotient, largest
 from .ir import Contraction, Einsum, Layer, comparison, selections
 from .precision import Precision, policy
 
@@ -273,9 +273,7 @@ class Costs:
         over 2*D*F), else None."""
         if self.params == 0:
             return None
-        q = sympy.cancel(flops / self.params)
-        num, den = sympy.fraction(q)
-        return sympy.expand(q) if den.is_number else None
+        return exact_quotient(flops, self.params)
 
     def memory(self) -> dict[str, sympy.Expr]:
         """Element counts and bytes, keyed as in ``symflops derive --json``."""

@@ -24,6 +24,8 @@ gets one rule per op, to be summed.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from dataclasses import dataclass
 from typing import Iterable
 
@@ -281,7 +283,16 @@ def contraction_rules(op: Contraction, op_number: int, wrt: str,
 
 def term_rules(op: Contraction, term: int, op_number: int, wrt: str,
                output_form: bool = True) -> tuple[Rule, ...]:
-    """Derive the gradient that term ``term`` of ``op`` sends to ``wrt``."""
+    """Derive the gradient that term ``term`` of ``op`` sends to ``wrt``.
+    Remembered: a sheet derives its generic patterns again, and a model
+    shares ops with its blocks and with other models."""
+    rules = _term_rules(op, term, wrt, output_form)
+    return rules if op_number == 0 else tuple(dataclasses.replace(r, op=op_number) for r in rules)
+
+
+@functools.lru_cache(maxsize=4096)
+def _term_rules(op: Contraction, term: int, wrt: str, output_form: bool) -> tuple[Rule, ...]:
+    op_number = 0  # set by term_rules
     e = op.terms[term]
     extents = op.dims()
     upstream = Factor(grad_name(e.output.tensor), e.output.indices)

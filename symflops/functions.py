@@ -62,12 +62,12 @@ class Function:
                 return g
         raise ValueError(f"cannot write {self.name}' in terms of its output")
 
-    @property
+    @cached_property
     def cost(self) -> int:
         """FLOPs per element of f (operations in its formula)."""
         return int(sympy.count_ops(self.formula))
 
-    @property
+    @cached_property
     def derivative_cost(self) -> int:
         """FLOPs per element of f' as the rule evaluates it (in x or in y)."""
         expr = self.derivative_of_output if self.saves == "output" else self.derivative

@@ -64,3 +64,61 @@ def substitute_max(expr: sympy.Expr, substitute: Callable[[sympy.Expr], sympy.Ex
     if isinstance(expr, sympy.Max):
         return largest([substitute(a) for a in expr.args])
     return substitute(expr)
+
+
+def quotient(a: sympy.Expr, b: sympy.Expr) -> sympy.Expr:
+    """``a / b``, expanded when it is a polynomial, else as ``sympy.cancel`` leaves it."""
+    exact = exact_quotient(a, b)
+    return exact if exact is not None else sympy.cancel(a / b)
+
+
+Monomial = dict[sympy.Expr, int]
+
+
+def monomials(expr: sympy.Expr) -> list[tuple[sympy.Rational, Monomial]] | None:
+    """An expanded polynomial with rational coefficients as its terms,
+    ``(coefficient, {symbol: power})``; None when ``expr`` is not one.
+    Reads SymPy's own term dictionary, so it costs next to nothing.
+
+    >>> B, D = sympy.symbols("B D")
+    >>> monomials(3*B**2)
+    [(3, {B: 2})]
+    >>> monomials(D + 1/B) is None, monomials(sympy.Integer(0))
+    (True, [])
+    """
+    out = []
+    for monomial, c in expr.as_coefficients_dict().items():
+        if c == 0:  # zero has no terms
+            continue
+        powers = {} if monomial == 1 else monomial.as_powers_dict()
+        if not c.is_Rational or not all(b.is_Symbol and e.is_Integer and e > 0
+                                        for b, e in powers.items()):
+            return None
+        out.append((c, {b: int(e) for b, e in powers.items()}))
+    return out
+
+
+def from_monomials(terms: list[tuple[sympy.Rational, Monomial]]) -> sympy.Expr:
+    return sympy.Add(*(sympy.Mul(c, *(b ** e for b, e in powers.items())) for c, powers in terms))
+
+
+def exact_quotient(a: sympy.Expr, b: sympy.Expr) -> sympy.Expr | None:
+    """``a / b`` expanded when it is a polynomial in the dims (rational
+    coefficients allowed: ``3*B*D / (2*D)`` is ``3*B/2``), else None.  By
+    polynomial division (term by term when ``b`` is a single term), much
+    faster than ``sympy.cancel``; a quotient of expressions that are not
+    polynomials goes through ``cancel``."""
+    top, bottom = monomials(sympy.expand(a)), monomials(sympy.expand(b))
+    if top is not None and bottom is not None and len(bottom) == 1:
+        c, powers = bottom[0]
+        if any(any(t.get(s, 0) < e for s, e in powers.items()) for _, t in top):
+            return None
+        return from_monomials([(k / c, {s: e - powers.get(s, 0) for s, e in t.items()
+                                        if e != powers.get(s, 0)}) for k, t in top])
+    gens = tuple(sorted(a.free_symbols | b.free_symbols, key=str))
+    if gens and a.is_polynomial(*gens) and b.is_polynomial(*gens):
+        quotient, remainder = sympy.div(sympy.Poly(a, *gens, domain="QQ"),
+                                        sympy.Poly(b, *gens, domain="QQ"))
+        return sympy.expand(quotient.as_expr()) if remainder.is_zero else None
+    num, den = sympy.fraction(sympy.cancel(a / b))
+    return sympy.expand(num / den) if den.is_number else None

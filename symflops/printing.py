@@ -23,6 +23,7 @@ from sympy.core.mul import _keep_coeff
 from .derive import IndexTerm, MatrixProduct
 from .functions import Y, parse_fn
 from .ir import Factor
+from .polynomial import from_monomials, monomials
 
 @functools.lru_cache(maxsize=4096)
 def readable(value: sympy.Expr) -> sympy.Expr:
@@ -52,13 +53,7 @@ def common_factor(poly: sympy.Expr) -> tuple[sympy.Rational, sympy.Expr, sympy.E
     >>> common_factor(4*B*D + 2*B*F)
     (2, B, 2*D + F)
     """
-    terms: list[tuple[sympy.Rational, dict[sympy.Expr, int]]] = []
-    for monomial, c in poly.as_coefficients_dict().items():
-        powers = {} if monomial == 1 else monomial.as_powers_dict()
-        if not c.is_Rational or not all(b.is_Symbol and e.is_Integer and e > 0
-                                        for b, e in powers.items()):
-            return None
-        terms.append((c, {b: int(e) for b, e in powers.items()}))
+    terms = monomials(poly)
     if not terms:
         return None
     numerators = [c.p for c, _ in terms]
@@ -68,9 +63,8 @@ def common_factor(poly: sympy.Expr) -> tuple[sympy.Rational, sympy.Expr, sympy.E
     common = dict(terms[0][1])
     for _, powers in terms[1:]:
         common = {b: min(e, powers[b]) for b, e in common.items() if b in powers}
-    rest = sympy.Add(*(sympy.Mul(c / coefficient,
-                                 *(b ** (e - common.get(b, 0)) for b, e in powers.items()))
-                       for c, powers in terms))
+    rest = from_monomials([(c / coefficient, {b: e - common.get(b, 0) for b, e in powers.items()})
+                           for c, powers in terms])
     return coefficient, sympy.Mul(*(b ** e for b, e in common.items())), rest
 
 
@@ -247,6 +241,12 @@ class PolyPrinter:
         return text
 
     def _fallback(self, expr: sympy.Expr) -> str:
+        # A Max or Min: each argument printed as a polynomial is, in the
+        # declared order (SymPy's printer would sort them, and rebuilding the
+        # Max with renamed symbols compares its arguments pairwise).
+        if isinstance(expr, (sympy.Max, sympy.Min)):
+            name = r"\max" if isinstance(expr, sympy.Max) else r"\min"
+            return name + r"\left(" + ", ".join(self(a) for a in expr.args) + r"\right)"
         names = {s: sympy.Symbol(symbol_name(str(s))) for s in expr.free_symbols}
         return sympy.latex(expr.xreplace(names), mul_symbol=None)
 

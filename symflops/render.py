@@ -27,6 +27,7 @@ from .derive import (Derivation, IndexTerm, MatrixProduct, Rule, contraction_rul
                      matrix_form)
 from .evaluate import number
 from .ir import Contraction, Einsum, Factor, Tensor, substitute
+from .polynomial import quotient
 from .functions import FUNCTIONS
 from .precision import dtype_name
 from .summary import whole_model
@@ -556,7 +557,7 @@ def _model(derivation: Derivation, costs: Costs, poly: Any, m: "_Math", esc: Any
     tok = layer.tokens
 
     def scaled(e: sympy.Expr) -> str:  # a whole-layer count, per token when tokens are declared
-        return poly(sympy.cancel(e / tok) if tok is not None else e)
+        return poly(quotient(e, tok) if tok is not None else e)
 
     blocks = [{
         "title": esc(b["title"]), "source": esc(os.path.basename(b["source"])),

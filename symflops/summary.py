@@ -8,6 +8,7 @@ numerically (:mod:`symflops.evaluate`), so the two outputs cannot drift apart.
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Mapping
 
 import sympy
@@ -16,6 +17,7 @@ from .cost import Costs, saved_blocks
 from .derive import Derivation
 from .inference import inference
 from .ir import RECOMPUTE_POLICIES, substitute
+from .polynomial import quotient
 from .params import param_counts
 from .recompute import recompute
 
@@ -47,9 +49,10 @@ def _substitute(value: Any, subs: Mapping[sympy.Symbol, sympy.Expr]) -> Any:
 
 
 def _per(expr: sympy.Expr, tokens: sympy.Expr | None) -> sympy.Expr | None:
-    return None if tokens is None else sympy.expand(sympy.cancel(expr / tokens))
+    return None if tokens is None else sympy.expand(quotient(expr, tokens))
 
 
+@functools.lru_cache(maxsize=8)  # a sheet asks once per format
 def whole_model(derivation: Derivation, costs: Costs) -> dict[str, Any]:
     """The whole-model keys: parameter classes, per-token counts, the 6N rule,
     recomputation policies, the key/value cache and per-block lines."""
