@@ -192,8 +192,11 @@ class PolyPrinter:
 
     def _sum(self, expr: sympy.Expr) -> str:
         gens = sorted(expr.free_symbols, key=self._rank)
-        poly = sympy.Poly(expr, *gens)
-        terms = sorted(poly.terms(), key=lambda t: (-sum(t[0]), [-e for e in t[0]]))
+        found = monomials(expr)
+        if found is None:  # coefficients that are not rational numbers
+            return self._fallback(expr)
+        terms = [(tuple(powers.get(g, 0) for g in gens), c) for c, powers in found]
+        terms = sorted(terms, key=lambda t: (-sum(t[0]), [-e for e in t[0]]))
         out = ""
         for k, (exps, coeff) in enumerate(terms):
             text = self.monomial(sympy.Integer(1) if coeff == 1 else coeff,

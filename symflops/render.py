@@ -301,9 +301,11 @@ def _derivation_lines(rules: Sequence[Rule], m: _Math) -> list[str]:
     return lines
 
 
+@functools.lru_cache(maxsize=4096)
 def _sympy_latex(expr: sympy.Expr, m: _Math) -> str:
     """A SymPy expression of tensor elements, with each element printed in
-    the sheet's style (``P_{st}``, not SymPy's ``{P}_{s,t}``)."""
+    the sheet's style (``P_{st}``, not SymPy's ``{P}_{s,t}``).  Remembered:
+    both formats print the same derivation."""
     names = {e: sympy.Symbol(m.ix(Factor(str(e.base), tuple(str(i) for i in e.indices))))
              for e in expr.atoms(sympy.Indexed)}
     return sympy.latex(expr.xreplace(names))

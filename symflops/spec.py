@@ -97,11 +97,15 @@ def _convert(node: yaml.Node, file: str, lines: list[str], constructor: Any) -> 
     return Node(value, span, quoted)
 
 
+#: libyaml's safe loader when PyYAML was built with it (ten times faster), else PyYAML's own.
+SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def parse_yaml(text: str, file: str) -> Node:
     """Compose YAML safely into located :class:`Node` values."""
     lines = text.splitlines()
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        root = yaml.compose(text, Loader=SAFE_LOADER)
         if root is not None:  # constructing a scalar can fail too (an unknown tag: !B)
             return _convert(root, file, lines, yaml.constructor.SafeConstructor())
     except yaml.MarkedYAMLError as exc:
