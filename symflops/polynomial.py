@@ -16,9 +16,10 @@ import sympy
 
 def terms(e: sympy.Expr, gens: tuple[sympy.Symbol, ...]) -> dict | None:
     """``e`` as ``{exponents: coefficient}``; None if it is not a polynomial."""
-    if not e.is_polynomial(*gens):
+    found = monomials(sympy.expand(e))
+    if found is None:
         return None
-    return sympy.Poly(e, *gens).as_dict() if gens else {(): e}
+    return {tuple(powers.get(g, 0) for g in gens): c for c, powers in found}
 
 
 def dominated(a: dict | None, b: dict | None) -> bool:

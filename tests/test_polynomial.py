@@ -1,0 +1,139 @@
+"""The fast polynomial helpers against SymPy's own slow, general routines.
+
+Each helper replaces a SymPy call that was too slow for a build (``cancel``,
+``factor``, ``Max``, an exhaustive search over contraction orders), so each is
+checked here against that call, or against brute force, on random input:
+
+* ``exact_quotient(a*b, b) == expand(a)``, and None exactly when
+  ``sympy.cancel(a/b)`` leaves a denominator with a dim in it;
+* ``readable(p)`` multiplies back to ``p``; its sum has integer coefficients
+  with gcd 1 and no dim common to all its terms; and it agrees with
+  ``sympy.factor`` (up to the sign taken out) whenever ``factor`` finds no
+  product of sums;
+* ``largest`` drops a candidate only when a kept one is at least as large at
+  random points with every dim >= 1, and keeps the true maximum there;
+* the depth-first contraction-order search returns the same order as scoring
+  every order in enumeration order and taking the first cheapest.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+
+import sympy
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from symflops.cost import _start, _step, _steps, _size, _conditions, contraction_path
+from symflops.ir import Einsum, Factor, dim_symbol
+from symflops.polynomial import exact_quotient, largest, monomials
+from symflops.printing import common_factor, readable
+
+DIMS = [dim_symbol(n) for n in "BDFSV"]
+QUICK = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@st.composite
+def polynomials(draw, max_terms: int = 4, negative: bool = True) -> sympy.Expr:
+    """A random polynomial in a few dims with small rational coefficients."""
+    n = draw(st.integers(1, max_terms))
+    low = -6 if negative else 1
+    total = sympy.Integer(0)
+    for _ in range(n):
+        c = sympy.Rational(draw(st.integers(low, 6)), draw(st.sampled_from([1, 1, 1, 2, 3])))
+        powers = draw(st.lists(st.tuples(st.sampled_from(DIMS), st.integers(1, 2)), max_size=3))
+        total += c * sympy.Mul(*(d ** e for d, e in powers))
+    return sympy.expand(total)
+
+
+@QUICK
+@given(polynomials(), polynomials(max_terms=3))
+def test_exact_quotient_of_a_product_is_the_other_factor(a, b):
+    assume(b != 0)
+    assert exact_quotient(sympy.expand(a * b), b) == sympy.expand(a)
+
+
+@QUICK
+@given(polynomials(), polynomials(max_terms=3))
+def test_exact_quotient_is_none_exactly_when_cancel_leaves_a_denominator(a, b):
+    assume(b != 0)
+    _, den = sympy.fraction(sympy.cancel(a / b))
+    got = exact_quotient(a, b)
+    if den.free_symbols:
+        assert got is None
+    else:
+        assert got is not None and sympy.expand(got - a / b) == 0
+
+
+@QUICK
+@given(polynomials(max_terms=5))
+def test_readable_multiplies_back_and_leaves_a_primitive_sum(p):
+    assume(p != 0 and not p.is_number)
+    assert sympy.expand(readable(p) - p) == 0
+    coefficient, monomial, rest = common_factor(p)
+    terms = monomials(rest)
+    assert all(c.is_Integer for c, _ in terms)
+    assert math.gcd(*(int(c) for c, _ in terms)) == 1
+    if len(terms) > 1:
+        common = set.intersection(*(set(powers) for _, powers in terms))
+        assert not common, f"{rest} still has a common factor {common}"
+
+
+@QUICK
+@given(polynomials(max_terms=5))
+def test_readable_agrees_with_sympy_factor_without_products_of_sums(p):
+    assume(p != 0 and not p.is_number)
+    full = sympy.factor(p)
+    sums = [f for f in sympy.Mul.make_args(full) if f.as_base_exp()[0].is_Add]
+    assume(len(sums) <= 1 and all(f.is_Add for f in sums))  # no (a+b)**2, no (a+b)(c+d)
+    # The sign is taken out only when every term is negative; factor takes it
+    # out when its leading term is.  Either way the same factors remain.
+    assert readable(p) == full or readable(-p) == -full
+
+
+@QUICK
+@given(st.lists(polynomials(negative=False), min_size=1, max_size=6), st.randoms())
+def test_largest_keeps_the_maximum_at_random_points(candidates, rnd):
+    kept = largest(candidates)
+    kept_args = kept.args if isinstance(kept, sympy.Max) else (kept,)
+    assert set(kept_args) <= set(candidates)
+    for _ in range(20):
+        point = {d: rnd.randint(1, 50) for d in DIMS}
+        values = [c.xreplace(point) for c in candidates]
+        assert max(a.xreplace(point) for a in kept_args) == max(values)
+
+
+# ------------------------------------------------- contraction-order search --
+
+def _brute_force(e: Einsum, extents: dict) -> list[tuple[int, int]]:
+    """Every pairwise order in enumeration order; the first cheapest wins."""
+    probe = {s: 1009 for x in extents.values() for s in x.free_symbols}
+    conditions = _conditions(e)
+
+    def orders(n):
+        if n <= 1:
+            return [[]]
+        return [[(i, j)] + rest for i in range(n) for j in range(i + 1, n) for rest in orders(n - 1)]
+
+    def score(path):
+        return sum(int(_size(span, extents, conditions).subs(probe)) * (2 if summed else 1)
+                   for span, summed in _steps(e, path))
+
+    return min(orders(len(e.factors)), key=score)
+
+
+def test_contraction_search_matches_exhaustive_scoring():
+    rng = random.Random(7)
+    letters = "abcdefg"
+    sizes = {l: dim_symbol(l.upper()) for l in letters}
+    for _ in range(150):
+        n = rng.randint(3, 5)
+        operands = tuple(Factor(f"T{k}", tuple(rng.sample(letters, rng.randint(1, 4))))
+                         for k in range(n))
+        used = sorted({i for f in operands for i in f.indices})
+        out = tuple(rng.sample(used, rng.randint(0, min(3, len(used)))))
+        e = Einsum(Factor("O", out), operands)
+        # some letters share a dim, so that ties between orders happen
+        extents = {l: sizes[l] if rng.random() < 0.6 else sizes["a"] for l in used}
+        assert contraction_path(e, extents, "equal-sizes") == _brute_force(e, extents), e
