@@ -13,6 +13,7 @@ import functools
 import glob
 import multiprocessing
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -156,7 +157,10 @@ def build(src: str = "derivations", out: str = "build", *, pdf: bool | None = No
         # fork: the workers share the parent's loaded modules (and nothing is pickled but text)
         pool = concurrent.futures.ProcessPoolExecutor(
             max_workers=jobs or os.cpu_count(), mp_context=multiprocessing.get_context("fork"))
-        outcomes = pool.map(work, files)
+        # The longest first, so that no worker is left with a big one at the end.
+        futures = {path: pool.submit(work, path)
+                   for path in sorted(files, key=_expected_work, reverse=True)}
+        outcomes = (futures[path].result() for path in files)
     try:
         for path, (sheets, pdf_bytes, error) in zip(files, outcomes):
             if sheets is None:
@@ -168,6 +172,26 @@ def build(src: str = "derivations", out: str = "build", *, pdf: bool | None = No
         if pool is not None:
             pool.shutdown(cancel_futures=True)
     return result
+
+
+def _expected_work(path: str) -> int:
+    """A declaration's size with the files it includes, in bytes: a rough
+    guide to how long it takes to derive and render."""
+    total, seen, todo = 0, set(), [path]
+    while todo:
+        p = todo.pop()
+        if p in seen:
+            continue
+        seen.add(p)
+        try:
+            with open(p, encoding="utf-8") as fh:
+                text = fh.read()
+        except (OSError, UnicodeDecodeError):
+            continue  # the worker reports it
+        total += len(text)
+        todo += [os.path.join(os.path.dirname(p), m.group(1))
+                 for m in re.finditer(r"^\s*-?\s*include:\s*['\"]?([^'\"\s#]+)", text, re.M)]
+    return total
 
 
 def _sheets(path: str, *, configs: Sequence[Mapping[str, sympy.Expr]], templates: str | None,

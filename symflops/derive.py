@@ -32,7 +32,7 @@ from typing import Iterable
 import sympy
 
 from .functions import FUNCTIONS
-from .ir import Contraction, Einsum, Factor, Layer, fresh_letter
+from .ir import Contraction, Einsum, Factor, Layer, fresh_letter, rename
 
 
 def grad_name(tensor: str) -> str:
@@ -286,8 +286,32 @@ def term_rules(op: Contraction, term: int, op_number: int, wrt: str,
     """Derive the gradient that term ``term`` of ``op`` sends to ``wrt``.
     Remembered: a sheet derives its generic patterns again, and a model
     shares ops with its blocks and with other models."""
-    rules = _term_rules(op, term, wrt, output_form)
-    return rules if op_number == 0 else tuple(dataclasses.replace(r, op=op_number) for r in rules)
+    e = op.terms[term]
+    # Derived once per pattern: tensors renamed to placeholders in order of
+    # appearance, the other terms and the op's text left out, and the
+    # placeholders named back in the rules (two sheets' X[b,d] W[d,f] and
+    # A[b,d] B[d,f] share one derivation).
+    names = list(dict.fromkeys(f.tensor for f in (e.output, *e.operands)))
+    placeholder = {n: f"\0{k}\0" for k, n in enumerate(names)}
+    letters = {i for f in e.factors for i in f.indices} | set(e.output.indices)
+    pattern = Contraction((rename(e, placeholder, {}),),
+                          tuple((i, d) for i, d in op.index_dims if i in letters))
+    # A lone term of a one-term op may write f' in its output (see _derivative_factor).
+    rules = _term_rules(pattern, 0, placeholder[wrt], output_form and len(op.terms) == 1)
+    back = {p: n for n, p in placeholder.items()}
+    back.update({grad_name(p): grad_name(n) for p, n in back.items()})
+    return tuple(_named_back(r, back, op_number) for r in rules)
+
+
+def _named_back(rule: Rule, back: dict[str, str], op_number: int) -> Rule:
+    def text(s: str) -> str:
+        for p, n in back.items():
+            s = s.replace(p, n)
+        return s
+
+    renamed = rename(rule, back, {})
+    steps = tuple(dataclasses.replace(s, note=text(s.note)) for s in renamed.steps)
+    return dataclasses.replace(renamed, wrt=back[rule.wrt], op=op_number, steps=steps)
 
 
 @functools.lru_cache(maxsize=4096)

@@ -526,18 +526,23 @@ def _memory_rows(c: Costs, tensors: Sequence[Tensor], m: _Math, esc: Any,
     return rows
 
 
+@dataclass(frozen=True)
 class _Substituted:
-    """A polynomial printer that first replaces defined dims by their formulas."""
+    """A polynomial printer that first replaces defined dims by their
+    formulas.  Compared by value, so that what is printed with it is
+    remembered across a sheet's two formats."""
 
-    def __init__(self, poly: P.PolyPrinter, subs: Mapping[sympy.Symbol, sympy.Expr]) -> None:
-        self._poly, self._subs = poly, subs
+    poly: P.PolyPrinter
+    subs: tuple[tuple[sympy.Symbol, sympy.Expr], ...]
 
     def __call__(self, e: sympy.Expr) -> str:
         e = e if isinstance(e, sympy.Basic) else sympy.Integer(e)
-        return self._poly(substitute(e, self._subs))
+        return self.poly(substitute(e, dict(self.subs)))
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self._poly, name)
+        if name == "poly":  # not set yet (a copy being made): no recursion
+            raise AttributeError(name)
+        return getattr(self.poly, name)
 
 
 _POLICY_TEXT = {"none": "none (keep every saved tensor)",
@@ -622,7 +627,7 @@ def sheet_context(derivation: Derivation, costs: Costs, fmt: str,
     fold = _fold if fmt == "tex" else (lambda lines: lines)
     layer = derivation.layer
     shape_poly = P.PolyPrinter(tuple(d.name for d in layer.dims))
-    poly = _Substituted(shape_poly, layer.substitutions)
+    poly = _Substituted(shape_poly, tuple(layer.substitutions.items()))
     m = _Math(poly, frozenset(t.name for t in layer.tensors))
     tensors = layer.tensor_map
     unit = costs.unit
