@@ -296,21 +296,25 @@ def term_rules(op: Contraction, term: int, op_number: int, wrt: str,
     letters = {i for f in e.factors for i in f.indices} | set(e.output.indices)
     pattern = Contraction((rename(e, placeholder, {}),),
                           tuple((i, d) for i, d in op.index_dims if i in letters))
-    # A lone term of a one-term op may write f' in its output (see _derivative_factor).
-    rules = _term_rules(pattern, 0, placeholder[wrt], output_form and len(op.terms) == 1)
     back = {p: n for n, p in placeholder.items()}
     back.update({grad_name(p): grad_name(n) for p, n in back.items()})
+    try:
+        # A lone term of a one-term op may write f' in its output (see _derivative_factor).
+        rules = _term_rules(pattern, 0, placeholder[wrt], output_form and len(op.terms) == 1)
+    except AssertionError as exc:
+        raise AssertionError(f"{_named_text(str(exc), back)} ({op.text})") from None
     return tuple(_named_back(r, back, op_number) for r in rules)
 
 
-def _named_back(rule: Rule, back: dict[str, str], op_number: int) -> Rule:
-    def text(s: str) -> str:
-        for p, n in back.items():
-            s = s.replace(p, n)
-        return s
+def _named_text(s: str, back: dict[str, str]) -> str:
+    for p, n in back.items():
+        s = s.replace(p, n)
+    return s
 
+
+def _named_back(rule: Rule, back: dict[str, str], op_number: int) -> Rule:
     renamed = rename(rule, back, {})
-    steps = tuple(dataclasses.replace(s, note=text(s.note)) for s in renamed.steps)
+    steps = tuple(dataclasses.replace(s, note=_named_text(s.note, back)) for s in renamed.steps)
     return dataclasses.replace(renamed, wrt=back[rule.wrt], op=op_number, steps=steps)
 
 
@@ -348,7 +352,7 @@ def _term_rules(op: Contraction, term: int, wrt: str, output_form: bool) -> tupl
     check = sympy.expand(scalar.sympy().diff(
         sympy.IndexedBase(wrt)[tuple(_sym(g) for g in generic)]) if generic and not has_fn else 0)
     if generic and not has_fn and sympy.expand(sum(t.sympy() for t in differentiated) - check) != 0:
-        raise AssertionError(f"product rule disagrees with SymPy for d{wrt} in {op.text}")
+        raise AssertionError(f"product rule disagrees with SymPy for d{wrt}")
     # 3. Contract the deltas.
     contracted = [_contract(t, set(generic)) for t in differentiated]
     # 4. Rename generic indices to the operand's own letters; read out einsums.
