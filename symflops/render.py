@@ -635,8 +635,8 @@ def sheet_context(derivation: Derivation, costs: Costs, fmt: str,
     # The parameter count is P, unless a dim is named P (a convolution's positions).
     psym = r"N_{\mathrm{param}}" if any(d.name == "P" for d in layer.dims) else "P"
 
-    def per_param(expr: sympy.Expr) -> str | None:
-        q = costs.per_param(expr) if costs.params != 0 else None
+    def per_param(expr: sympy.Expr) -> str | None:  # "= 6 P B"; nothing to say about 0
+        q = costs.per_param(expr) if costs.params != 0 and expr != 0 else None
         return poly.times_params(q, psym) if q is not None else None
 
     forward = [{

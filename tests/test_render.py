@@ -71,6 +71,15 @@ def test_ffn_memory_table_follows_the_seed_policy():
     assert r"$24DF$ bytes fixed" in text and r"$2B(D + F)$ bytes of activations" in text
 
 
+def test_a_zero_count_is_not_written_per_parameter():
+    # norms.yaml has no matmul-type products: its total is 0, not "0 = 0 P";
+    # ffn's 4BDF is written 2 P B beside it (P = 2DF parameters).
+    norms = sheet("md", ROOT / "derivations" / "norms.yaml")
+    assert "Forward total: $0$ FLOPs in matmul-type products" in norms
+    assert r"0 \cdot P" not in norms
+    assert r"$4BDF = 2 \cdot P \cdot B$" in sheet("md")
+
+
 def test_numbers_table_at_the_toy_layer_sizes():
     import sympy
 
