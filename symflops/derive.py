@@ -281,6 +281,7 @@ def contraction_rules(op: Contraction, op_number: int, wrt: str,
                  for rule in term_rules(op, k, op_number, wrt, output_form))
 
 
+@functools.lru_cache(maxsize=4096)
 def term_rules(op: Contraction, term: int, op_number: int, wrt: str,
                output_form: bool = True) -> tuple[Rule, ...]:
     """Derive the gradient that term ``term`` of ``op`` sends to ``wrt``.

@@ -56,9 +56,13 @@ class Function:
         spotted = d.subs(self.formula, Y)
         if X not in spotted.free_symbols:
             return sympy.simplify(spotted)
-        for inverse in sympy.solve(sympy.Eq(Y, self.formula), X):
+        # check=False skips SymPy's own (slow) check of each inverse; a
+        # candidate is kept only if g(f(x)) equals f'(x) at a few points.
+        for inverse in sympy.solve(sympy.Eq(Y, self.formula), X, check=False):
             g = sympy.simplify(d.subs(X, inverse))
-            if X not in g.free_symbols:
+            if X not in g.free_symbols and all(
+                    abs(complex(g.subs(Y, self.formula).subs(X, x) - d.subs(X, x))) < 1e-12
+                    for x in (sympy.Rational(-13, 10), sympy.Rational(2, 5), sympy.Rational(21, 10))):
                 return g
         raise ValueError(f"cannot write {self.name}' in terms of its output")
 
