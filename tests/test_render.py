@@ -80,6 +80,14 @@ def test_a_zero_count_is_not_written_per_parameter():
     assert r"$4BDF = 2 \cdot P \cdot B$" in sheet("md")
 
 
+def test_inference_peak_says_which_is_largest_only_when_there_is_a_choice():
+    one = sheet("md", ROOT / "derivations" / "norms.yaml")
+    assert "the most that is live at once is $" in one and "which one is largest" not in one
+    several = sheet("md", ROOT / "derivations" / "moe.yaml")
+    assert "the most that is live at once is the largest of $" in several
+    assert "elements of activations (which one is largest depends on the sizes)." in several
+
+
 def test_numbers_table_at_the_toy_layer_sizes():
     import sympy
 
