@@ -30,9 +30,8 @@ def readable(value: sympy.Expr) -> sympy.Expr:
     """``value`` with its common factor taken out: ``2*B*(D + F)``, and
     ``S*(4*E + S + 1)/2`` (the sum left with integer coefficients whose gcd
     is 1).  A sum that is itself a product of sums, ``(B + S)*(D + F)``, stays
-    expanded: SymPy's full factorisation costs tens of milliseconds per
-    polynomial (seconds per sheet) and finds nothing more on the shipped
-    sheets.  A Max, a Min or any other non-polynomial is left as it is."""
+    expanded: SymPy's full factorisation costs about 10 ms per polynomial
+    (seconds for a model's sheet) and finds nothing more on any shipped sheet.  A Max, a Min or any other non-polynomial is left as it is."""
     if isinstance(value, (sympy.Max, sympy.Min)):
         return value
     expanded = sympy.expand(value)
