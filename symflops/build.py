@@ -19,7 +19,7 @@ import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping, Sequence, TextIO
+from typing import Any, Callable, Iterable, Mapping, Sequence, TextIO
 
 import jinja2
 import sympy
@@ -157,10 +157,14 @@ def build(src: str = "derivations", out: str = "build", *, pdf: bool | None = No
         # fork: the workers share the parent's loaded modules (and nothing is pickled but text)
         pool = concurrent.futures.ProcessPoolExecutor(
             max_workers=jobs or os.cpu_count(), mp_context=multiprocessing.get_context("fork"))
-        # The longest first, so that no worker is left with a big one at the end.
-        futures = {path: pool.submit(work, path)
-                   for path in sorted(files, key=_expected_work, reverse=True)}
-        outcomes = (futures[path].result() for path in files)
+        # Declarations that read the same file (a model and its block) go to
+        # one worker, which then derives their shared ops once; the largest
+        # groups first, so that no worker is left with a big one at the end.
+        futures = {}
+        for group in _groups(files):
+            future = pool.submit(_each, work, group)
+            futures.update({path: (future, k) for k, path in enumerate(group)})
+        outcomes = (futures[path][0].result()[futures[path][1]] for path in files)
     try:
         for path, (sheets, pdf_bytes, error) in zip(files, outcomes):
             if sheets is None:
@@ -174,24 +178,43 @@ def build(src: str = "derivations", out: str = "build", *, pdf: bool | None = No
     return result
 
 
-def _expected_work(path: str) -> int:
-    """A declaration's size with the files it includes, in bytes: a rough
-    guide to how long it takes to derive and render."""
-    total, seen, todo = 0, set(), [path]
+def _reads(path: str) -> dict[str, int]:
+    """The files a declaration reads (itself and its includes, found by a
+    plain text search) with their sizes in bytes."""
+    sizes: dict[str, int] = {}
+    todo = [os.path.abspath(path)]
     while todo:
         p = todo.pop()
-        if p in seen:
+        if p in sizes:
             continue
-        seen.add(p)
         try:
             with open(p, encoding="utf-8") as fh:
                 text = fh.read()
         except (OSError, UnicodeDecodeError):
+            sizes[p] = 0
             continue  # the worker reports it
-        total += len(text)
+        sizes[p] = len(text)
         todo += [os.path.join(os.path.dirname(p), m.group(1))
                  for m in re.finditer(r"^\s*-?\s*include:\s*['\"]?([^'\"\s#]+)", text, re.M)]
-    return total
+    return sizes
+
+
+def _groups(files: Sequence[str]) -> list[list[str]]:
+    """``files`` in groups that share a file they read, the largest group
+    (by bytes read, a rough guide to the work) first."""
+    reads = {path: _reads(path) for path in files}
+    groups: list[tuple[set[str], list[str]]] = []
+    for path in files:
+        joined = [g for g in groups if g[0] & set(reads[path])]
+        merged = (set(reads[path]).union(*(g[0] for g in joined)),
+                  [p for g in joined for p in g[1]] + [path])
+        groups = [g for g in groups if g not in joined] + [merged]
+    work = lambda group: sum(sum(reads[p].values()) for p in group)  # noqa: E731
+    return sorted((sorted(g[1]) for g in groups), key=work, reverse=True)
+
+
+def _each(work: Callable[[str], Any], paths: Sequence[str]) -> list[Any]:
+    return [work(p) for p in paths]
 
 
 def _sheets(path: str, *, configs: Sequence[Mapping[str, sympy.Expr]], templates: str | None,

@@ -131,3 +131,13 @@ def test_parallel_build_writes_the_same_files(tmp_path):
     for p in one.written:
         assert (tmp_path / "two" / os.path.basename(p)).read_bytes() == open(p, "rb").read()
     assert len(two.failed) == 1 and "unknown tensor 'Q'" in err.getvalue()
+
+
+def test_parallel_groups_keep_a_model_with_its_blocks():
+    """A worker gets a model together with the blocks it includes (so their
+    shared ops are derived once); unrelated declarations stand alone."""
+    names = ["ffn", "llama", "llama_block", "llama_tied", "moe", "moe_block", "dropout"]
+    groups = build_module._groups([str(ROOT / "derivations" / f"{n}.yaml") for n in names])
+    named = [[Path(p).stem for p in g] for g in groups]
+    assert sorted(map(sorted, named)) == sorted([["llama", "llama_block", "llama_tied"],
+                                                 ["moe", "moe_block"], ["ffn"], ["dropout"]])
