@@ -628,6 +628,9 @@ def sheet_context(derivation: Derivation, costs: Costs, fmt: str,
     layer = derivation.layer
     shape_poly = P.PolyPrinter(tuple(d.name for d in layer.dims))
     poly = _Substituted(shape_poly, tuple(layer.substitutions.items()))
+    # The candidates once defined dims are substituted (C = c k B S / M can
+    # reveal that one bounds another), as `--json` reports them.
+    peak = substitute(costs.inference_peak, layer.substitutions)
     m = _Math(poly, frozenset(t.name for t in layer.tensors))
     tensors = layer.tensor_map
     unit = costs.unit
@@ -781,10 +784,9 @@ def sheet_context(derivation: Derivation, costs: Costs, fmt: str,
         fixed_bytes=poly(mem["fixed_bytes"]),
         activation_bytes=poly(mem["activation_bytes"]),
         activation_elements=poly(costs.activations),
-        inference_peak=poly(costs.inference_peak),
-        inference_candidates=[poly(a) for a in (costs.inference_peak.args
-                                                 if isinstance(costs.inference_peak, sympy.Max)
-                                                 else (costs.inference_peak,))],
+        inference_peak=poly(peak),
+        inference_candidates=[poly(a) for a in (peak.args if isinstance(peak, sympy.Max)
+                                                 else (peak,))],
         batch_dims=batch_dims,
         numbers=_numbers(costs, configs, esc),
         model=_model(derivation, costs, poly, m, esc),

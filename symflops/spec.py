@@ -417,6 +417,11 @@ def _loss(call: Call, out: Factor, bound: dict[str, tuple[sympy.Expr, str, Span 
         raise SymflopsError(f"{call.name} needs the target classes", at(call.column),
                             f"write {call.name}({logits.name}[...], y[{','.join(rows)}]) with y "
                             "declared as role: index")
+    if target.name not in known:
+        raise SymflopsError(f"unknown tensor {target.name!r}", at(target.column),
+                            f"declare the targets under 'tensors:' as integer class labels, "
+                            f"e.g. {target.name}: {{shape: [...], role: index}}; "
+                            f"{closest(target.name, sorted(known))}")
     if known[target.name].role != "index":
         raise SymflopsError(f"the targets {target.name!r} must be integer class labels",
                             at(target.column), f"declare {target.name} with role: index")

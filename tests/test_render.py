@@ -88,6 +88,25 @@ def test_inference_peak_says_which_is_largest_only_when_there_is_a_choice():
     assert "elements of activations (which one is largest depends on the sizes)." in several
 
 
+def test_inference_candidates_on_the_sheet_are_those_of_the_json():
+    # moe.yaml defines C = c k B S / M; substituted, one candidate,
+    # BS(2kc + 3D + 2k + 1), is bounded by BS(Dkc + 2kc + 2D + 3k + 1) for
+    # every c, k >= 1 (Dkc >= D, 3k >= 2k), so neither lists it.
+    import sympy
+
+    from symflops.derive import derive
+    from symflops.spec import load
+    from symflops.summary import summary
+
+    path = ROOT / "derivations" / "moe.yaml"
+    d = derive(load(str(path)))
+    peak = summary(d, costs(d))["memory"]["inference_peak"]
+    text = sheet("md", path)
+    line = next(l for l in text.splitlines() if l.startswith("In inference"))
+    assert isinstance(peak, sympy.Max) and line.count("$BS(") == len(peak.args) == 9
+    assert "$BS(2kc + 3D + 2k + 1)$" not in line
+
+
 def test_numbers_table_at_the_toy_layer_sizes():
     import sympy
 
