@@ -31,13 +31,15 @@ def readable(value: sympy.Expr) -> sympy.Expr:
     ``S*(4*E + S + 1)/2`` (the sum left with integer coefficients whose gcd
     is 1).  A sum that is itself a product of sums, ``(B + S)*(D + F)``, stays
     expanded: SymPy's full factorisation costs about 10 ms per polynomial
-    (seconds for a model's sheet) and finds nothing more on any shipped sheet.  A Max, a Min or any other non-polynomial is left as it is."""
+    (seconds for a model's sheet) and finds nothing more on any shipped
+    sheet.  A Max or a Min is left as it is; any other expression that is
+    not a polynomial only has its common factors pulled out by SymPy."""
     if isinstance(value, (sympy.Max, sympy.Min)):
         return value
     expanded = sympy.expand(value)
     split = common_factor(expanded)
-    if split is None:
-        return expanded
+    if split is None:  # not a polynomial (a ceiling, a 1/G): SymPy's cheaper common-factor pass
+        return sympy.factor_terms(expanded)
     coefficient, monomial, rest = split
     return _keep_coeff(coefficient, monomial * rest)
 

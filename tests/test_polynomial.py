@@ -137,3 +137,11 @@ def test_contraction_search_matches_exhaustive_scoring():
         # some letters share a dim, so that ties between orders happen
         extents = {l: sizes[l] if rng.random() < 0.6 else sizes["a"] for l in used}
         assert contraction_path(e, extents, "equal-sizes") == _brute_force(e, extents), e
+
+
+def test_readable_pulls_common_factors_out_of_non_polynomials():
+    # A strided count with a ceiling and a per-group count with 1/G, by hand:
+    B, D, L, G = (dim_symbol(n) for n in "BDLG")
+    assert readable(2*B*D*sympy.ceiling(L/2) + 4*B*sympy.ceiling(L/2)) \
+        == 2*B*(D + 2)*sympy.ceiling(L/2)
+    assert readable(2*B*D/G + 4*B/G) == 2*B*(D + 2)/G
