@@ -13,7 +13,6 @@ import functools
 import glob
 import multiprocessing
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -178,39 +177,28 @@ def build(src: str = "derivations", out: str = "build", *, pdf: bool | None = No
     return result
 
 
-def _reads(path: str) -> dict[str, int]:
-    """The files a declaration reads (itself and its includes, found by a
-    plain text search) with their sizes in bytes."""
-    sizes: dict[str, int] = {}
-    todo = [os.path.abspath(path)]
-    while todo:
-        p = todo.pop()
-        if p in sizes:
-            continue
-        try:
-            with open(p, encoding="utf-8") as fh:
-                text = fh.read()
-        except (OSError, UnicodeDecodeError):
-            sizes[p] = 0
-            continue  # the worker reports it
-        sizes[p] = len(text)
-        todo += [os.path.join(os.path.dirname(p), m.group(1))
-                 for m in re.finditer(r"^\s*-?\s*include:\s*['\"]?([^'\"\s#]+)", text, re.M)]
-    return sizes
-
-
 def _groups(files: Sequence[str]) -> list[list[str]]:
-    """``files`` in groups that share a file they read, the largest group
-    (by bytes read, a rough guide to the work) first."""
-    reads = {path: _reads(path) for path in files}
+    """``files`` in groups that share a declaration (a model and the blocks it
+    includes, as the spec reads them), the group with the most ops first.
+    A declaration that does not load stands alone; its worker reports it."""
+    reads: dict[str, set[str]] = {}
+    ops: dict[str, int] = {}
+    for path in files:
+        try:
+            layer = load(path)
+        except SymflopsError:
+            layer = None
+        reads[path] = {os.path.abspath(path)} | {os.path.abspath(b.source)
+                                                for b in (layer.blocks if layer else ())}
+        ops[path] = len(layer.ops) if layer else 0
     groups: list[tuple[set[str], list[str]]] = []
     for path in files:
-        joined = [g for g in groups if g[0] & set(reads[path])]
-        merged = (set(reads[path]).union(*(g[0] for g in joined)),
+        joined = [g for g in groups if g[0] & reads[path]]
+        merged = (reads[path].union(*(g[0] for g in joined)),
                   [p for g in joined for p in g[1]] + [path])
         groups = [g for g in groups if g not in joined] + [merged]
-    work = lambda group: sum(sum(reads[p].values()) for p in group)  # noqa: E731
-    return sorted((sorted(g[1]) for g in groups), key=work, reverse=True)
+    return sorted((sorted(g[1]) for g in groups), key=lambda g: sum(ops[p] for p in g),
+                  reverse=True)
 
 
 def _each(work: Callable[[str], Any], paths: Sequence[str]) -> list[Any]:

@@ -5,10 +5,14 @@ is built (seconds for a few dozen polynomials), and rebuilds itself that way
 whenever a dim is substituted.  :func:`largest` keeps only the candidates that
 no other one bounds, by a cheap sufficient test on their coefficients, and
 :func:`substitute_max` substitutes inside a Max without SymPy's comparisons.
+The others read an expanded polynomial's terms straight from SymPy's term
+dictionary (:func:`monomials`): exact division instead of ``cancel``, and the
+common factor a sheet prints outside a sum instead of ``factor``.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Callable
 
 import sympy
@@ -123,3 +127,28 @@ def exact_quotient(a: sympy.Expr, b: sympy.Expr) -> sympy.Expr | None:
         return sympy.expand(quotient.as_expr()) if remainder.is_zero else None
     num, den = sympy.fraction(sympy.cancel(a / b))
     return sympy.expand(num / den) if den.is_number else None
+
+
+def common_factor(poly: sympy.Expr) -> tuple[sympy.Rational, sympy.Expr, sympy.Expr] | None:
+    """An expanded polynomial with rational coefficients split as
+    ``coefficient * monomial * rest``: the coefficient is the rational gcd of
+    its coefficients (negative when all of them are), the monomial the common
+    power of each dim; None when ``poly`` is not such a polynomial.
+
+    >>> B, D, F = sympy.symbols("B D F")
+    >>> common_factor(4*B*D + 2*B*F)
+    (2, B, 2*D + F)
+    """
+    terms = monomials(poly)
+    if not terms:
+        return None
+    numerators = [c.p for c, _ in terms]
+    coefficient = sympy.Rational(math.gcd(*numerators), math.lcm(*(c.q for c, _ in terms)))
+    if all(n < 0 for n in numerators):
+        coefficient = -coefficient
+    common = dict(terms[0][1])
+    for _, powers in terms[1:]:
+        common = {b: min(e, powers[b]) for b, e in common.items() if b in powers}
+    rest = from_monomials([(c / coefficient, {b: e - common.get(b, 0) for b, e in powers.items()})
+                           for c, powers in terms])
+    return coefficient, sympy.Mul(*(b ** e for b, e in common.items())), rest

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 import functools
-import math
 
 import sympy
 from sympy.core.mul import _keep_coeff
@@ -23,7 +22,7 @@ from sympy.core.mul import _keep_coeff
 from .derive import IndexTerm, MatrixProduct
 from .functions import Y, parse_fn
 from .ir import Factor
-from .polynomial import from_monomials, monomials
+from .polynomial import common_factor, monomials
 
 @functools.lru_cache(maxsize=4096)
 def readable(value: sympy.Expr) -> sympy.Expr:
@@ -42,31 +41,6 @@ def readable(value: sympy.Expr) -> sympy.Expr:
         return sympy.factor_terms(expanded)
     coefficient, monomial, rest = split
     return _keep_coeff(coefficient, monomial * rest)
-
-
-def common_factor(poly: sympy.Expr) -> tuple[sympy.Rational, sympy.Expr, sympy.Expr] | None:
-    """An expanded polynomial with rational coefficients split as
-    ``coefficient * monomial * rest``: the coefficient is the rational gcd of
-    its coefficients (negative when all of them are), the monomial the common
-    power of each dim; None when ``poly`` is not such a polynomial.
-
-    >>> B, D, F = sympy.symbols("B D F")
-    >>> common_factor(4*B*D + 2*B*F)
-    (2, B, 2*D + F)
-    """
-    terms = monomials(poly)
-    if not terms:
-        return None
-    numerators = [c.p for c, _ in terms]
-    coefficient = sympy.Rational(math.gcd(*numerators), math.lcm(*(c.q for c, _ in terms)))
-    if all(n < 0 for n in numerators):
-        coefficient = -coefficient
-    common = dict(terms[0][1])
-    for _, powers in terms[1:]:
-        common = {b: min(e, powers[b]) for b, e in common.items() if b in powers}
-    rest = from_monomials([(c / coefficient, {b: e - common.get(b, 0) for b, e in powers.items()})
-                           for c, powers in terms])
-    return coefficient, sympy.Mul(*(b ** e for b, e in common.items())), rest
 
 
 def _text_escape(name: str) -> str:

@@ -27,8 +27,8 @@ from hypothesis import strategies as st
 
 from symflops.cost import _start, _step, _steps, _size, _conditions, contraction_path
 from symflops.ir import Einsum, Factor, dim_symbol
-from symflops.polynomial import exact_quotient, largest, monomials
-from symflops.printing import common_factor, readable
+from symflops.polynomial import common_factor, exact_quotient, largest, monomials
+from symflops.printing import readable
 
 DIMS = [dim_symbol(n) for n in "BDFSV"]
 QUICK = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
