@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
-from typing import Callable
+from typing import Callable, Iterator
 
 import numpy as np
 import sympy
@@ -49,22 +49,44 @@ class Function:
 
     @cached_property
     def derivative_of_output(self) -> sympy.Expr:
-        """f'(x) written as g(y) with y = f(x), for output-saving functions."""
+        """f'(x) written as g(y) with y = f(x), for output-saving functions.
+
+        Tried in order, cheapest first: spot f(x) inside f'(x); solve
+        y = f(x) for one function of x in it (sigmoid: exp(-x) = (1 - y)/y),
+        when that equation is linear; solve y = f(x) for x.  Whatever the
+        route, the answer is kept only if g(f(x)) equals f'(x) at a few points.
+        """
         if self.saves != "output":
             raise ValueError(f"{self.name} saves its input")
         d = self.derivative
         spotted = d.subs(self.formula, Y)
-        if X not in spotted.free_symbols:
-            return sympy.simplify(spotted)
-        # check=False skips SymPy's own (slow) check of each inverse; a
-        # candidate is kept only if g(f(x)) equals f'(x) at a few points.
-        for inverse in sympy.solve(sympy.Eq(Y, self.formula), X, check=False):
-            g = sympy.simplify(d.subs(X, inverse))
+        for g in self._output_forms(d, spotted):
             if X not in g.free_symbols and all(
                     abs(complex(g.subs(Y, self.formula).subs(X, x) - d.subs(X, x))) < 1e-12
                     for x in (sympy.Rational(-13, 10), sympy.Rational(2, 5), sympy.Rational(21, 10))):
                 return g
         raise ValueError(f"cannot write {self.name}' in terms of its output")
+
+    def _output_forms(self, derivative: sympy.Expr, spotted: sympy.Expr) -> Iterator[sympy.Expr]:
+        """Candidates for f' in terms of y, most direct first.  A polynomial
+        in y is left as it is (``sympy.simplify`` costs 0.3 s on its first call)."""
+        def tidy(g: sympy.Expr) -> sympy.Expr:
+            return g if g.is_polynomial(Y) else sympy.simplify(g)
+
+        if X not in spotted.free_symbols:
+            yield tidy(spotted)
+            return
+        u = sympy.Dummy("u")
+        for atom in sorted(spotted.atoms(sympy.Function), key=sympy.default_sort_key):
+            in_u = self.formula.subs(atom, u)
+            if X in atom.free_symbols and X not in in_u.free_symbols:
+                numerator = sympy.numer(sympy.together(Y - in_u))
+                if numerator.is_polynomial(u) and sympy.degree(numerator, u) == 1:
+                    a, b = sympy.Poly(numerator, u).all_coeffs()
+                    yield tidy(spotted.subs(atom, -b / a))
+        # check=False skips SymPy's own (slow) check of each inverse.
+        for inverse in sympy.solve(sympy.Eq(Y, self.formula), X, check=False):
+            yield sympy.simplify(derivative.subs(X, inverse))
 
     @cached_property
     def cost(self) -> int:
