@@ -23,6 +23,8 @@ Conventions (stated on every sheet and in ``--json``):
 
 from __future__ import annotations
 
+import functools
+
 from dataclasses import dataclass
 from typing import Mapping
 
@@ -47,10 +49,21 @@ def _size(indices: set[str] | frozenset[str], extents: Mapping[str, sympy.Expr],
         return sympy.Mul(*(extents[i] for i in sorted(indices)))
     bound = {x for c in applied for x in c[:2]}
     free = sympy.Mul(*(extents[i] for i in sorted(indices) if i not in bound))
-    symbols = {x: sympy.Dummy(x, integer=True, positive=True) for x in bound}
+    count = _domain_size(tuple(sorted(applied)), tuple((x, extents[x]) for x in sorted(bound)))
+    return sympy.expand(free * count)
+
+
+@functools.lru_cache(maxsize=1024)
+def _domain_size(applied: tuple[tuple[str, str, bool], ...],
+                 extents: tuple[tuple[str, sympy.Expr], ...]) -> sympy.Expr:
+    """The number of tuples of the ``extents`` letters that satisfy every
+    condition ``(low, high, strict)`` of ``applied`` (remembered: causal
+    attention asks the same question for every term and rule)."""
+    extent = dict(extents)
+    symbols = {x: sympy.Dummy(x, integer=True, positive=True) for x in extent}
     order: list[str] = []  # every low letter before its high letters: summed inside them
-    while len(order) < len(bound):
-        ready = sorted(x for x in bound if x not in order
+    while len(order) < len(extent):
+        ready = sorted(x for x in extent if x not in order
                        and all(low in order for low, high, _ in applied if high == x))
         order.append(ready[0])
     count: sympy.Expr = sympy.Integer(1)
@@ -59,10 +72,10 @@ def _size(indices: set[str] | frozenset[str], extents: Mapping[str, sympy.Expr],
         for low, high, strict in applied:
             if low == x:
                 top = symbols[high] - (1 if strict else 0)
-                uppers.append(top if extents[high] == extents[x] else sympy.Min(extents[x], top))
-        upper = sympy.Min(*uppers) if len(uppers) > 1 else uppers[0] if uppers else extents[x]
+                uppers.append(top if extent[high] == extent[x] else sympy.Min(extent[x], top))
+        upper = sympy.Min(*uppers) if len(uppers) > 1 else uppers[0] if uppers else extent[x]
         count = sympy.summation(count, (symbols[x], 1, upper))
-    return sympy.expand(free * count)
+    return count
 
 
 def _conditions(e: Einsum) -> tuple[tuple[str, str, bool], ...]:
