@@ -25,7 +25,7 @@ from typing import Any, Iterable, Mapping
 import sympy
 
 from .errors import Span
-from .polynomial import substitute_max
+from .polynomial import substitute_max, substituted
 
 #: Roles a declared tensor may have.  ``activation`` is given to tensors that an
 #: op produces, ``mask`` to the keep-masks dropout draws; users write neither.
@@ -389,7 +389,7 @@ class Layer:
 @functools.lru_cache(maxsize=16384)
 def _substituted(expr: sympy.Expr, subs: tuple[tuple[sympy.Symbol, sympy.Expr], ...]) -> sympy.Expr:
     mapping = dict(subs)
-    return substitute_max(expr, lambda e: sympy.expand(e.xreplace(mapping)))
+    return substitute_max(expr, lambda e: substituted(e, mapping))
 
 
 def substitute(expr: sympy.Expr, subs: Mapping[sympy.Symbol, sympy.Expr]) -> sympy.Expr:

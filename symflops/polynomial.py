@@ -6,8 +6,10 @@ whenever a dim is substituted.  :func:`largest` keeps only the candidates that
 no other one bounds, by a cheap sufficient test on their coefficients, and
 :func:`substitute_max` substitutes inside a Max without SymPy's comparisons.
 The others read an expanded polynomial's terms straight from SymPy's term
-dictionary (:func:`monomials`): exact division instead of ``cancel``, and the
-common factor a sheet prints outside a sum instead of ``factor``.
+dictionary (:func:`monomials`): exact division (long division on exponent
+tuples) instead of ``cancel`` or ``div``, a defined dim's single-term formula
+substituted term by term instead of ``expand``, and the common factor a sheet
+prints outside a sum instead of ``factor``.
 """
 
 from __future__ import annotations
@@ -71,10 +73,49 @@ def substitute_max(expr: sympy.Expr, substitute: Callable[[sympy.Expr], sympy.Ex
     return substitute(expr)
 
 
+def _single_term(value: sympy.Expr) -> tuple[sympy.Rational, dict[sympy.Expr, int]] | None:
+    """``value`` as ``(coefficient, {symbol: power})`` when it is one term with
+    integer powers of either sign (``N/G``, ``c*k*B*S/M``), else None."""
+    items = list(value.as_coefficients_dict().items())
+    if len(items) != 1:
+        return None
+    monomial, c = items[0]
+    powers = {} if monomial == 1 else monomial.as_powers_dict()
+    if not c.is_Rational or not all(b.is_Symbol and e.is_Integer for b, e in powers.items()):
+        return None
+    return c, {b: int(e) for b, e in powers.items()}
+
+
+def substituted(expr: sympy.Expr, mapping: dict[sympy.Symbol, sympy.Expr]) -> sympy.Expr:
+    """``sympy.expand(expr.xreplace(mapping))``, term by term when ``expr`` is
+    an expanded polynomial and every value is a single term (a defined dim
+    such as ``R = N/G``): no expansion of products is needed then."""
+    top = monomials(expr)
+    values = {s: _single_term(v) for s, v in mapping.items()}
+    if top is None or any(v is None for v in values.values()):
+        return sympy.expand(expr.xreplace(mapping))
+    collected: dict[tuple, sympy.Rational] = {}
+    for c, powers in top:
+        exponents: dict[sympy.Expr, int] = {}
+        for b, e in powers.items():
+            if b in values:
+                vc, vp = values[b]
+                c *= vc ** e
+                for vb, ve in vp.items():
+                    exponents[vb] = exponents.get(vb, 0) + ve * e
+            else:
+                exponents[b] = exponents.get(b, 0) + e
+        key = tuple(sorted(((b, e) for b, e in exponents.items() if e), key=lambda x: x[0].name))
+        collected[key] = collected.get(key, 0) + c
+    return sympy.Add(*(sympy.Mul(c, *(b ** e for b, e in key))
+                       for key, c in collected.items() if c != 0))
+
+
 def quotient(a: sympy.Expr, b: sympy.Expr) -> sympy.Expr:
-    """``a / b``, expanded when it is a polynomial, else as ``sympy.cancel`` leaves it."""
+    """``a / b`` expanded: a polynomial when ``b`` divides ``a``, else a sum
+    of terms some of which keep a denominator."""
     exact = exact_quotient(a, b)
-    return exact if exact is not None else sympy.cancel(a / b)
+    return exact if exact is not None else sympy.expand(a / b)
 
 
 Monomial = dict[sympy.Expr, int]
@@ -120,6 +161,12 @@ def exact_quotient(a: sympy.Expr, b: sympy.Expr) -> sympy.Expr | None:
             return None
         return from_monomials([(k / c, {s: e - powers.get(s, 0) for s, e in t.items()
                                         if e != powers.get(s, 0)}) for k, t in top])
+    if top is not None and bottom:
+        gens = tuple(sorted({s for _, t in top + bottom for s in t}, key=lambda s: s.name))
+        q = _divide({_exponents(t, gens): c for c, t in top},
+                    {_exponents(t, gens): c for c, t in bottom})
+        return None if q is None else from_monomials(
+            [(c, {g: e for g, e in zip(gens, m) if e}) for m, c in q.items()])
     gens = tuple(sorted(a.free_symbols | b.free_symbols, key=str))
     if gens and a.is_polynomial(*gens) and b.is_polynomial(*gens):
         quotient, remainder = sympy.div(sympy.Poly(a, *gens, domain="QQ"),
@@ -127,6 +174,35 @@ def exact_quotient(a: sympy.Expr, b: sympy.Expr) -> sympy.Expr | None:
         return sympy.expand(quotient.as_expr()) if remainder.is_zero else None
     num, den = sympy.fraction(sympy.cancel(a / b))
     return sympy.expand(num / den) if den.is_number else None
+
+
+def _exponents(powers: Monomial, gens: tuple[sympy.Symbol, ...]) -> tuple[int, ...]:
+    return tuple(powers.get(g, 0) for g in gens)
+
+
+def _divide(top: dict[tuple[int, ...], sympy.Rational], bottom: dict[tuple[int, ...], sympy.Rational]
+            ) -> dict[tuple[int, ...], sympy.Rational] | None:
+    """The quotient of two polynomials given as ``{exponents: coefficient}``
+    when the division leaves no remainder, else None.  Long division in
+    lexicographic order: if ``bottom`` divides ``top``, each step's leading
+    term of what is left is a multiple of ``bottom``'s leading term."""
+    lead = max(bottom)
+    left, quotient = dict(top), {}
+    while left:
+        head = max(left)
+        shift = tuple(x - y for x, y in zip(head, lead))
+        if min(shift) < 0:
+            return None
+        c = left[head] / bottom[lead]
+        quotient[shift] = c
+        for m, k in bottom.items():
+            at = tuple(x + y for x, y in zip(m, shift))
+            value = left.get(at, 0) - c * k
+            if value == 0:
+                left.pop(at, None)
+            else:
+                left[at] = value
+    return quotient
 
 
 def common_factor(poly: sympy.Expr) -> tuple[sympy.Rational, sympy.Expr, sympy.Expr] | None:

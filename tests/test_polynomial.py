@@ -12,6 +12,8 @@ checked here against that call, or against brute force, on random input:
   product of sums;
 * ``largest`` drops a candidate only when a kept one is at least as large at
   random points with every dim >= 1, and keeps the true maximum there;
+* ``substituted(p, {dim: single term})`` is ``expand(p.xreplace(...))``,
+  structurally (the sheets print it), also when a value has negative powers;
 * the depth-first contraction-order search returns the same order as scoring
   every order in enumeration order and taking the first cheapest.
 """
@@ -27,7 +29,7 @@ from hypothesis import strategies as st
 
 from symflops.cost import _start, _step, _steps, _size, _conditions, contraction_path
 from symflops.ir import Einsum, Factor, dim_symbol
-from symflops.polynomial import common_factor, exact_quotient, largest, monomials
+from symflops.polynomial import common_factor, exact_quotient, largest, monomials, substituted
 from symflops.printing import readable
 
 DIMS = [dim_symbol(n) for n in "BDFSV"]
@@ -52,6 +54,32 @@ def polynomials(draw, max_terms: int = 4, negative: bool = True) -> sympy.Expr:
 def test_exact_quotient_of_a_product_is_the_other_factor(a, b):
     assume(b != 0)
     assert exact_quotient(sympy.expand(a * b), b) == sympy.expand(a)
+
+
+@st.composite
+def single_terms(draw) -> sympy.Expr:
+    """A defined dim's formula such as N/G or c*k*B*S/M: one term, powers of either sign."""
+    c = sympy.Rational(draw(st.integers(1, 4)), draw(st.sampled_from([1, 2])))
+    powers = draw(st.lists(st.tuples(st.sampled_from(DIMS[:3] + EXTRA), st.integers(-2, 2)),
+                           max_size=3))
+    return c * sympy.Mul(*(d ** e for d, e in powers))
+
+
+EXTRA = [dim_symbol(n) for n in ("N", "G")]
+
+
+@QUICK
+@given(polynomials(), single_terms(), single_terms())
+def test_substituted_is_expand_of_xreplace(p, s, v):
+    mapping = {DIMS[3]: s, DIMS[4]: v}  # S and V are defined dims
+    fast = substituted(p, mapping)
+    slow = sympy.expand(p.xreplace(mapping))
+    assert fast == slow and sympy.srepr(fast) == sympy.srepr(slow)
+
+
+def test_substituted_of_a_sum_of_dims_expands():
+    B, D, S = (dim_symbol(n) for n in "BDS")
+    assert substituted(3 * B * S, {S: B + D}) == 3 * B**2 + 3 * B * D  # not a single term: SymPy's way
 
 
 @QUICK
