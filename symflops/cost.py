@@ -33,7 +33,7 @@ import sympy
 from .derive import Derivation, Rule, repeat_only_gradients
 from .functions import cost as function_cost
 from .polynomial import exact_quotient, largest
-from .ir import Contraction, Einsum, Layer, comparison, selections
+from .ir import Contraction, Einsum, Factor, Layer, comparison, selections
 from .precision import Precision, policy
 
 UNITS = ("FLOPs", "MACs")
@@ -136,6 +136,21 @@ def contraction_path(e: Einsum, extents: Mapping[str, sympy.Expr],
         return declared
     if n > 6:  # exhaustive search grows too fast; keep the written order
         return declared
+    # The order depends on the letters' pattern and extents only: searched once
+    # per pattern (a model's rules repeat its blocks' under other names).
+    letter = {x: f"i{k}" for k, x in enumerate(e.indices)}
+    pattern = Einsum(Factor("Y", tuple(letter[i] for i in e.output.indices)),
+                     tuple(Factor(f"X{k}", tuple(letter[i] for i in f.indices), fn=f.fn)
+                           for k, f in enumerate(e.operands)))
+    return list(_cheapest(pattern, tuple((letter[x], extents[x]) for x in e.indices
+                                         if x in extents)))
+
+
+@functools.lru_cache(maxsize=4096)
+def _cheapest(e: Einsum, index_extents: tuple[tuple[str, sympy.Expr], ...]
+              ) -> tuple[tuple[int, int], ...]:
+    """The search of :func:`contraction_path` for ``equal-sizes``."""
+    extents = dict(index_extents)
     symbols = set().union(*(x.free_symbols for x in extents.values()))
     probe = {s: 1009 for s in symbols}
     conditions = _conditions(e)
@@ -166,7 +181,7 @@ def contraction_path(e: Einsum, extents: Mapping[str, sympy.Expr],
                 search(after, left, path + [(i, j)], score + size(union) * (2 if summed else 1))
 
     search(*_start(e), [], 0)
-    return best[1]
+    return tuple(best[1])
 
 
 def einsum_flops(e: Einsum, extents: Mapping[str, sympy.Expr], unit: str = "FLOPs",
