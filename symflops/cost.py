@@ -24,7 +24,6 @@ Conventions (stated on every sheet and in ``--json``):
 from __future__ import annotations
 
 import functools
-
 from dataclasses import dataclass
 from typing import Mapping
 

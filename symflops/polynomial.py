@@ -191,7 +191,7 @@ def _divide(top: dict[tuple[int, ...], sympy.Rational], bottom: dict[tuple[int, 
     while left:
         head = max(left)
         shift = tuple(x - y for x, y in zip(head, lead))
-        if min(shift) < 0:
+        if min(shift, default=0) < 0:
             return None
         c = left[head] / bottom[lead]
         quotient[shift] = c
