@@ -15,16 +15,22 @@ prints outside a sum instead of ``factor``.
 from __future__ import annotations
 
 import math
-from typing import Callable
+from typing import Callable, Sequence
 
 import sympy
+
+Monomial = dict[sympy.Expr, int]  # {symbol: power}
 
 
 def terms(e: sympy.Expr, gens: tuple[sympy.Symbol, ...]) -> dict | None:
     """``e`` as ``{exponents: coefficient}``; None if it is not a polynomial."""
     found = monomials(sympy.expand(e))
-    if found is None:
-        return None
+    return None if found is None else by_exponents(found, gens)
+
+
+def by_exponents(found: list[tuple[sympy.Rational, Monomial]], gens: Sequence[sympy.Symbol]
+                 ) -> dict[tuple[int, ...], sympy.Rational]:
+    """Terms from :func:`monomials` as ``{exponents of gens: coefficient}``."""
     return {tuple(powers.get(g, 0) for g in gens): c for c, powers in found}
 
 
@@ -73,33 +79,20 @@ def substitute_max(expr: sympy.Expr, substitute: Callable[[sympy.Expr], sympy.Ex
     return substitute(expr)
 
 
-def _single_term(value: sympy.Expr) -> tuple[sympy.Rational, dict[sympy.Expr, int]] | None:
-    """``value`` as ``(coefficient, {symbol: power})`` when it is one term with
-    integer powers of either sign (``N/G``, ``c*k*B*S/M``), else None."""
-    items = list(value.as_coefficients_dict().items())
-    if len(items) != 1:
-        return None
-    monomial, c = items[0]
-    powers = {} if monomial == 1 else monomial.as_powers_dict()
-    if not c.is_Rational or not all(b.is_Symbol and e.is_Integer for b, e in powers.items()):
-        return None
-    return c, {b: int(e) for b, e in powers.items()}
-
-
 def substituted(expr: sympy.Expr, mapping: dict[sympy.Symbol, sympy.Expr]) -> sympy.Expr:
     """``sympy.expand(expr.xreplace(mapping))``, term by term when ``expr`` is
     an expanded polynomial and every value is a single term (a defined dim
     such as ``R = N/G``): no expansion of products is needed then."""
     top = monomials(expr)
-    values = {s: _single_term(v) for s, v in mapping.items()}
-    if top is None or any(v is None for v in values.values()):
+    values = {s: monomials(v, negative=True) for s, v in mapping.items()}
+    if top is None or any(v is None or len(v) != 1 for v in values.values()):
         return sympy.expand(expr.xreplace(mapping))
     collected: dict[tuple, sympy.Rational] = {}
     for c, powers in top:
         exponents: dict[sympy.Expr, int] = {}
         for b, e in powers.items():
             if b in values:
-                vc, vp = values[b]
+                vc, vp = values[b][0]
                 c *= vc ** e
                 for vb, ve in vp.items():
                     exponents[vb] = exponents.get(vb, 0) + ve * e
@@ -118,13 +111,13 @@ def quotient(a: sympy.Expr, b: sympy.Expr) -> sympy.Expr:
     return exact if exact is not None else sympy.expand(a / b)
 
 
-Monomial = dict[sympy.Expr, int]
 
-
-def monomials(expr: sympy.Expr) -> list[tuple[sympy.Rational, Monomial]] | None:
+def monomials(expr: sympy.Expr, negative: bool = False
+              ) -> list[tuple[sympy.Rational, Monomial]] | None:
     """An expanded polynomial with rational coefficients as its terms,
-    ``(coefficient, {symbol: power})``; None when ``expr`` is not one.
-    Reads SymPy's own term dictionary, so it costs next to nothing.
+    ``(coefficient, {symbol: power})``; None when ``expr`` is not one (with
+    ``negative``, powers may be negative integers: ``N/G``).  Reads SymPy's
+    own term dictionary, so it costs next to nothing.
 
     >>> B, D = sympy.symbols("B D")
     >>> monomials(3*B**2)
@@ -137,7 +130,7 @@ def monomials(expr: sympy.Expr) -> list[tuple[sympy.Rational, Monomial]] | None:
         if c == 0:  # zero has no terms
             continue
         powers = {} if monomial == 1 else monomial.as_powers_dict()
-        if not c.is_Rational or not all(b.is_Symbol and e.is_Integer and e > 0
+        if not c.is_Rational or not all(b.is_Symbol and e.is_Integer and (negative or e > 0)
                                         for b, e in powers.items()):
             return None
         out.append((c, {b: int(e) for b, e in powers.items()}))
@@ -151,20 +144,12 @@ def from_monomials(terms: list[tuple[sympy.Rational, Monomial]]) -> sympy.Expr:
 def exact_quotient(a: sympy.Expr, b: sympy.Expr) -> sympy.Expr | None:
     """``a / b`` expanded when it is a polynomial in the dims (rational
     coefficients allowed: ``3*B*D / (2*D)`` is ``3*B/2``), else None.  By
-    polynomial division (term by term when ``b`` is a single term), much
-    faster than ``sympy.cancel``; a quotient of expressions that are not
-    polynomials goes through ``cancel``."""
+    polynomial long division, much faster than ``sympy.cancel``; a quotient
+    of expressions that are not polynomials goes through ``cancel``."""
     top, bottom = monomials(sympy.expand(a)), monomials(sympy.expand(b))
-    if top is not None and bottom is not None and len(bottom) == 1:
-        c, powers = bottom[0]
-        if any(any(t.get(s, 0) < e for s, e in powers.items()) for _, t in top):
-            return None
-        return from_monomials([(k / c, {s: e - powers.get(s, 0) for s, e in t.items()
-                                        if e != powers.get(s, 0)}) for k, t in top])
     if top is not None and bottom:
         gens = tuple(sorted({s for _, t in top + bottom for s in t}, key=lambda s: s.name))
-        q = _divide({_exponents(t, gens): c for c, t in top},
-                    {_exponents(t, gens): c for c, t in bottom})
+        q = _divide(by_exponents(top, gens), by_exponents(bottom, gens))
         return None if q is None else from_monomials(
             [(c, {g: e for g, e in zip(gens, m) if e}) for m, c in q.items()])
     gens = tuple(sorted(a.free_symbols | b.free_symbols, key=str))
@@ -174,10 +159,6 @@ def exact_quotient(a: sympy.Expr, b: sympy.Expr) -> sympy.Expr | None:
         return sympy.expand(quotient.as_expr()) if remainder.is_zero else None
     num, den = sympy.fraction(sympy.cancel(a / b))
     return sympy.expand(num / den) if den.is_number else None
-
-
-def _exponents(powers: Monomial, gens: tuple[sympy.Symbol, ...]) -> tuple[int, ...]:
-    return tuple(powers.get(g, 0) for g in gens)
 
 
 def _divide(top: dict[tuple[int, ...], sympy.Rational], bottom: dict[tuple[int, ...], sympy.Rational]

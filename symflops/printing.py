@@ -11,10 +11,9 @@ escaping ``_`` inside ``\\text{}`` is all they need.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Iterable, Sequence
-
-import functools
 
 import sympy
 from sympy.core.mul import _keep_coeff
@@ -22,7 +21,7 @@ from sympy.core.mul import _keep_coeff
 from .derive import IndexTerm, MatrixProduct
 from .functions import Y, parse_fn
 from .ir import Factor
-from .polynomial import common_factor, monomials
+from .polynomial import by_exponents, common_factor, monomials
 
 @functools.lru_cache(maxsize=4096)
 def readable(value: sympy.Expr) -> sympy.Expr:
@@ -170,8 +169,8 @@ class PolyPrinter:
         found = monomials(expr)
         if found is None:  # coefficients that are not rational numbers
             return self._fallback(expr)
-        terms = [(tuple(powers.get(g, 0) for g in gens), c) for c, powers in found]
-        terms = sorted(terms, key=lambda t: (-sum(t[0]), [-e for e in t[0]]))
+        terms = sorted(by_exponents(found, gens).items(),
+                       key=lambda t: (-sum(t[0]), [-e for e in t[0]]))
         out = ""
         for k, (exps, coeff) in enumerate(terms):
             text = self.monomial(sympy.Integer(1) if coeff == 1 else coeff,
