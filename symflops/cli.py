@@ -194,17 +194,19 @@ def _run_sheet(args: argparse.Namespace) -> int:
 
 
 def _run_sweep(args: argparse.Namespace) -> int:
-    layer, s = _derive_structure(args)
+    layer, s = _derive_structure(args, "minimum")
     result = sweep_command.sweep(layer, s, args.values, args.csv)
     print(sweep_command.summary_line(layer, result, args.csv),
           file=sys.stderr if args.csv == "-" else sys.stdout)
     return 0
 
 
-def _derive_structure(args: argparse.Namespace):
+def _derive_structure(args: argparse.Namespace, choice: str = "declared"):
+    """The layer and its summary; ``choice`` as in :data:`symflops.cost.Choice`
+    (the commands that evaluate at given sizes take each size's cheapest order)."""
     layer = load(args.file)
     derivation = derive(layer)
-    c = costs(derivation, "MACs" if args.macs else "FLOPs", args.precision)
+    c = costs(derivation, "MACs" if args.macs else "FLOPs", args.precision, choice)
     return layer, summary(derivation, c)
 
 
@@ -223,7 +225,7 @@ def run(argv: Sequence[str] | None = None) -> int:
         return commands[args.command].run(args)
     if args.command == "sweep":
         return _run_sweep(args)
-    layer, s = _derive_structure(args)
+    layer, s = _derive_structure(args, "declared" if args.command == "derive" else "minimum")
     if args.command == "derive":
         out = json.dumps(to_json_ready(s), indent=2) + "\n" if args.json else text_report(s)
     else:  # eval

@@ -2,190 +2,53 @@
 
 Conventions (stated on every sheet and in ``--json``):
 
-* one multiply-add is 2 FLOPs.  A pairwise product that sums over some index
-  costs ``2 * (product of the extents of all its distinct indices)``; one that
-  sums over nothing (outer or elementwise product) costs ``1 *`` that product,
-  as opt_einsum counts them.  Operands are contracted pairwise in the order they
-  are written.  A single-operand reduction costs one add per element read; a
-  copy or broadcast costs nothing.
-* with ``unit="MACs"`` every pairwise product costs one MAC per term instead
-  (multiply-accumulates, as fvcore, ptflops and thop report).
-* ``flops`` counts contractions only (the 6N convention); scaling by a constant
-  and adding gradient contributions are counted apart in ``elementwise``.
+* one multiply-add is 2 FLOPs; with ``unit="MACs"`` every product costs one
+  MAC per term instead (multiply-accumulates, as fvcore, ptflops and thop report).
+* each einsum term is contracted pairwise (:mod:`symflops.contraction`
+  counts each step and puts it in a bucket by one rule): forward terms in the
+  order written (or the cheapest, with ``forward_order: cheapest``), backward
+  rules in the cheapest order.  Where the cheapest orders cross, the count is
+  the one cheapest at the declared ``sizes:``, else the least of them.
+* ``flops`` counts the contraction steps (matrix products, the 6N
+  convention); everything else is ``elementwise``: other products, scaling by
+  a constant, pointwise functions, adding terms and gradient contributions.
 * memory polynomials are in elements; bytes come from a precision policy.
-* a where-clause restricts the domain: a step whose indices include both
+* a where-clause restricts the domain: a step whose letters include both
   letters of a condition ``t <= s`` counts the terms inside the domain only,
-  ``sympy.summation`` over it (``S(S+1)/2`` pairs for ``t <= s`` over ``S``).
-  A lookup ``[v = tok[b]]`` leaves one ``v`` per ``b``: it multiplies nothing,
-  and ``v`` is counted as ``tok``'s letters (a gather copies; its backward, a
-  scatter-add, adds once per element read).
+  in closed form (:mod:`symflops.domain`: ``S(S+1)/2`` pairs for ``t <= s``
+  over ``S``).  A lookup ``[v = tok[b]]`` leaves one ``v`` per ``b``: it
+  multiplies nothing, and ``v`` is counted as ``tok``'s letters (a gather
+  copies; its backward, a scatter-add, adds once per element read).
 """
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Literal, Mapping, Sequence
 
 import sympy
 
+from .contraction import Candidate, Order, bounds_of, candidate, cheapest, size, tree_text, written
 from .derive import Derivation, Rule, repeat_only_gradients
 from .functions import cost as function_cost
-from .polynomial import exact_quotient, largest
-from .ir import Contraction, Einsum, Factor, Layer, comparison, selections
+from .ir import Contraction, Einsum, Layer, dim_symbol
+from .polynomial import Least, dominated, exact_quotient, largest, monomials, terms
 from .precision import Precision, policy
 
 UNITS = ("FLOPs", "MACs")
-
-
-def _size(indices: set[str] | frozenset[str], extents: Mapping[str, sympy.Expr],
-          conditions: tuple[tuple[str, str, bool], ...] = ()) -> sympy.Expr:
-    """How many index tuples ``indices`` range over: the product of their
-    extents, or, where ``conditions`` ``(low, high, strict)`` bound some of
-    them, the sum of 1 over that domain (by ``sympy.summation``)."""
-    applied = [c for c in conditions if c[0] in indices and c[1] in indices]
-    if not applied:
-        return sympy.Mul(*(extents[i] for i in sorted(indices)))
-    bound = {x for c in applied for x in c[:2]}
-    free = sympy.Mul(*(extents[i] for i in sorted(indices) if i not in bound))
-    count = _domain_size(tuple(sorted(applied)), tuple((x, extents[x]) for x in sorted(bound)))
-    return sympy.expand(free * count)
-
-
-@functools.lru_cache(maxsize=1024)
-def _domain_size(applied: tuple[tuple[str, str, bool], ...],
-                 extents: tuple[tuple[str, sympy.Expr], ...]) -> sympy.Expr:
-    """The number of tuples of the ``extents`` letters that satisfy every
-    condition ``(low, high, strict)`` of ``applied`` (remembered: causal
-    attention asks the same question for every term and rule)."""
-    extent = dict(extents)
-    symbols = {x: sympy.Dummy(x, integer=True, positive=True) for x in extent}
-    order: list[str] = []  # every low letter before its high letters: summed inside them
-    while len(order) < len(extent):
-        ready = sorted(x for x in extent if x not in order
-                       and all(low in order for low, high, _ in applied if high == x))
-        order.append(ready[0])
-    count: sympy.Expr = sympy.Integer(1)
-    for x in order:
-        uppers = []
-        for low, high, strict in applied:
-            if low == x:
-                top = symbols[high] - (1 if strict else 0)
-                uppers.append(top if extent[high] == extent[x] else sympy.Min(extent[x], top))
-        upper = sympy.Min(*uppers) if len(uppers) > 1 else uppers[0] if uppers else extent[x]
-        count = sympy.summation(count, (symbols[x], 1, upper))
-    return count
-
-
-def _conditions(e: Einsum) -> tuple[tuple[str, str, bool], ...]:
-    return tuple(comparison(f) for f in e.operands if f.is_comparison)
-
-
-def _start(e: Einsum) -> tuple[list[set[str]], list[set[str]]]:
-    """The index sets of ``e``'s operands and its pending conditions, before
-    any step.  Indicators are not operands: a lookup's letter stands for tok's
-    letters, and a condition keeps its letters alive until a step holds both."""
-    chosen = selections(e.operands)
-    sets = [{j for i in f.indices for j in chosen.get(i, (i,))} for f in e.factors]
-    return sets, [set(c[:2]) for c in _conditions(e)]
-
-
-def _step(sets: list[set[str]], pending: list[set[str]], out: set[str], i: int, j: int
-          ) -> tuple[set[str], bool, list[set[str]], list[set[str]]]:
-    """One pairwise step (operands ``i`` and ``j``): the indices it spans,
-    whether it sums over one, and the operand sets and pending conditions after it."""
-    a, b = sets[i], sets[j]
-    rest = [s for k, s in enumerate(sets) if k not in (i, j)]
-    union = a | b
-    keep = {x for x in union if x in out or any(x in s for s in rest)
-            or any(x in p and not p <= union for p in pending)}
-    return union, bool(union - keep), rest + [keep], [p for p in pending if not p <= union]
-
-
-def _steps(e: Einsum, path: list[tuple[int, int]]) -> list[tuple[set[str], bool]]:
-    """The pairwise steps of ``path``: for each, the indices it spans and
-    whether it sums over one (a multiply-add) or not (a multiply).  A final
-    single-operand reduction, when an index is left to sum, is a step too."""
-    out = set(e.output.indices)
-    sets, pending = _start(e)
-    steps = []
-    for i, j in path:
-        union, summed, sets, pending = _step(sets, pending, out, i, j)
-        steps.append((union, summed))
-    if len(sets) == 1 and sets[0] - out:
-        steps.append((sets[0], True))
-    return steps
-
-
-def contraction_path(e: Einsum, extents: Mapping[str, sympy.Expr],
-                     order: str = "declared") -> list[tuple[int, int]]:
-    """The pairwise order used to count ``e``.
-
-    ``declared``: left to right as written.  ``equal-sizes``: the cheapest
-    order when every dimension has the same large size (that is, the lowest
-    degree of the cost polynomial); ties keep the earliest order in
-    enumeration (pairs ``(i, j)``, ``i < j``, in lexicographic order at each
-    step), which is left to right.  Backward rules use this, since no one
-    declared their order.  The search is depth first over every pairwise
-    order, dropping a partial order once it costs as much as the best whole one.
-    """
-    n = len(e.factors)
-    declared = [(0, 1)] * max(n - 1, 0)
-    if order == "declared" or n <= 2:
-        return declared
-    if n > 6:  # exhaustive search grows too fast; keep the written order
-        return declared
-    # The order depends on the letters' pattern and extents only: searched once
-    # per pattern (a model's rules repeat its blocks' under other names).
-    letter = {x: f"i{k}" for k, x in enumerate(e.indices)}
-    pattern = Einsum(Factor("Y", tuple(letter[i] for i in e.output.indices)),
-                     tuple(Factor(f"X{k}", tuple(letter[i] for i in f.indices), fn=f.fn)
-                           for k, f in enumerate(e.operands)))
-    return list(_cheapest(pattern, tuple((letter[x], extents[x]) for x in e.indices
-                                         if x in extents)))
-
-
-@functools.lru_cache(maxsize=4096)
-def _cheapest(e: Einsum, index_extents: tuple[tuple[str, sympy.Expr], ...]
-              ) -> tuple[tuple[int, int], ...]:
-    """The search of :func:`contraction_path` for ``equal-sizes``."""
-    extents = dict(index_extents)
-    symbols = set().union(*(x.free_symbols for x in extents.values()))
-    probe = {s: 1009 for s in symbols}
-    conditions = _conditions(e)
-    sizes: dict[frozenset[str], int] = {}  # many orders share their steps' index sets
-    out = set(e.output.indices)
-
-    def size(span: set[str]) -> int:
-        key = frozenset(span)
-        if key not in sizes:
-            sizes[key] = int(_size(span, extents, conditions).subs(probe))
-        return sizes[key]
-
-    best: list = [None, []]  # score, path
-
-    def search(sets: list[set[str]], pending: list[set[str]], path: list[tuple[int, int]],
-               score: int) -> None:
-        if best[0] is not None and score >= best[0]:
-            return
-        if len(sets) == 1:
-            if sets[0] - out:
-                score += 2 * size(sets[0])
-            if best[0] is None or score < best[0]:
-                best[0], best[1] = score, path
-            return
-        for i in range(len(sets)):
-            for j in range(i + 1, len(sets)):
-                union, summed, after, left = _step(sets, pending, out, i, j)
-                search(after, left, path + [(i, j)], score + size(union) * (2 if summed else 1))
-
-    search(*_start(e), [], 0)
-    return tuple(best[1])
+#: How a count is chosen where a term's cheapest orders cross (their costs
+#: compare differently at different sizes): ``declared`` takes the order
+#: cheapest at the declaration's ``sizes:`` (their minimum where none are
+#: declared); ``minimum`` is always the minimum, which the commands that
+#: evaluate at given sizes use, so that each size gets its cheapest order.
+Choice = Literal["declared", "minimum"]
 
 
 def einsum_flops(e: Einsum, extents: Mapping[str, sympy.Expr], unit: str = "FLOPs",
-                 order: str = "declared") -> sympy.Expr:
-    """Contraction cost of ``e``, contracting operands pairwise in ``order``.
+                 order: Order = "written") -> sympy.Expr:
+    """All the work of contracting ``e``'s operands pairwise in ``order``
+    (both buckets; see :mod:`symflops.contraction`); for ``cheapest`` orders
+    whose costs cross, the least of them.
 
     >>> from symflops.ir import Einsum, Factor
     >>> M, N, K = sympy.symbols("M N K", positive=True)
@@ -193,16 +56,10 @@ def einsum_flops(e: Einsum, extents: Mapping[str, sympy.Expr], unit: str = "FLOP
     >>> einsum_flops(mm, {"m": M, "n": N, "k": K})
     2*K*M*N
     """
-    if not e.factors:
-        return sympy.Integer(0)
-    total = sympy.Integer(0)
-    conditions = _conditions(e)
-    for span, summed in _steps(e, contraction_path(e, extents, order)):
-        if len(e.factors) == 1:  # a lone reduction: one add per element read
-            total += _size(span, extents, conditions)
-        else:
-            total += (2 if summed and unit == "FLOPs" else 1) * _size(span, extents, conditions)
-    return sympy.expand(total)
+    if order == "written" or len(e.factors) <= 2:
+        return candidate(e, extents, unit, written(len(e.factors))).total
+    found = cheapest(e, extents, unit)
+    return found[0].total if len(found) == 1 else Least(*(c.total for c in found))
 
 
 def einsum_elementwise(e: Einsum, extents: Mapping[str, sympy.Expr]) -> sympy.Expr:
@@ -210,22 +67,147 @@ def einsum_elementwise(e: Einsum, extents: Mapping[str, sympy.Expr]) -> sympy.Ex
     constant coefficient other than 1 (and -1, a sign flip), and each
     pointwise function at its documented cost per element of its operand."""
     total = sympy.Integer(0)
-    conditions = _conditions(e)
+    bounds = bounds_of(e)
     for f in e.factors:
         if f.fn:
-            total += function_cost(f.fn) * _size(set(f.indices), extents, conditions)
+            total += function_cost(f.fn) * size(set(f.indices), extents, bounds)
     if e.coefficient in (1, -1, 0) or not e.factors:
         return total
-    return total + _size(set(e.output.indices) & {i for f in e.operands for i in f.indices},
-                         extents, conditions)
+    return total + size(set(e.output.indices) & {i for f in e.operands for i in f.indices},
+                        extents, bounds)
+
+
+@dataclass(frozen=True)
+class TermOrders:
+    """The cheapest orders of one term when their costs cross: each costs
+    less than the others at some sizes.  ``chosen`` is the candidate counted
+    (the one cheapest at the declared ``sizes``), or None when the count is
+    the least of them."""
+
+    term: int
+    texts: tuple[str, ...]
+    candidates: tuple[Candidate, ...]
+    chosen: int | None
+    sizes: tuple[tuple[str, int], ...] = ()
+
+    def cheaper_when(self, dims: Sequence[str]) -> tuple[sympy.Basic, ...]:
+        """For each candidate, the condition under which it costs less than every other."""
+        return tuple(sympy.And(*(_less(c.total, o.total, dims)
+                                 for o in self.candidates if o is not c))
+                     for c in self.candidates)
+
+
+def _less(a: sympy.Expr, b: sympy.Expr, dims: Sequence[str]) -> sympy.Basic:
+    """``a < b`` for positive integer dims, solved for one dim where the
+    difference is a positive or negative multiple of a power of that dim
+    times a linear function of it: the linear order of linear attention is
+    cheaper when ``S > 2 E F / (E + F)``.  Else the inequality as it stands."""
+    difference = sympy.factor_terms(sympy.expand(a - b))
+    for name in dims:
+        x = dim_symbol(name)
+        if x not in difference.free_symbols:
+            continue
+        outside = sympy.Integer(1)   # factors free of x, and powers of x: their sign is known
+        inside = sympy.Integer(1)
+        for factor in sympy.Mul.make_args(difference):
+            base, _ = factor.as_base_exp()
+            if x not in factor.free_symbols:
+                outside *= factor
+            elif base != x:
+                inside *= factor
+        linear = sympy.expand(inside)
+        if not linear.is_polynomial(x) or sympy.degree(linear, x) != 1:
+            continue
+        slope, intercept = sympy.Poly(linear, x).all_coeffs()
+        sign = _sign(sympy.expand(outside * slope))
+        if sign == 0:
+            continue
+        threshold = sympy.factor(-intercept / slope)
+        return _integer(x, threshold, below=sign > 0)
+    # Factors that are positive at every size (numbers, powers of dims) do not change the sign.
+    kept = [f for f in sympy.Mul.make_args(difference)
+            if not ((f.is_number and f > 0) or f.as_base_exp()[0].is_Symbol)]
+    return sympy.StrictLessThan(sympy.Mul(*kept), 0)
+
+
+def _integer(x: sympy.Symbol, threshold: sympy.Expr, below: bool) -> sympy.Basic:
+    """``x < threshold`` (or ``>``) for an integer dim ``x >= 1``: a numeric
+    threshold as a bound on ``x`` itself (``S < 4/3`` is ``S = 1``)."""
+    if not threshold.is_number:
+        return x < threshold if below else x > threshold
+    if below:
+        top = sympy.ceiling(threshold) - 1
+        return sympy.false if top < 1 else sympy.Eq(x, 1) if top == 1 else x <= top
+    return sympy.Ge(x, max(sympy.floor(threshold) + 1, 1))
+
+
+def _sign(e: sympy.Expr) -> int:
+    """+1 or -1 when ``e`` has that sign at every value of the dims >= 1
+    (all its terms' coefficients share it), else 0."""
+    found = monomials(e)
+    if not found:
+        return 0
+    signs = {c > 0 for c, _ in found}
+    return 0 if len(signs) != 1 else 1 if True in signs else -1
+
+
+def _choose(found: tuple[Candidate, ...], sizes: tuple[tuple[str, int], ...]) -> list[int]:
+    """The positions of the candidates cheapest at ``sizes`` (several when
+    dims the sizes leave out still decide; all of them without sizes)."""
+    if not sizes:
+        return list(range(len(found)))
+    at = {dim_symbol(n): sympy.Integer(v) for n, v in sizes}
+    totals = [sympy.expand(c.total.xreplace(at)) for c in found]
+    if all(t.is_number for t in totals):
+        return [totals.index(min(totals))]
+    gens = tuple(sorted(set().union(*(t.free_symbols for t in totals)), key=str))
+    polys = [terms(t, gens) for t in totals]
+    return [k for k in range(len(found))
+            if not any(j != k and dominated(polys[j], polys[k])
+                       and not (dominated(polys[k], polys[j]) and k < j) for j in range(len(found)))]
+
+
+def _minimum(found: Sequence[Candidate]) -> tuple[sympy.Expr, sympy.Expr]:
+    """``(flops, elementwise)`` of whichever candidate costs least."""
+    if len(found) == 1:
+        return found[0].flops, found[0].elementwise
+    if len({c.elementwise for c in found}) == 1:
+        return Least(*(c.flops for c in found)), found[0].elementwise
+    if len({c.flops for c in found}) == 1:
+        return found[0].flops, Least(*(c.elementwise for c in found))
+    totals = [c.total for c in found]
+    least = [sympy.And(*(totals[k] <= t for t in totals)) for k in range(len(found))]
+    return (sympy.Piecewise(*((c.flops, w) for c, w in zip(found[:-1], least)), (found[-1].flops, True)),
+            sympy.Piecewise(*((c.elementwise, w) for c, w in zip(found[:-1], least)),
+                            (found[-1].elementwise, True)))
+
+
+def term_cost(e: Einsum, extents: Mapping[str, sympy.Expr], unit: str, order: Order,
+              sizes: tuple[tuple[str, int], ...] = (), choice: Choice = "declared", term: int = 0
+              ) -> tuple[sympy.Expr, sympy.Expr, TermOrders | None]:
+    """``(flops, elementwise, orders)`` of one term counted in ``order``;
+    ``orders`` records the crossing candidates of a cheapest order, if any."""
+    if order == "written" or len(e.factors) <= 2:
+        c = candidate(e, extents, unit, written(len(e.factors)))
+        return c.flops, c.elementwise, None
+    found = cheapest(e, extents, unit)
+    if len(found) == 1:
+        return found[0].flops, found[0].elementwise, None
+    left = _choose(found, sizes if choice == "declared" else ())
+    chosen = left[0] if len(left) == 1 else None
+    flops, elementwise = _minimum([found[k] for k in left])
+    return flops, elementwise, TermOrders(term, tuple(tree_text(e, c.tree) for c in found), found,
+                                          chosen, sizes if chosen is not None else ())
 
 
 @dataclass(frozen=True)
 class OpCost:
-    """Cost of one forward op or one backward rule."""
+    """Cost of one forward op or one backward rule; ``orders`` lists its
+    terms whose cheapest orders cross (see :class:`TermOrders`)."""
 
     flops: sympy.Expr
     elementwise: sympy.Expr
+    orders: tuple[TermOrders, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -325,39 +307,40 @@ class Costs:
         }
 
 
-def rule_cost(rule: Rule, unit: str) -> OpCost:
-    """A rule's products count as ``flops`` when its forward term was
-    matmul-type (summed over an index), else as elementwise work."""
+def rule_cost(rule: Rule, unit: str, sizes: tuple[tuple[str, int], ...] = (),
+              choice: Choice = "declared") -> OpCost:
+    """A rule's terms, each in its cheapest order, step by step in their
+    buckets; the additions joining its terms are elementwise."""
     extents = rule.dims()
-    products = sympy.expand(sum((einsum_flops(t, extents, unit, "equal-sizes") for t in rule.terms),
-                                sympy.Integer(0)))
-    other = sympy.expand(sum((einsum_elementwise(t, extents) for t in rule.terms), sympy.Integer(0))
-                         + (len(rule.terms) - 1) * _grad_elements(rule))
-    if rule.matmul:
-        return OpCost(products, other)
-    return OpCost(sympy.Integer(0), sympy.expand(products + other))
+    flops = elementwise = sympy.Integer(0)
+    orders = []
+    for k, t in enumerate(rule.terms):
+        f, w, crossing = term_cost(t, extents, unit, "cheapest", sizes, choice, k)
+        flops += f
+        elementwise += w + einsum_elementwise(t, extents)
+        orders += [crossing] if crossing else []
+    elementwise += (len(rule.terms) - 1) * _grad_elements(rule)
+    return OpCost(sympy.expand(flops), sympy.expand(elementwise), tuple(orders))
 
 
-def op_cost(op: Contraction, unit: str) -> OpCost:
-    """A forward op: each matmul-type term (one that sums over an index) in
-    ``flops``; elementwise terms, pointwise functions, constant factors and
-    the additions between terms as elementwise work."""
+def op_cost(op: Contraction, unit: str, order: Order = "written",
+            sizes: tuple[tuple[str, int], ...] = (), choice: Choice = "declared") -> OpCost:
+    """A forward op: each term step by step in its bucket (in ``order``), its
+    constant factors and pointwise functions, and the additions between terms."""
     extents = op.dims()
     flops = elementwise = sympy.Integer(0)
-    for t in op.terms:
-        work = einsum_flops(t, extents, unit)
-        if t.contracted:
-            flops += work
-        else:
-            elementwise += work
-        elementwise += einsum_elementwise(t, extents)
-    elementwise += (len(op.terms) - 1) * _size(set(op.out.indices), extents)
-    return OpCost(sympy.expand(flops), sympy.expand(elementwise))
+    orders = []
+    for k, t in enumerate(op.terms):
+        f, w, crossing = term_cost(t, extents, unit, order, sizes, choice, k)
+        flops += f
+        elementwise += w + einsum_elementwise(t, extents)
+        orders += [crossing] if crossing else []
+    elementwise += (len(op.terms) - 1) * size(set(op.out.indices), extents)
+    return OpCost(sympy.expand(flops), sympy.expand(elementwise), tuple(orders))
 
 
 def _grad_elements(rule: Rule) -> sympy.Expr:
-    extents = rule.dims()
-    return _size(set(rule.terms[0].output.indices), extents)
+    return size(set(rule.terms[0].output.indices), rule.dims())
 
 
 def _inference_peak(layer: Layer) -> sympy.Expr:
@@ -411,15 +394,18 @@ def rule_copies(layer: Layer, derivation: Derivation) -> tuple[sympy.Expr, ...]:
     return tuple(out)
 
 
-def costs(derivation: Derivation, unit: str = "FLOPs", precision: Precision | str | None = None) -> Costs:
-    """All FLOP and memory polynomials of ``derivation``."""
+def costs(derivation: Derivation, unit: str = "FLOPs", precision: Precision | str | None = None,
+          choice: Choice = "declared") -> Costs:
+    """All FLOP and memory polynomials of ``derivation``; ``choice`` says how
+    a count is chosen where a term's cheapest orders cross (see :data:`Choice`)."""
     if unit not in UNITS:
         raise ValueError(f"unit must be one of {UNITS}")
     layer = derivation.layer
     prec = precision if isinstance(precision, Precision) else policy(precision or layer.precision)
-    forward = tuple(op_cost(op, unit) if isinstance(op, Contraction) else op.cost(unit)
-                    for op in layer.ops)
-    backward = tuple(rule_cost(r, unit) for r in derivation.rules)
+    sizes = layer.sizes
+    forward = tuple(op_cost(op, unit, layer.forward_order, sizes, choice)
+                    if isinstance(op, Contraction) else op.cost(unit) for op in layer.ops)
+    backward = tuple(rule_cost(r, unit, sizes, choice) for r in derivation.rules)
     forward_copies = tuple(layer.copies(op.output) for op in layer.ops)
     backward_copies = rule_copies(layer, derivation)
     # Gradient accumulation: a tensor reached by n rules needs n - 1 additions.

@@ -308,6 +308,9 @@ class Block:
 
 
 RECOMPUTE_POLICIES = ("none", "full", "selective")
+#: How forward terms of three or more operands are contracted: left to right
+#: as written, or in the cheapest order (as backward rules always are).
+FORWARD_ORDERS = ("written", "cheapest")
 
 
 @dataclass(frozen=True)
@@ -330,6 +333,11 @@ class Layer:
     recompute: str = "none"
     #: dims defined by a formula of other dims (``C = c_f k T / E``), substituted in every count
     definitions: tuple[tuple[str, sympy.Expr], ...] = ()
+    #: the pairwise order forward terms are counted in (backward rules: always the cheapest)
+    forward_order: str = "written"
+    #: typical sizes of some dims: where a term's cheapest orders cross, the count
+    #: takes the order cheapest at these sizes
+    sizes: tuple[tuple[str, int], ...] = ()
 
     @property
     def free_dims(self) -> tuple[Dim, ...]:

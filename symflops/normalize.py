@@ -134,11 +134,10 @@ class Normalize:
         return Einsum(e.output, (*e.operands, *extra), e.coefficient) if extra else e
 
     def cost(self, unit: str) -> OpCost:
-        from .cost import _size
-        from .ir import comparison
+        from .contraction import bounds_of, size
 
-        conditions = tuple(comparison(f) for f in self.conditions)
-        elements = _size(set(self.out.indices), self.dims(), conditions)
+        elements = size(set(self.out.indices), self.dims(),
+                        bounds_of(Einsum(self.out, self.conditions)))
         rows = sympy.Mul(*(self.dims()[i] for i in self.out.indices if i != self.index))
         return OpCost(sympy.Integer(0),
                       sympy.expand(PER_ELEMENT[self.kind] * elements + PER_ROW[self.kind] * rows))

@@ -51,7 +51,7 @@ def model_from_declaration(path: str | os.PathLike[str], dims: Mapping[str, Any]
     file = os.fspath(path)
     layer = load(file)
     d = derive(layer)
-    s = summary(d, costs(d, precision=precision))
+    s = summary(d, costs(d, precision=precision, choice="minimum"))
     per = s["per_token"]
     if per is None:
         raise SymflopsError(f"{file}: the declaration declares no 'tokens:'",

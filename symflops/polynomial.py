@@ -209,3 +209,25 @@ def common_factor(poly: sympy.Expr) -> tuple[sympy.Rational, sympy.Expr, sympy.E
     rest = from_monomials([(c / coefficient, {b: e - common.get(b, 0) for b, e in powers.items()})
                            for c, powers in terms])
     return coefficient, sympy.Mul(*(b ** e for b, e in common.items())), rest
+
+
+class Least(sympy.Min):
+    """``Min`` of counts already pruned of any that another bounds (the
+    cheapest orders of a product, :mod:`symflops.contraction`): SymPy's own
+    ``Min`` compares every pair of its arguments symbolically each time it is
+    rebuilt (by ``expand``, ``subs``, ``xreplace``), seconds for a dozen
+    polynomials; this one compares them only once they are numbers.  It
+    prints as ``Min`` (``--json`` formulas parse back with SymPy) and
+    evaluates as ``Min`` in NumPy."""
+
+    def __new__(cls, *args: sympy.Expr, **options: object) -> sympy.Expr:
+        values = [sympy.sympify(a) for a in args]
+        if all(v.is_number for v in values):
+            return sympy.Min(*values)
+        return super().__new__(cls, *values, evaluate=False)
+
+    def _sympystr(self, printer: object) -> str:
+        return "Min(" + ", ".join(printer._print(a) for a in self.args) + ")"
+
+    def _latex(self, printer: object) -> str:
+        return r"\min\left(" + ", ".join(printer._print(a) for a in self.args) + r"\right)"

@@ -22,7 +22,8 @@ import jinja2
 import sympy
 
 from . import printing as P
-from .cost import Costs, _conditions, _size, _steps, contraction_path, einsum_flops
+from .contraction import bounds_of, size, steps, written
+from .cost import Costs, einsum_flops
 from .derive import (Derivation, IndexTerm, MatrixProduct, Rule, contraction_rules, grad_name,
                      matrix_form)
 from .evaluate import number
@@ -128,6 +129,7 @@ class SheetContext(TypedDict):
     functions: list[dict[str, Any]]
     backward: list[dict[str, Any]]
     backward_lines: list[str]
+    order_notes: list[str]
     backward_sum: str
     backward_total: str
     backward_per_param: str | None
@@ -371,10 +373,10 @@ def _functions(layer: Any, derivation: Derivation, m: _Math) -> list[dict[str, A
 def _flops_story(e: Einsum, extents: Mapping[str, sympy.Expr], flops: sympy.Expr,
                  poly: P.PolyPrinter, unit: str) -> str:
     """How a forward op's count arises, from the pairwise step the cost model took."""
-    steps = _steps(e, contraction_path(e, extents, "declared"))
-    if len(steps) != 1 or len(e.operands) != 2:
+    found = steps(e, extents, unit, written(len(e.factors)))
+    if len(found) != 1 or len(e.operands) != 2:
         return poly(flops)
-    span, summed = steps[0]
+    span, summed = found[0].span, found[0].kind != "product"
     out = [i for i in dict.fromkeys(e.output.indices) if i in span]
     inner = [i for i in sorted(span) if i not in out]
 
@@ -403,7 +405,7 @@ def _domain_note(k: int, derivation: Derivation, costs: Costs, m: _Math, esc: An
             dense = einsum_flops(_dense(e), extents, unit)
             onehot = r",\ ".join(m.ix(f) for f in lookups)
             text = (esc("A lookup, not a multiplication: each of the ")
-                    + f"${poly(_size(set(e.output.indices), extents))}$"
+                    + f"${poly(size(set(e.output.indices), extents))}$"
                     + esc(" elements of ") + f"${m.t(e.output.tensor)}$" + esc(" copies the element of ")
                     + f"${m.ts(tables)}$" + esc(" that ")
                     + f"${m.ts([f.tensor for f in lookups])}$"
@@ -439,17 +441,61 @@ def _domain_note(k: int, derivation: Derivation, costs: Costs, m: _Math, esc: An
         conditions = [f for f in e.operands if f.is_comparison]
         if conditions and e.factors:
             letters = {i for f in conditions for i in f.indices}
-            inside = _size(letters, extents, _conditions(e))
+            inside = size(letters, extents, bounds_of(e))
             full = einsum_flops(Einsum(e.output, e.factors, e.coefficient), extents, unit)
             pairs = ", ".join(sorted(letters, key=[i for i, _ in op.index_dims].index))
             domain = r",\ ".join(m.ix(f) for f in conditions)
             sentences.append(
                 esc("Summed over the domain ") + f"${domain}$"
                 + esc(" only: ") + f"${poly(inside)}$" + esc(" of the ")
-                + f"${poly(_size(letters, extents))}$" + esc(f" tuples ({pairs}); over the full "
+                + f"${poly(size(letters, extents))}$" + esc(f" tuples ({pairs}); over the full "
                                                              "range it would cost ")
                 + f"${poly(full)}$" + esc(f" {unit}."))
     return " ".join(dict.fromkeys(sentences))
+
+
+def _order_latex(e: Einsum, tree: Any, m: "_Math") -> str:
+    """An order of pairwise products in the sheet's notation: ``(dY_{sf} V_{tf}) Q_{se}``."""
+    def text(t: Any, top: bool) -> str:
+        if isinstance(t, int):
+            return m.ix(e.factors[t])
+        inner = rf"{text(t[0], False)}\, {text(t[1], False)}"
+        return inner if top else rf"\left({inner}\right)"
+
+    return text(tree, True)
+
+
+def _order_notes(name: str, terms: Sequence[Einsum], c: Any, layer: Any, m: "_Math",
+                 esc: Any) -> list[str]:
+    """For each term whose cheapest orders cross: each order, its cost, when it
+    is the cheapest, and which count the sheet uses."""
+    notes = []
+    dims = [d.name for d in layer.free_dims]
+    names = {d.symbol: sympy.Symbol(P.symbol_name(d.name)) for d in layer.dims}
+    for o in c.orders:
+        e = terms[o.term]
+        conditions = o.cheaper_when(dims) if len(o.candidates) <= 4 else (None,) * len(o.candidates)
+        parts = []
+        for cand, cond in zip(o.candidates, conditions):
+            part = (f"${_order_latex(e, cand.tree, m)}$" + esc(" costs ") + f"${m.poly(cand.total)}$"
+                    + esc(" FLOPs"))
+            if cond is not None:
+                part += esc(", the cheapest when ") + f"${sympy.latex(cond.xreplace(names))}$"
+            parts.append(part)
+        if o.chosen is not None:
+            at = ", ".join(f"{P.symbol_name(n)} = {v}" for n, v in o.sizes)
+            counted = (esc(" Counted here: ") + f"${_order_latex(e, o.candidates[o.chosen].tree, m)}$"
+                       + esc(", the cheapest at the declared sizes ") + f"${at}$"
+                       + esc("; symflops eval, sweep and plan count the cheapest order at the "
+                             "sizes they are given."))
+        else:
+            counted = esc(" Counted here: the least of these, which depends on the sizes; "
+                          "symflops eval, sweep and plan count the cheapest order at the sizes "
+                          "they are given (declare typical sizes with sizes: to choose one).")
+        notes.append(esc("The cost of ") + f"${name}$" + esc(" depends on the order of its "
+                                                               "pairwise products: ")
+                     + "; ".join(parts) + "." + counted)
+    return notes
 
 
 def _dense(e: Einsum) -> Einsum:
@@ -471,6 +517,18 @@ def _sci(value: int | float) -> str:
         return _group(value) if isinstance(value, int) else f"{value:.4g}"
     mantissa, exp = f"{float(value):.3e}".split("e")
     return rf"{float(mantissa):.4g} \times 10^{{{int(exp)}}}"
+
+
+def _at_each_size(derivation: Derivation, c: Costs) -> Costs:
+    """The costs a numbers table evaluates: where a term's orders cross, the
+    least of them, which at each configuration is the cheapest order there
+    (as ``symflops eval`` counts), not the one chosen at the declared sizes."""
+    crossing = any(o.orders for o in (*c.forward, *c.backward))
+    if not (crossing and derivation.layer.sizes):
+        return c
+    from .cost import costs
+
+    return costs(derivation, c.unit, c.precision, "minimum")
 
 
 def _numbers(c: Costs, configs: Sequence[Mapping[str, sympy.Expr]], esc: Any) -> dict[str, Any] | None:
@@ -652,7 +710,8 @@ def sheet_context(derivation: Derivation, costs: Costs, fmt: str,
         "elementwise": poly(c.elementwise) if c.elementwise != 0 else None,
         "story": (_flops_story(op.einsum, op.dims(), c.flops, poly, unit)
                   if len(op.terms) == 1 and c.flops != 0 else poly(c.flops)),
-        "note": _domain_note(k, derivation, costs, m, esc),
+        "note": " ".join(filter(None, [_domain_note(k, derivation, costs, m, esc), *_order_notes(
+            m.t(op.output), op.terms, c, layer, m, esc)])),
     } for k, (op, c) in enumerate(zip(layer.ops, costs.forward))]
 
     normalizations = []
@@ -741,8 +800,13 @@ def sheet_context(derivation: Derivation, costs: Costs, fmt: str,
         unit=esc(unit),
         unit_note=esc("one multiply-add = 2 FLOPs" if unit == "FLOPs"
                       else "one multiply-accumulate = 1 MAC"),
-        order_note=esc("Operands are contracted pairwise in the order written; backward rules "
-                       "in the cheapest order at equal dimension sizes."),
+        order_note=esc("Products of several tensors are contracted pairwise: forward terms "
+                       + ("in the cheapest order" if layer.forward_order == "cheapest"
+                          else "in the order written")
+                       + ", backward rules in the cheapest order. A pairwise product that "
+                         "multiplies two tensors, sums over a letter and keeps a letter only one "
+                         "of them has (a matrix product) counts as matmul-type; all other work "
+                         "is elementwise."),
         dims=[{"name": P.symbol_name(d.name), "description": esc(d.description)}
               for d in layer.dims],
         tensors=[{"name": m.t(t.name),
@@ -766,6 +830,8 @@ def sheet_context(derivation: Derivation, costs: Costs, fmt: str,
         functions=_functions(layer, derivation, m),
         backward=backward,
         backward_lines=[line for b in backward for line in b["index_lines"]],
+        order_notes=[n for r, c in zip(derivation.rules, costs.backward)
+                     for n in _order_notes(m.t(r.grad), r.terms, c, layer, m, esc)],
         backward_sum=" + ".join(b["flops"] for b in backward if b["flops"] != "0") or "0",
         backward_total=poly(costs.flops_backward),
         backward_per_param=per_param(costs.flops_backward),
@@ -788,7 +854,7 @@ def sheet_context(derivation: Derivation, costs: Costs, fmt: str,
         inference_candidates=[poly(a) for a in (peak.args if isinstance(peak, sympy.Max)
                                                  else (peak,))],
         batch_dims=batch_dims,
-        numbers=_numbers(costs, configs, esc),
+        numbers=_numbers(_at_each_size(derivation, costs), configs, esc),
         model=_model(derivation, costs, poly, m, esc),
     )
 

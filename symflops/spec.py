@@ -38,9 +38,9 @@ import sympy
 import yaml
 
 from .errors import Span, SymflopsError, closest, read_text
-from .expr import parse_expression
-from .ir import (LEAF_ROLES, RECOMPUTE_POLICIES, SELECT, SHIFT, Block, Contraction, Dim, Einsum,
-                 Factor, Layer, Tensor, dim_symbol, fresh_letter)
+from .expr import parse_expression, parse_number
+from .ir import (FORWARD_ORDERS, LEAF_ROLES, RECOMPUTE_POLICIES, SELECT, SHIFT, Block, Contraction,
+                 Dim, Einsum, Factor, Layer, Tensor, dim_symbol, fresh_letter)
 from .loss import CrossEntropy
 from .normalize import Normalize
 from .functions import FUNCTIONS
@@ -49,7 +49,7 @@ from .include import Included, bind, read_include
 from .statement import Call, Constant, Ref, Statement, Term, output_name, parse_statement
 
 TOP_KEYS = ("name", "title", "description", "dims", "tensors", "ops", "precision", "tokens",
-            "sequences", "recompute")
+            "sequences", "recompute", "forward_order", "sizes")
 RECOMPUTE_KEYS = ("policy", "selective")
 TENSOR_KEYS = ("shape", "role", "requires_grad", "description")
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -837,6 +837,45 @@ def _recompute(top: Mapping[str, tuple[Span | None, Node]], ops: tuple[Any, ...]
     return policy, tuple(dict.fromkeys(selective))
 
 
+def _forward_order(top: Mapping[str, tuple[Span | None, Node]]) -> str:
+    """``forward_order: written | cheapest``."""
+    if "forward_order" not in top:
+        return "written"
+    node = top["forward_order"][1]
+    order = _text(node, "'forward_order'")
+    if order not in FORWARD_ORDERS:
+        raise SymflopsError(f"unknown forward order {order!r}", node.span,
+                            f"use one of {', '.join(FORWARD_ORDERS)}: the order written (the "
+                            "default), or the cheapest, as backward rules are counted")
+    return order
+
+
+def _sizes(top: Mapping[str, tuple[Span | None, Node]], dims: tuple[Dim, ...],
+           definitions: tuple[tuple[str, sympy.Expr], ...]) -> tuple[tuple[str, int], ...]:
+    """``sizes: {S: 4096, E: 128}``: typical values of some free dims, positive integers."""
+    if "sizes" not in top:
+        return ()
+    fields = _mapping(top["sizes"][1], "'sizes'",
+                      "give typical sizes of dims, e.g. 'sizes: {S: 4096, E: 128}'")
+    free = [d.name for d in dims if d.name not in {n for n, _ in definitions}]
+    out = []
+    for name, (kspan, node) in fields.items():
+        if name not in free:
+            what = "is defined by a formula" if name in {d.name for d in dims} else "is not a dimension"
+            raise SymflopsError(f"'sizes' names {name!r}, which {what}", kspan,
+                                f"give sizes of the dims that take values: {', '.join(free)}")
+        value = node.value
+        if isinstance(value, str):
+            value = parse_number(value, span=node.span)
+        if isinstance(value, bool) or not (isinstance(value, int) or
+                                           (isinstance(value, sympy.Integer))) or int(value) < 1:
+            raise SymflopsError(f"the size of {name} must be a positive integer, found "
+                                f"{_kind(node.value)}", node.span,
+                                f"write e.g. '{name}: 4096'")
+        out.append((name, int(value)))
+    return tuple(out)
+
+
 def _includes(ops_node: Node, file: str, dims: tuple[Dim, ...], stack: tuple[str, ...]
               ) -> tuple[dict[int, Included], tuple[Dim, ...]]:
     """Read the ``include:`` items first: they may bring dims the includer's
@@ -906,7 +945,8 @@ def build_layer(root: Node, file: str, default_name: str, stack: tuple[str, ...]
                               *definitions)).items())
     return Layer(name, title, dims, tuple(known.values()), ops, file, precision, tuple(blocks),
                  _expression_key(top, "tokens", symbols), _expression_key(top, "sequences", symbols),
-                 selective, policy, definitions)
+                 selective, policy, definitions, _forward_order(top),
+                 _sizes(top, dims, definitions))
 
 
 def load(path: str | os.PathLike[str]) -> Layer:

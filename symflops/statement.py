@@ -132,6 +132,9 @@ EXAMPLE = "'H[b,f] = X[b,d] W[d,f]'"
 MAX_LETTERS = 16  # distinct index letters in one op, output included
 MAX_FACTORS = 16  # factors in one product (tensors, calls and constants)
 MAX_TERMS = 64    # products added in one op
+#: Tensors (plain or through a function) in one product: its backward rules
+#: search every pairwise order over subsets of them (3**n / 2 splits).
+MAX_TENSORS = 8
 
 
 def tokenize(text: str, span: Span | None = None) -> list[Token]:
@@ -370,7 +373,7 @@ class _Parser:
         return statement
 
     def check_size(self, st: Statement) -> None:
-        """Refuse an op larger than MAX_TERMS, MAX_FACTORS or MAX_LETTERS,
+        """Refuse an op larger than MAX_TERMS, MAX_TENSORS, MAX_FACTORS or MAX_LETTERS,
         pointing at the first term, factor or letter past the limit."""
         if len(st.terms) > MAX_TERMS:
             raise SymflopsError(
@@ -379,6 +382,13 @@ class _Parser:
                 f"add them in several ops of at most {MAX_TERMS} products each, e.g. "
                 "'S1[b,d] = X1[b,d] + X2[b,d]' then 'Y[b,d] = S1[b,d] + X3[b,d]'")
         for term in st.terms:
+            tensors = [f for f in term.factors if not isinstance(f, Constant)]
+            if len(tensors) > MAX_TENSORS:
+                raise SymflopsError(
+                    f"a product of {len(tensors)} tensors, more than the limit of {MAX_TENSORS}",
+                    _at(self.span, tensors[MAX_TENSORS].column),
+                    "contract it in steps through intermediate tensors, e.g. "
+                    "'T[i,k] = A[i,j] B[j,k]' then 'Y[i,l] = T[i,k] C[k,l]'")
             if len(term.factors) > MAX_FACTORS:
                 raise SymflopsError(
                     f"a product of {len(term.factors)} factors, more than the limit of "

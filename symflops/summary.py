@@ -21,8 +21,11 @@ from .polynomial import quotient
 from .params import param_counts
 from .recompute import recompute
 
-_ORDER = ("forward products are contracted pairwise in the order written, backward rules in "
-          "the cheapest order at equal dim sizes; 'flops' counts contractions only, "
+_ORDER = ("products of several tensors are contracted pairwise: forward terms in the order "
+          "written (or the cheapest, with forward_order: cheapest), backward rules in the cheapest "
+          "order (where the cheapest orders cross: the one cheapest at the declared sizes, else the "
+          "least of their costs); 'flops' counts the pairwise products that multiply two tensors, "
+          "sum over a letter and keep a letter only one of them has (matrix products), "
           "'flops_elementwise' everything else")
 
 CONVENTIONS = {
@@ -158,6 +161,8 @@ def _summary(derivation: Derivation, costs: Costs) -> dict[str, Any]:
         "title": layer.title,
         "unit": costs.unit,
         "conventions": CONVENTIONS[costs.unit],
+        "forward_order": layer.forward_order,
+        "sizes": dict(layer.sizes) or None,
         "dims": {d.name: d.description for d in layer.dims},
         "tensors": {
             t.name: {"shape": list(t.shape), "role": t.role,
@@ -176,14 +181,15 @@ def _summary(derivation: Derivation, costs: Costs) -> dict[str, Any]:
         "forward": [
             {"op": op.statement(), "output": op.output, "copies": n, "flops": c.flops,
              "flops_elementwise": c.elementwise,
-             "matrix_form": _matrix(op.terms[0]) if len(op.terms) == 1 else None}
+             "matrix_form": _matrix(op.terms[0]) if len(op.terms) == 1 else None,
+             **_orders(c, layer)}
             for op, c, n in zip(layer.ops, costs.forward, costs.forward_copies)
         ],
         "backward": [
             {"grad": r.grad, "wrt": r.wrt, "rule": r.statement, "copies": n, "flops": c.flops,
              "flops_elementwise": c.elementwise,
              "matrix_form": str(r.matrix_form) if r.matrix_form else None,
-             "reads": list(r.reads), "from_op": layer.ops[r.op].statement()}
+             "reads": list(r.reads), "from_op": layer.ops[r.op].statement(), **_orders(c, layer)}
             for r, c, n in zip(derivation.rules, costs.backward, costs.backward_copies)
         ],
         "saved": [s.name for s in costs.saved],
@@ -197,6 +203,34 @@ def _summary(derivation: Derivation, costs: Costs) -> dict[str, Any]:
                       "activations": p.activations},
         **whole_model(derivation, costs),
     }
+
+
+#: Beyond this many candidate orders, the condition under which each is the
+#: cheapest is not written out (``cheaper_when`` is null).
+MAX_CONDITIONS = 4
+
+
+def _orders(c: Any, layer: Any) -> dict[str, Any]:
+    """``{"orders": [...]}`` for an op or rule with a term whose cheapest
+    orders cross, else nothing: each candidate's order and cost, when it is
+    the cheapest, and which one is counted."""
+    if not c.orders:
+        return {}
+    dims = [d.name for d in layer.free_dims]
+    out = []
+    for o in c.orders:
+        conditions = (o.cheaper_when(dims) if len(o.candidates) <= MAX_CONDITIONS
+                      else (None,) * len(o.candidates))
+        out.append({
+            "term": o.term,
+            "counted": (o.texts[o.chosen] if o.chosen is not None else "the least of the candidates"),
+            "sizes": dict(o.sizes) if o.chosen is not None else None,
+            "candidates": [{"order": text, "flops": cand.flops,
+                            "flops_elementwise": cand.elementwise,
+                            "cheaper_when": None if cond is None else sympy.sstr(cond)}
+                           for text, cand, cond in zip(o.texts, o.candidates, conditions)],
+        })
+    return {"orders": out}
 
 
 def _matrix(e: Any) -> str | None:

@@ -59,7 +59,8 @@ from .report import table
 from .cost import Costs, costs
 from .derive import Derivation, Rule, derive, grad_name
 from .errors import SymflopsError
-from .ir import Contraction, Einsum, Layer, dim_symbol, index_ranges
+from .ir import Contraction, Einsum, Factor, Layer, dim_symbol, index_ranges
+from .contraction import steps, written
 from .numeric import run_einsum, run_op
 from .spec import load
 
@@ -346,6 +347,23 @@ def _torch_indicators(torch: Any, e: Einsum, tensors: Mapping[str, Any], args: l
         args[k] = torch.einsum(f"{mine},{names[a]}{names[b]}->{mine}", args[k], mask)
 
 
+def _written_order(torch: Any, args: Sequence[Any], operands: Sequence[Sequence[str]],
+                   out: Sequence[str], letters: Mapping[str, str]) -> Any:
+    """Three or more operands contracted pairwise left to right, one
+    ``torch.einsum`` per pair, so that PyTorch's counter sees the order
+    symflops counts (one einsum of them all would pick its own)."""
+    acc, have = args[0], list(operands[0])
+    for k in range(1, len(args)):
+        later = {i for f in operands[k + 1:] for i in f} | set(out)
+        joined = list(dict.fromkeys([*have, *operands[k]]))
+        keep = [i for i in joined if i in later]
+        spec = (f"{''.join(letters[i] for i in have)},{''.join(letters[i] for i in operands[k])}"
+                f"->{''.join(letters[i] for i in keep)}")
+        acc, have = torch.einsum(spec, acc, args[k]), keep
+    spec = f"{''.join(letters[i] for i in have)}->{''.join(letters[i] for i in out)}"
+    return torch.einsum(spec, acc)
+
+
 def torch_einsum(torch: Any, e: Einsum, tensors: Mapping[str, Any],
                  dims: Mapping[str, int] | None = None,
                  extents: Mapping[str, int] | None = None) -> Any:
@@ -359,9 +377,12 @@ def torch_einsum(torch: Any, e: Einsum, tensors: Mapping[str, Any],
     if len(args) != len(e.operands):
         _torch_indicators(torch, e, tensors, args, operands, extents or {})
     present = [i for i in e.output.indices if any(i in f for f in operands)]
-    spec = ",".join("".join(letters[i] for i in f) for f in operands)
-    spec += "->" + "".join(letters[i] for i in present)
-    out = torch.einsum(spec, *args)
+    if len(args) > 2 and len(args) == len(e.operands):
+        out = _written_order(torch, args, operands, present, letters)
+    else:
+        spec = ",".join("".join(letters[i] for i in f) for f in operands)
+        spec += "->" + "".join(letters[i] for i in present)
+        out = torch.einsum(spec, *args)
     coefficient = e.coefficient
     if coefficient.free_symbols:
         coefficient = coefficient.subs({dim_symbol(k): v for k, v in (dims or {}).items()})
@@ -547,8 +568,8 @@ def convention(e: Einsum) -> str:
     if any(len(set(f.indices)) != len(f.indices) for f in e.operands):
         return "a repeated letter (a diagonal): PyTorch takes it as a view first"
     if len(e.operands) > 2:
-        return ("three or more operands: PyTorch contracts them pairwise in its own order, and "
-                "its backward reuses the forward's partial products")
+        return ("three or more operands: symflops counts each backward rule in its cheapest "
+                "order, while PyTorch's autograd reuses the forward's partial products")
     a, b = e.operands
     if not e.summed:
         return ("no summed letter (outer or elementwise product): PyTorch counts it 0 as a mul, "
@@ -558,6 +579,18 @@ def convention(e: Einsum) -> str:
         return (f"letter(s) {', '.join(lone)} summed on one operand only: PyTorch sums them out "
                 "first (a sum, not counted), symflops counts them inside the product")
     return ""
+
+
+def _as_run(e: Einsum, extents: Mapping[str, sympy.Expr]) -> list[Einsum]:
+    """A forward term as PyTorch runs it here: three or more plain tensors as
+    the pairwise products of the written order (:func:`_written_order`), each
+    judged on its own by :func:`is_plain` and :func:`convention`."""
+    if (len(e.factors) < 3 or len(e.factors) != len(e.operands)
+            or any(len(set(f.indices)) != len(f.indices) for f in e.factors)):
+        return [e]
+    return [Einsum(Factor("T", tuple(sorted(s.span - s.summed))),
+                   (Factor("A", tuple(sorted(s.left))), Factor("B", tuple(sorted(s.right)))))
+            for s in steps(e, extents, "FLOPs", written(len(e.factors)))]
 
 
 def _count(torch: Any, fn: Callable[[], Any]) -> int:
@@ -599,7 +632,8 @@ def check_flops(derivation: Derivation, c: Costs, sizes: Mapping[str, Mapping[st
                       for n in op.inputs}
             fwd = _count(torch, lambda: torch_op(torch, op, inputs, dims))
             checks.append(_flop_check("forward", k + 1, op.statement(), size,
-                                      num(c.forward[k].flops), fwd, list(op.terms) or None))
+                                      num(c.forward[k].flops), fwd,
+                                      [p for t in op.terms for p in _as_run(t, op.dims())] or None))
             if k not in rules_of:
                 continue
             out = torch_op(torch, op, inputs, dims)
@@ -717,7 +751,7 @@ def verify(derivation: Derivation, seed: int = 0, use_torch: bool = True) -> Rep
         notes.append("PyTorch not installed: finite differences only" if use_torch
                      else "PyTorch not used (--no-torch): finite differences only")
     else:
-        c = costs(derivation, "FLOPs")
+        c = costs(derivation, "FLOPs", choice="minimum")  # the cheapest order at each size checked
         flops = check_flops(derivation, c, {"small": small, "medium": medium}, torch)
         saved = check_saved(derivation, leaves, torch, small)
     if not derivation.rules:

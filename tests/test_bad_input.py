@@ -15,11 +15,12 @@ import sys
 from pathlib import Path
 
 import pytest
+import sympy
 
 import symflops
 from symflops import cli
 from symflops.check import check
-from symflops.statement import MAX_FACTORS, MAX_LETTERS
+from symflops.statement import MAX_FACTORS, MAX_LETTERS, MAX_TENSORS
 
 BAD = Path(__file__).resolve().parent / "bad"
 CASES = sorted(BAD.glob("*.yaml"))
@@ -120,11 +121,17 @@ def test_an_op_at_the_limits_derives_and_checks_quickly():
     # a dot product: each gradient is an outer product with the scalar dY, 1 per term
     results = check(layer, ["flops.backward == flops.forward", "params > 0"])
     assert [r.holds for r in results] == [True, True]
+    n = MAX_TENSORS
     chain = symflops.declare("chain", dims={"D": ""}, tensors={
-        f"X{k}": {"shape": ["D", "D"], "role": "param"} for k in range(MAX_LETTERS - 1)},
-        ops=[f"Y[i0,i{MAX_LETTERS - 1}] = " + " ".join(f"X{k}[i{k},i{k + 1}]"
-                                                      for k in range(MAX_LETTERS - 1))])
-    assert len(symflops.derive(chain).rules) == MAX_LETTERS - 1 < MAX_FACTORS
+        f"X{k}": {"shape": ["D", "D"], "role": "param"} for k in range(n)},
+        ops=[f"Y[i0,i{n}] = " + " ".join(f"X{k}[i{k},i{k + 1}]" for k in range(n))])
+    d = symflops.derive(chain)
+    assert len(d.rules) == n < MAX_FACTORS
+    # By hand: the written order multiplies n - 1 pairs of D x D matrices, 2 D**3 each;
+    # each rule's cheapest order multiplies the other n - 1 matrices and dY the same way.
+    D = sympy.Symbol("D", positive=True, integer=True)
+    c = symflops.costs(d)
+    assert c.flops_forward == 2 * (n - 1) * D**3 and c.flops_backward == n * 2 * (n - 1) * D**3
 
 
 # Claims are given on the command line, so the tests/bad format cannot hold

@@ -105,12 +105,12 @@ def test_batched_matmul_counts_by_hand():
 def test_outer_and_elementwise_products_count_one_flop_per_term():
     I, J = sympy.symbols("I J", positive=True, integer=True)
     c = costs(symflops.derive(_declare(*CASES[6])))
-    # An op that sums over no index is elementwise work, apart from `flops`
-    # (the 6N convention counts matmul-type products only).
-    assert c.flops_forward == 0 and c.flops_backward == 0
-    assert c.elementwise_forward == I * J  # one multiply per product
+    # The outer product sums over no index: elementwise work, one multiply per product.
+    assert c.flops_forward == 0 and c.elementwise_forward == I * J
+    # Its gradients are matrix-vector products, matmul-type work like any other
+    # (the bucket follows each product, not the op it comes from):
     # da[i] = dZ[i,j] b[j] and db[j] = a[i] dZ[i,j] each sum over one index: 2IJ each.
-    assert c.elementwise_backward == 4 * I * J
+    assert c.flops_backward == 4 * I * J and c.elementwise_backward == 0
 
 
 def test_three_operand_forward_uses_declared_pairwise_order():

@@ -126,8 +126,10 @@ def test_selective_recomputation_drops_the_quadratic_terms():
 def test_moe_flops_scale_with_k_and_parameters_with_experts():
     s = _summary("moe")
     per = s["per_token"]["flops"]["total"]
-    # expert work: 3 matrices x 6 FLOPs x D F per routed copy, times the capacity factor
-    assert _zero(sympy.diff(per, k) - L * (18 * D * F * c + 6 * D))
+    # expert work: 3 matrices x 6 FLOPs x D F per routed copy, times the capacity factor;
+    # the combine Y = sum_j Gt[j] Ye[...]: 2D forward and 2D for dGt (sums over d); its
+    # dYe = Gt dY is a scatter of products (no sum), elementwise work, not counted here.
+    assert _zero(sympy.diff(per, k) - L * (18 * D * F * c + 4 * D))
     assert _zero(sympy.diff(per, M) - 6 * D * L)  # only the router grows with the experts
     assert _zero(sympy.diff(s["parameters"]["total"], M) - L * (3 * D * F + D))
     assert _zero(s["parameters"]["active_dense"].subs(c, 1)

@@ -1,7 +1,7 @@
 """The fast polynomial helpers against SymPy's own slow, general routines.
 
 Each helper replaces a SymPy call that was too slow for a build (``cancel``,
-``factor``, ``Max``, an exhaustive search over contraction orders), so each is
+``factor``, ``Max``), so each is
 checked here against that call, or against brute force, on random input:
 
 * ``exact_quotient(a*b, b) == expand(a)``, and None exactly when
@@ -13,22 +13,20 @@ checked here against that call, or against brute force, on random input:
 * ``largest`` drops a candidate only when a kept one is at least as large at
   random points with every dim >= 1, and keeps the true maximum there;
 * ``substituted(p, {dim: single term})`` is ``expand(p.xreplace(...))``,
-  structurally (the sheets print it), also when a value has negative powers;
-* the depth-first contraction-order search returns the same order as scoring
-  every order in enumeration order and taking the first cheapest.
+  structurally (the sheets print it), also when a value has negative powers.
+
+(The contraction-order search is tested against brute force in test_orders.py.)
 """
 
 from __future__ import annotations
 
 import math
-import random
 
 import sympy
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from symflops.cost import _start, _step, _steps, _size, _conditions, contraction_path
-from symflops.ir import Einsum, Factor, dim_symbol
+from symflops.ir import dim_symbol
 from symflops.polynomial import common_factor, exact_quotient, largest, monomials, substituted
 from symflops.printing import readable
 
@@ -130,41 +128,6 @@ def test_largest_keeps_the_maximum_at_random_points(candidates, rnd):
         point = {d: rnd.randint(1, 50) for d in DIMS}
         values = [c.xreplace(point) for c in candidates]
         assert max(a.xreplace(point) for a in kept_args) == max(values)
-
-
-# ------------------------------------------------- contraction-order search --
-
-def _brute_force(e: Einsum, extents: dict) -> list[tuple[int, int]]:
-    """Every pairwise order in enumeration order; the first cheapest wins."""
-    probe = {s: 1009 for x in extents.values() for s in x.free_symbols}
-    conditions = _conditions(e)
-
-    def orders(n):
-        if n <= 1:
-            return [[]]
-        return [[(i, j)] + rest for i in range(n) for j in range(i + 1, n) for rest in orders(n - 1)]
-
-    def score(path):
-        return sum(int(_size(span, extents, conditions).subs(probe)) * (2 if summed else 1)
-                   for span, summed in _steps(e, path))
-
-    return min(orders(len(e.factors)), key=score)
-
-
-def test_contraction_search_matches_exhaustive_scoring():
-    rng = random.Random(7)
-    letters = "abcdefg"
-    sizes = {l: dim_symbol(l.upper()) for l in letters}
-    for _ in range(150):
-        n = rng.randint(3, 5)
-        operands = tuple(Factor(f"T{k}", tuple(rng.sample(letters, rng.randint(1, 4))))
-                         for k in range(n))
-        used = sorted({i for f in operands for i in f.indices})
-        out = tuple(rng.sample(used, rng.randint(0, min(3, len(used)))))
-        e = Einsum(Factor("O", out), operands)
-        # some letters share a dim, so that ties between orders happen
-        extents = {l: sizes[l] if rng.random() < 0.6 else sizes["a"] for l in used}
-        assert contraction_path(e, extents, "equal-sizes") == _brute_force(e, extents), e
 
 
 def test_readable_pulls_common_factors_out_of_non_polynomials():

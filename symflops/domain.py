@@ -1,0 +1,179 @@
+"""Exact sizes of the summation domains that where-clauses cut out.
+
+A where-clause ``where t <= s`` restricts an op's letters to the tuples that
+satisfy it.  The number of such tuples is what a restricted product costs per
+multiply-add, so it must be exact for every value of the dims:
+:func:`domain_size` returns it in closed form.
+
+Every letter ``x`` ranges over ``0 .. n_x - 1`` (its extent ``n_x``, a
+positive integer polynomial in the dims); a :class:`Bound` says
+``x_low <= x_high`` (or ``<``, when strict).  The bounds form a directed
+acyclic graph (the spec refuses a cycle).  The count is an iterated sum, each
+letter summed inside every letter that bounds it from above, with upper limit
+
+    U_x = min(n_x - 1, x_high - strict, ...)    (lower limit 0).
+
+A polynomial summand is summed in closed form (Faulhaber's formulas, by
+``sympy.summation`` over a fresh symbol).  A summand that contains
+``min(x + a, C)`` (left by a letter summed earlier, ``C`` free of ``x``) is
+split where the two arguments cross, ``x = C - a``:
+
+    sum_{x=0}^{U} f(x, min(x + a, C))
+        = sum_{x=0}^{K} f(x, x + a) + sum_{x=K+1}^{U} f(x, C),   K = min(U, C - a),
+
+each part again a sum of that kind with one ``min`` fewer.  Both parts are
+exact whenever ``K >= -1``, which holds here: ``U >= -1`` and ``C - a >= -1``,
+since every upper limit is at least ``-1`` (a strict bound on a letter at 0)
+and ``a <= 0`` (an upper letter minus its strictness).  When the letters range
+over one dim, the ``min`` collapse (``min(S - 1, S - 1) = S - 1``) and the
+count is a polynomial: ``S(S + 1)/2`` for ``t <= s``.  Between different dims
+it is a polynomial in the dims and ``min`` of them: ``s <= t`` with ``s`` over
+``S`` and ``t`` over ``T`` has ``m(m + 1)/2 + S(T - m)`` tuples, ``m = min(S, T)``.
+
+Each closed form is checked, the first time it is computed, against a count
+by enumeration at every assignment of small values to the dims (a mismatch is
+a bug in symflops and raises).
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+import sympy
+
+
+@dataclass(frozen=True)
+class Bound:
+    """``low <= high`` between two index letters (``low < high`` when ``strict``)."""
+
+    low: str
+    high: str
+    strict: bool = False
+
+    @property
+    def letters(self) -> frozenset[str]:
+        return frozenset((self.low, self.high))
+
+
+def domain_size(extents: Mapping[str, sympy.Expr], bounds: Sequence[Bound]) -> sympy.Expr:
+    """The number of tuples of ``extents``' letters (each in ``0 .. extent - 1``)
+    that satisfy every bound, in closed form (see the module's docstring).
+    Letters no bound names multiply the count by their extents."""
+    named = {x for b in bounds for x in b.letters}
+    free = sympy.Mul(*(extents[x] for x in sorted(extents) if x not in named))
+    if not bounds:
+        return free
+    key = tuple(sorted(set(bounds), key=lambda b: (b.low, b.high, b.strict)))
+    restricted = _restricted(key, tuple((x, extents[x]) for x in sorted(named)))
+    return sympy.expand(free * restricted)
+
+
+@functools.lru_cache(maxsize=1024)
+def _restricted(bounds: tuple[Bound, ...], extents: tuple[tuple[str, sympy.Expr], ...]) -> sympy.Expr:
+    """:func:`domain_size` of the letters the bounds name, remembered and checked."""
+    count = _count(bounds, dict(extents))
+    _check(count, bounds, dict(extents))
+    return count
+
+
+def _count(bounds: tuple[Bound, ...], extents: dict[str, sympy.Expr]) -> sympy.Expr:
+    letters = {x: sympy.Dummy(x, integer=True, nonnegative=True) for x in extents}
+    summand: sympy.Expr = sympy.Integer(1)
+    done: list[str] = []
+    # Each letter is summed inside the letters that bound it from above, so
+    # every bound below it has already been summed away when its turn comes.
+    while len(done) < len(extents):
+        x = min(x for x in extents if x not in done
+                and all(b.low in done for b in bounds if b.high == x))
+        upper = sympy.Min(extents[x] - 1, *(letters[b.high] - (1 if b.strict else 0)
+                                            for b in bounds if b.low == x))
+        summand = _sum(letters[x], upper, summand)
+        done.append(x)
+    return _tidy(summand)
+
+
+def _sum(x: sympy.Symbol, upper: sympy.Expr, f: sympy.Expr) -> sympy.Expr:
+    """``sum_{x=0}^{upper} f``, exact when ``upper >= -1`` (an empty sum at -1)."""
+    f = _flat(f)
+    atoms = sorted((m for m in f.atoms(sympy.Min) if x in m.free_symbols), key=sympy.default_sort_key)
+    if not atoms:
+        return _faulhaber(sympy.expand(f), x).xreplace({_TOP: upper})
+    atom = atoms[0]
+    with_x = [a for a in atom.args if x in a.free_symbols]
+    rest = [a for a in atom.args if x not in a.free_symbols]
+    # Letters enter bounds with coefficient 1, so the arguments with x are
+    # x + a for constants a, and SymPy keeps only the least of them.
+    offset = with_x[0] - x
+    if len(with_x) != 1 or x in offset.free_symbols or not offset.is_number:
+        raise AssertionError(f"unexpected bound {atom} while summing over {x}")
+    if not rest:  # min(x + a) alone
+        return _sum(x, upper, f.xreplace({atom: with_x[0]}))
+    crossing = sympy.Min(*rest)
+    split = _flat(sympy.Min(upper, crossing - offset))
+    below = f.xreplace({atom: x + offset})
+    above = f.xreplace({atom: crossing})
+    return _flat(_sum(x, split, below) + _sum(x, upper, above) - _sum(x, split, above))
+
+
+_TOP = sympy.Dummy("top", integer=True)
+
+
+@functools.lru_cache(maxsize=4096)
+def _faulhaber(f: sympy.Expr, x: sympy.Symbol) -> sympy.Expr:
+    """``sum_{x=0}^{top} f`` for a summand polynomial in ``x``, as a polynomial in ``top``."""
+    if x not in f.free_symbols:
+        return sympy.expand(f * (_TOP + 1))
+    return sympy.expand(sympy.summation(f, (x, 0, _TOP)))
+
+
+def _flat(expr: sympy.Expr) -> sympy.Expr:
+    """``min(a, b) + c`` for a number ``c`` as ``min(a + c, b + c)``, so that
+    nested minima flatten and each argument is a letter or a dim plus a constant."""
+    def shifted(e: sympy.Expr) -> bool:
+        constant, rest = e.as_coeff_Add()
+        return constant != 0 and isinstance(rest, sympy.Min)
+
+    def distribute(e: sympy.Expr) -> sympy.Expr:
+        constant, rest = e.as_coeff_Add()
+        return sympy.Min(*(a + constant for a in rest.args))
+
+    return expr.replace(shifted, distribute)
+
+
+def _tidy(expr: sympy.Expr) -> sympy.Expr:
+    """The count expanded, each ``min(a - c, b - c)`` written ``min(a, b) - c``."""
+    def lift(m: sympy.Min) -> sympy.Expr:
+        shift = min((a.as_coeff_Add()[0] for a in m.args), default=sympy.Integer(0))
+        if all(a.as_coeff_Add()[0] == shift for a in m.args) and shift != 0:
+            return sympy.Min(*(a - shift for a in m.args)) + shift
+        return m
+
+    return sympy.expand(expr.replace(lambda e: isinstance(e, sympy.Min), lift))
+
+
+#: The check enumerates every assignment of 1 .. CHECK_MAX to the dims (at most CHECK_POINTS of them).
+CHECK_MAX = 4
+CHECK_POINTS = 256
+
+
+def _check(count: sympy.Expr, bounds: tuple[Bound, ...], extents: dict[str, sympy.Expr]) -> None:
+    """Compare ``count`` with an enumeration at small dim values; raise on a mismatch."""
+    dims = sorted(set().union(*(e.free_symbols for e in extents.values())), key=str)
+    points = itertools.islice(itertools.product(range(1, CHECK_MAX + 1), repeat=len(dims)),
+                              CHECK_POINTS)
+    for values in points:
+        at = dict(zip(dims, values))
+        sizes = {x: int(e.xreplace(at)) for x, e in extents.items()}
+        if min(sizes.values()) < 1:  # an extent such as P - K + 1 can be empty at small values
+            continue
+        letters = sorted(sizes)
+        expected = sum(
+            all(t[letters.index(b.low)] < t[letters.index(b.high)] if b.strict
+                else t[letters.index(b.low)] <= t[letters.index(b.high)] for b in bounds)
+            for t in itertools.product(*(range(sizes[x]) for x in letters)))
+        got = count.xreplace(at)
+        if got != expected:
+            raise AssertionError(f"domain count {count} gives {got} at {at}, enumeration {expected}")
