@@ -364,20 +364,24 @@ def _inference_peak(layer: Layer) -> sympy.Expr:
 
 
 def saved_blocks(layer: Layer, derivation: Derivation, name: str) -> tuple:
-    """The blocks whose every copy keeps its own copy of a saved tensor: the
-    tensor's own blocks, or, for a tensor a repeated block reads from outside
-    (its bound input), that block's, since each copy saves its own input.
-    The deepest nesting wins."""
-    owners = [layer.blocks_of(name)]
-    for r in derivation.rules:
-        if name in r.reads:
-            owners.append(layer.blocks_of(layer.ops[r.op].output))
-    return max(owners, key=len)
+    """The blocks whose copies each keep their own copy of a saved tensor:
+    those of the deepest rule that reads it (see :func:`saved_copies`)."""
+    owners = [layer.blocks_of(layer.ops[r.op].output) for r in derivation.rules if name in r.reads]
+    return max(owners, key=len, default=())
 
 
-def saved_copies(layer: Layer, derivation: Derivation, name: str) -> sympy.Expr:
-    """Copies of a saved tensor in the unrolled network (see :func:`saved_blocks`)."""
-    return sympy.Mul(*(b.repeat for b in saved_blocks(layer, derivation, name)))
+def saved_copies(derivation: Derivation, runs: Sequence[sympy.Expr], name: str) -> sympy.Expr:
+    """Copies of a saved tensor in the unrolled network: as many as the rule
+    that reads it most often runs (``runs``, from :func:`rule_copies`).  Each
+    run of a rule reads its own copy: a tensor made and read inside a
+    repeated block exists once per copy; a block's bound input once per copy
+    that reads it (the first copy's input, then each copy's output, which is
+    the next copy's input; only L - 1 of them when just the gradient that the
+    first copy need not compute reads it); a block's output read after the
+    block, once (the last copy's: the others are the next copies' inputs,
+    counted there)."""
+    readers = [n for r, n in zip(derivation.rules, runs) if name in r.reads]
+    return largest(readers) if readers else sympy.Integer(0)
 
 
 def rule_copies(layer: Layer, derivation: Derivation) -> tuple[sympy.Expr, ...]:
@@ -422,7 +426,7 @@ def costs(derivation: Derivation, unit: str = "FLOPs", precision: Precision | st
     trainable = sympy.expand(sum((t.elements * layer.copies(t.name) for t in layer.params
                                   if t.requires_grad), sympy.Integer(0)))
     saved = tuple(SavedTensor(n, tensors[n].elements, derivation.needed_by(n),
-                              tensors[n].role == "mask", saved_copies(layer, derivation, n))
+                              tensors[n].role == "mask", saved_copies(derivation, backward_copies, n))
                   for n in derivation.saved)
     return Costs(unit, prec, forward, backward, accumulate, params, trainable, saved,
                  _inference_peak(layer), forward_copies, backward_copies)

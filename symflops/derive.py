@@ -450,10 +450,13 @@ def needs_gradient(layer: Layer, repeats: bool = True) -> frozenset[str]:
             if b.repeat != 1 and any(tensors[n].is_param and tensors[n].requires_grad
                                      for n in b.tensors):
                 forced.update(n for n in b.inputs if tensors[n].role != "index")
+    # A forced input needs its gradient like any other, so the ops reading it
+    # pass one back (through a norm as much as through a residual).
+    need |= {n for n in forced if layer.tensor(n).role == "input"}
     for op in layer.ops:  # topological order: operands are decided first
         if op.output in forced or any(name in need for name in op.inputs):
             need.add(op.output)
-    return frozenset(need | {n for n in forced if layer.tensor(n).role == "input"})
+    return frozenset(need)
 
 
 def repeat_only_gradients(layer: Layer) -> frozenset[str]:
