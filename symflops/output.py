@@ -140,7 +140,7 @@ class _FdWriter(io.RawIOBase):
 
     def __init__(self, fd: int):
         super().__init__()
-        self._fd = fd
+        self.fd = fd
         self._abandoned = False
 
     def abandon(self) -> None:
@@ -157,16 +157,16 @@ class _FdWriter(io.RawIOBase):
     def write(self, data: bytes | bytearray | memoryview) -> int:  # type: ignore[override]
         if self._abandoned:
             return len(data)
-        return os.write(self._fd, data)
+        return os.write(self.fd, data)
 
     def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
-        return os.lseek(self._fd, offset, whence)
+        return os.lseek(self.fd, offset, whence)
 
     def tell(self) -> int:
-        return os.lseek(self._fd, 0, os.SEEK_CUR)
+        return os.lseek(self.fd, 0, os.SEEK_CUR)
 
     def fileno(self) -> int:
-        return self._fd
+        return self.fd
 
 
 class _Stdout(io.RawIOBase):
@@ -209,30 +209,36 @@ def open_output(path: str, what: str = "output") -> Iterator[BinaryIO]:
     except OSError as exc:
         raise _os_error(what, path, exc) from None
     # The base name is cut so that the temporary name stays within NAME_MAX.
-    tmp = os.path.join(folder, f".tmp-{secrets.token_hex(4)}-{os.path.basename(real)[:100]}")
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666)
-    except OSError as exc:
-        raise _os_error(what, path, exc) from None
-    raw = _FdWriter(fd)
+    tmp: str | None = os.path.join(
+        folder, f".tmp-{secrets.token_hex(4)}-{os.path.basename(real)[:100]}")
+    raw = _FdWriter(-1)
     out = io.BufferedWriter(raw, buffer_size=1 << 20)
-    try:  # from here on, anything (KeyboardInterrupt, SIGTERM too) removes the temporary file
+    # One try from the creation on: a signal handled right after os.open
+    # returns is inside it too, so the temporary file never outlives it.
+    try:
+        try:
+            raw.fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL
+                             | getattr(os, "O_CLOEXEC", 0), 0o666)
+        except FileExistsError:  # O_EXCL: that file is not ours, never removed here
+            tmp = None
+            raise
         if mode is not None:
-            os.fchmod(fd, mode)
+            os.fchmod(raw.fd, mode)
         yield out  # type: ignore[misc]
         out.flush()
-        os.fsync(fd)  # a full disk or quota can surface only here
+        os.fsync(raw.fd)  # a full disk or quota can surface only here
         out.close()
+        fd, raw.fd = raw.fd, -1
         os.close(fd)
-        fd = -1
         os.replace(tmp, real)
     except BaseException as exc:
-        if fd >= 0:
+        if raw.fd >= 0:
             raw.abandon()
             out.close()
-            os.close(fd)
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
+            os.close(raw.fd)
+        if tmp is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
         if isinstance(exc, OSError):
             raise _os_error(what, path, exc) from None
         raise

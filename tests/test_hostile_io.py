@@ -488,17 +488,16 @@ def test_every_character_called_settable_compiles(tmp_path):
 
 @pytest.mark.parametrize("title,char", [("Attention 注意", "U+6CE8"), ("Rocket 🚀 sheet", "U+1F680"),
                                         ("Greek λ", "U+03BB")])
-def test_text_pdflatex_cannot_set_is_refused_for_latex_only(tmp_path, title, char):
+def test_text_pdflatex_cannot_set_is_refused_for_latex_only(tmp_path, capsys, title, char):
     path = tmp_path / "wide.yaml"
     path.write_text(FFN.read_text().replace("title: Transformer feed-forward block",
                                             f"title: {title}"))
     column = len("title: ") + title.index(next(c for c in title if ord(c) > 0x7F)) + 1
-    tex = clean(run("render", path, "--format", "tex"))
-    assert tex.returncode == 2 and tex.stdout == ""
-    assert f"{path}:2:{column}: error: the title contains" in tex.stderr, tex.stderr
-    assert char in tex.stderr
-    md = clean(run("render", path))
-    assert md.returncode == 0 and md.stdout.startswith(f"# {title}\n")
+    code, out, err = main(["render", path, "--format", "tex"], capsys)
+    assert code == 2 and out == ""
+    assert f"{path}:2:{column}: error: the title contains" in err and char in err, err
+    code, out, err = main(["render", path], capsys)
+    assert code == 0 and out.startswith(f"# {title}\n")
 
 
 def test_a_build_writes_the_markdown_of_a_sheet_latex_cannot_set(tmp_path, capsys):
@@ -543,7 +542,7 @@ def test_a_recursive_alias_does_not_stop_the_build(tmp_path, jobs):
     result = clean(run("build", "--src", src, "--out", tmp_path / "out", "--no-pdf", "-j", jobs,
                        timeout=120))
     assert result.returncode == 2, result.stderr
-    assert "bad.yaml:1:1: error: " in result.stderr
+    assert re.search(r"bad\.yaml:\d+:\d+: error: ", result.stderr), result.stderr
     assert (tmp_path / "out" / "ffn.md").read_text().startswith("# Transformer feed-forward")
     assert not (tmp_path / "out" / "bad.md").exists()
 
