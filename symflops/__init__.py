@@ -15,9 +15,46 @@ declared as einsum contractions.
 
 __version__ = "0.1.0"
 
-from .cost import costs  # noqa: E402
-from .derive import derive  # noqa: E402
-from .errors import Span, SymflopsError  # noqa: E402
-from .spec import declare, load, loads  # noqa: E402
+import importlib as _importlib
+import sys as _sys
+import types as _types
 
 __all__ = ["declare", "load", "loads", "derive", "costs", "SymflopsError", "Span"]
+
+# The public names are imported on first use, not here: ``symflops`` the
+# command imports this package before anything else, and SymPy takes about
+# a second to import; a Ctrl-C in that second must reach the command's
+# handler (symflops/__main__.py), not print a traceback.
+_HOME = {"declare": "spec", "load": "spec", "loads": "spec", "derive": "derive", "costs": "cost",
+         "SymflopsError": "errors", "Span": "errors"}
+
+
+def __getattr__(name: str):
+    if name not in _HOME:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(_importlib.import_module(f".{_HOME[name]}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))
+
+
+class _Package(_types.ModuleType):
+    """``symflops.derive`` is the function, as it was when this file imported
+    it eagerly, even after the submodule ``symflops.derive`` is imported (the
+    import system then sets the package's attribute to the module)."""
+
+    @property
+    def derive(self):
+        from .derive import derive
+
+        return derive
+
+    @derive.setter
+    def derive(self, module):  # the submodule, recorded by the import system: keep the function
+        pass
+
+
+_sys.modules[__name__].__class__ = _Package

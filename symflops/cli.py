@@ -2,15 +2,22 @@
 
 Exit status: 0 success; 1 a check or verification failed; 2 bad input (one
 line on stderr naming file:line:column, no traceback); 70 an internal error
-(a bug: set SYMFLOPS_DEBUG=1 for the traceback).
+(a bug: set SYMFLOPS_DEBUG=1 for the traceback); 130 interrupted (Ctrl-C,
+SIGINT); 143 terminated (SIGTERM; 129 for SIGHUP).  A termination signal is
+raised as :class:`~symflops.errors.Terminated` where the program is, so that
+temporary files (``.tmp-*`` beside an output, ``symflops-tex-*``) are removed
+on the way out, exactly as for Ctrl-C.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import os
+import signal
 import sys
+import threading
 import traceback
 from typing import Sequence
 
@@ -22,8 +29,9 @@ from . import sweep as sweep_command
 from . import verify as verify_command
 from .cost import UNITS, costs
 from .derive import derive
-from .errors import SymflopsError
-from .build import atomic_write, build, render_file
+from .errors import SymflopsError, Terminated
+from .build import build, render_file
+from .output import STDOUT, write_file
 from .evaluate import evaluate, parse_assignments, parse_config
 from .precision import DEFAULT_POLICY, POLICIES
 from .report import text_report
@@ -116,7 +124,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("file", help="a layer declaration (YAML)")
     r.add_argument("--format", choices=("md", "tex"), default="md", help="sheet format (default md)")
     r.add_argument("-o", "--output", metavar="PATH",
-                   help="write here (atomically) instead of standard output")
+                   help="write here (atomically) instead of standard output ('-': standard "
+                        "output); an existing path must be a regular file")
     _sheet_options(r)
     b = sub.add_parser("build", help="render every declaration in derivations/ into build/",
                        description="Render every declaration in a directory into NAME.md and "
@@ -180,13 +189,13 @@ def _run_sheet(args: argparse.Namespace) -> int:
                        templates=args.templates, unit=unit, precision=args.precision)
         print(f"{len(result.written)} files written, {len(result.failed)} declarations failed",
               file=sys.stderr if result.failed else sys.stdout)
-        return 2 if result.failed else 0
+        return 70 if result.internal else 2 if result.failed else 0
     layer = load(args.file)
     for config in configs:
         parse_assignments([",".join(f"{k}={v}" for k, v in config.items())], layer)
     text = render_file(args.file, args.format, configs, args.templates, unit, args.precision)
-    if args.output:
-        atomic_write(args.output, text)
+    if args.output is not None and args.output != STDOUT:
+        write_file(args.output, text, "-o")
         print(f"wrote {args.output}")
     else:
         sys.stdout.write(text)
@@ -241,9 +250,36 @@ def run(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def _terminate(signum: int, frame: object) -> None:
+    """SIGTERM and SIGHUP: unwind like Ctrl-C does (a second signal during
+    the clean-up is ignored, so that the clean-up finishes)."""
+    for sig in _SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
+    raise Terminated(signum)
+
+
+_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
+
+
+def _quiet_stdout() -> None:
+    """Standard output failed (the reader left, the disk is full): point it at
+    /dev/null so that the interpreter's last flush has nothing to complain of."""
     try:
-        return run(argv)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # not a real file (a test's capture)
+        pass
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    previous = {}
+    if threading.current_thread() is threading.main_thread():  # where handlers can be set
+        previous = {sig: signal.signal(sig, _terminate) for sig in _SIGNALS}
+    try:
+        code = run(argv)
+        sys.stdout.flush()  # a full disk behind standard output shows here
+        return code
     except SymflopsError as exc:
         print(f"symflops: {exc}", file=sys.stderr)
         excerpt = exc.excerpt()
@@ -253,15 +289,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("symflops: interrupted", file=sys.stderr)
         return 130
+    except Terminated as exc:
+        print(f"symflops: terminated by signal {exc.signum}", file=sys.stderr)
+        return 128 + exc.signum
     except BrokenPipeError:
+        _quiet_stdout()
         return 0
+    except OSError as exc:
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EIO) and not exc.filename:
+            _quiet_stdout()  # writing standard output failed: the input was fine, the output not
+            print(f"symflops: cannot write standard output: {exc.strerror}", file=sys.stderr)
+            return 2
+        return _internal(exc)
     except Exception as exc:  # a bug in symflops, not in the user's input
-        if os.environ.get("SYMFLOPS_DEBUG"):
-            traceback.print_exc()
-        print(f"symflops: internal error: {type(exc).__name__}: {exc} "
-              "(this is a bug; rerun with SYMFLOPS_DEBUG=1 and report the traceback)",
-              file=sys.stderr)
-        return 70
+        return _internal(exc)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _internal(exc: Exception) -> int:
+    if os.environ.get("SYMFLOPS_DEBUG"):
+        traceback.print_exception(exc)
+    print(f"symflops: internal error: {type(exc).__name__}: {exc} "
+          "(this is a bug; rerun with SYMFLOPS_DEBUG=1 and report the traceback)",
+          file=sys.stderr)
+    return 70
 
 
 if __name__ == "__main__":

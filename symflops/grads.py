@@ -21,18 +21,17 @@ Conventions and invariants:
 * the output holds one array per derived gradient (``d`` + tensor name),
   intermediates such as ``dH`` included, contributions of several ops summed;
   frozen parameters and inputs that need no gradient have none.
-* the output file is written atomically: a temporary file in the same
-  directory, flushed to disk, then ``os.replace``; a failed run leaves no
-  partial file and an existing file untouched.
+* the output file is written atomically by :mod:`symflops.output`: a
+  temporary file in the same directory, flushed to disk, then
+  ``os.replace``; a failed run leaves no partial file and an existing file
+  untouched (``--out -`` writes the archive to standard output).
 """
 
 from __future__ import annotations
 
 import argparse
 import difflib
-import os
 import sys
-import secrets
 import zipfile
 from dataclasses import dataclass
 from typing import Mapping
@@ -44,6 +43,7 @@ from .derive import Derivation, derive, grad_name
 from .errors import SymflopsError
 from .ir import Layer, Tensor, dim_symbol, index_ranges
 from .numeric import backward, forward
+from .output import STDOUT, open_output
 from .spec import load
 
 
@@ -231,35 +231,11 @@ def compute(derivation: Derivation, arrays: Mapping[str, np.ndarray]) -> dict[st
 
 
 def write_npz(path: str, arrays: Mapping[str, np.ndarray]) -> None:
-    """Write ``arrays`` to ``path`` atomically (same-directory temp file, then
-    os.replace), so readers see the old file or the whole new one."""
-    directory = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(directory):
-        raise SymflopsError(f"{path}: directory {directory} does not exist",
-                            hint="create the directory first or choose another --out")
-    # Not mkstemp: its 0600 mode would survive the rename; 0666 & ~umask is
-    # what a plain open() would have given the output.
-    tmp = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-    except OSError as exc:
-        raise SymflopsError(f"{path}: cannot write: {exc.strerror or exc}",
-                            hint="choose a writable --out path") from None
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            np.savez(fh, **arrays)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException as exc:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        if isinstance(exc, OSError):
-            raise SymflopsError(f"{path}: cannot write: {exc.strerror or exc}",
-                                hint="choose a writable --out path") from None
-        raise
+    """Write ``arrays`` to ``path`` atomically through :mod:`symflops.output`
+    (same-directory temp file, fsync, os.replace; ``-`` is standard output),
+    so readers see the old file or the whole new one."""
+    with open_output(path, "--out") as out:
+        np.savez(out, **arrays)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -268,7 +244,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="every input and parameter by name, and optionally the upstream "
                              "gradient of each output as d<output> (default: ones)")
     parser.add_argument("--out", required=True, metavar="OUT.npz",
-                        help="where to write every derived gradient (d<tensor>), atomically")
+                        help="where to write every derived gradient (d<tensor>), atomically "
+                             "('-': standard output)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -281,5 +258,6 @@ def run(args: argparse.Namespace) -> int:
     lines = [f"wrote {len(grads)} gradient{'s' if len(grads) != 1 else ''} of {layer.name} "
              f"to {args.out} (float64)"]
     lines += [f"  {n.ljust(width)}  {shape}" for n, shape in rows]
-    sys.stdout.write("\n".join(lines) + "\n")
+    report = sys.stderr if args.out == STDOUT else sys.stdout  # not into the archive
+    report.write("\n".join(lines) + "\n")
     return 0

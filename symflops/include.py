@@ -34,7 +34,7 @@ from typing import Any, Callable, Mapping
 
 import sympy
 
-from .errors import Span, SymflopsError, closest
+from .errors import Span, SymflopsError, closest, quote, shorten
 from .expr import parse_expression
 from .ir import Block, Dim, Layer, Tensor, dim_symbol, rename
 
@@ -75,6 +75,49 @@ def _name_map(node: Any, known: list[str], what: str) -> dict[str, tuple[Any, Sp
     return out
 
 
+#: Directories (separated by os.pathsep) whose files any declaration may include.
+INCLUDE_PATH = "SYMFLOPS_INCLUDE_PATH"
+
+
+def include_roots(file: str) -> list[str]:
+    """The directories an include of ``file`` may resolve into: ``file``'s own
+    directory (its whole tree; '' is the current directory), then those listed
+    in ``$SYMFLOPS_INCLUDE_PATH``."""
+    extra = [d for d in os.environ.get(INCLUDE_PATH, "").split(os.pathsep) if d]
+    return [os.path.dirname(file), *extra]
+
+
+def _within(path: str, root: str) -> bool:
+    return os.path.commonpath([path, root]) == root
+
+
+def resolve_include(path: str, file: str, span: Span | None) -> str:
+    """The file an ``include:`` of ``file`` names.  A relative path is looked
+    up in ``file``'s directory, then in each ``$SYMFLOPS_INCLUDE_PATH``
+    directory; the first that exists is taken.  Whatever it is, its real
+    path (symbolic links resolved, ``..`` applied) must lie inside one of
+    those directory trees: an include never reaches the rest of the file
+    system (``include: /etc/passwd``, ``include: ../../secret.yaml``)."""
+    if not path.strip():
+        raise SymflopsError("the included file is empty", span,
+                            "name a declaration file, e.g. 'include: ffn.yaml'")
+    if "\0" in path:
+        raise SymflopsError("the included file's name contains a NUL character", span,
+                            "name a declaration file, e.g. 'include: ffn.yaml'")
+    roots = include_roots(file)
+    candidates = [path] if os.path.isabs(path) else [os.path.join(r, path) for r in roots]
+    chosen = next((c for c in candidates if os.path.exists(c)), candidates[0])
+    real = os.path.realpath(chosen)
+    if not any(_within(real, os.path.realpath(r or os.curdir)) for r in roots):
+        where = os.path.realpath(roots[0] or os.curdir)
+        raise SymflopsError(
+            f"cannot include {quote(path)}: it is outside {shorten(where, 200)}, the "
+            "directory of the declaration that includes it", span,
+            f"put the block in that directory (or below it), or list its directory in "
+            f"${INCLUDE_PATH} (directories separated by '{os.pathsep}')")
+    return chosen
+
+
 def read_include(node: Any, file: str, dims: Mapping[str, Dim],
                  load_block: Callable[[str, Span | None], Layer]) -> Included:
     """Read one ``include:`` item of ``file``'s ops; ``dims`` are the
@@ -89,8 +132,7 @@ def read_include(node: Any, file: str, dims: Mapping[str, Dim],
                             "write '- include: block.yaml', or write the op as a text statement")
     path_node = fields["include"][1]
     path = _text(path_node, "the included file")
-    full = path if os.path.isabs(path) else os.path.join(os.path.dirname(file), path)
-    block = load_block(full, path_node.span)
+    block = load_block(resolve_include(path, file, path_node.span), path_node.span)
 
     # Dims: mapped to expressions of the includer's dims, else shared by name.
     symbols = {name: d.symbol for name, d in dims.items()}

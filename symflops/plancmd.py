@@ -102,7 +102,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     fmt.add_argument("--markdown", action="store_true", help="a Markdown table")
     o.add_argument("--plot", metavar="FILE.png", help="also draw memory and FLOPs per token "
                                                       "(needs matplotlib: pip install "
-                                                      "'symflops[plot]')")
+                                                      "'symflops[plot]'); '-' writes the PNG "
+                                                      "to standard output and the report to "
+                                                      "standard error")
 
 
 def _number(text: str | None, option: str) -> Fraction | None:
@@ -213,7 +215,8 @@ def run(args: argparse.Namespace) -> int:
         context=_whole(args.context, "--context", "4096"),
         decode_batch=_whole(args.decode_batch, "--decode-batch", "8") or 1,
         bandwidth=_number(args.bandwidth, "--bandwidth"))
-    if args.plot:
+    plot_to_stdout = args.plot == "-"
+    if args.plot is not None:
         from .planplot import write_plot
         write_plot(plan, args.plot)
     if args.json:
@@ -224,7 +227,8 @@ def run(args: argparse.Namespace) -> int:
         out = markdown_report(plan)
     else:
         out = text_report(plan)
-    sys.stdout.write(out if out.endswith("\n") else out + "\n")
-    if args.plot:
+    report = sys.stderr if plot_to_stdout else sys.stdout  # standard output holds the PNG
+    report.write(out if out.endswith("\n") else out + "\n")
+    if args.plot is not None and not plot_to_stdout:
         print(f"wrote {args.plot}", file=sys.stderr)
     return 0

@@ -15,7 +15,7 @@ import io
 import os
 from fractions import Fraction
 
-from .build import atomic_write
+from .output import STDOUT, target, write_file
 from .errors import SymflopsError
 from .plan import Plan, memory, token_flops
 
@@ -175,8 +175,12 @@ def render_png(plan: Plan) -> bytes:
 
 
 def write_plot(plan: Plan, path: str) -> None:
-    """Draw the plan and write it to ``path`` (a .png), atomically."""
-    if not os.fspath(path).lower().endswith(".png"):
+    """Draw the plan and write it to ``path`` (a .png, or '-' for standard
+    output), atomically."""
+    path = os.fspath(path)
+    if path != STDOUT:
+        target(path, "--plot")  # a bad path is refused before the plot is drawn
+    if path != STDOUT and not path.lower().endswith(".png"):
         raise SymflopsError(f"--plot {path}: the plot is a PNG image",
-                            hint="name the file FILE.png")
-    atomic_write(os.fspath(path), render_png(plan))
+                            hint="name the file FILE.png, or give '-' for standard output")
+    write_file(path, render_png(plan), "--plot")

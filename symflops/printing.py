@@ -6,7 +6,9 @@ SymPy's printer sorts factors alphabetically and collapses sums; a sheet wants
 and index expressions with their sums written out.  Everything here returns
 LaTeX math (no surrounding ``$``), which both the Markdown and the LaTeX sheet
 use.  Names reaching this module are identifiers (checked by the spec), so
-escaping ``_`` inside ``\\text{}`` is all they need.
+escaping ``_`` is all they need: inside ``\\text{}`` and ``\\mathit{}``, and a
+name or index letter that is ``_`` alone is written ``\\mathit{\\_}`` (a bare
+``_`` in math is a subscript with nothing under it).
 """
 
 from __future__ import annotations
@@ -68,7 +70,8 @@ def symbol_name(name: str) -> str:
     if sep and base and rest:
         head = base if len(base) == 1 else rf"\mathit{{{_text_escape(base)}}}"
         return rf"{head}_{{\text{{{_text_escape(rest)}}}}}"
-    return name if len(name) == 1 else rf"\mathit{{{_text_escape(name)}}}"
+    # One letter is itself; '_' alone would be a subscript with no base.
+    return name if len(name) == 1 and name != "_" else rf"\mathit{{{_text_escape(name)}}}"
 
 
 def tensor_name(name: str, tensors: frozenset[str] | set[str] = frozenset()) -> str:
@@ -85,7 +88,7 @@ def _is_compound(name: str) -> bool:
 
 def index_list(indices: Sequence[str]) -> str:
     """Subscript letters: ``bd`` when all are single letters (primes allowed), else ``b,d``."""
-    if all(len(i.rstrip("'")) == 1 for i in indices):
+    if all(len(i.rstrip("'")) == 1 and i[0] != "_" for i in indices):
         return "".join(indices)
     return ",".join(symbol_name(i.rstrip("'")) + "'" * (len(i) - len(i.rstrip("'")))
                     for i in indices)

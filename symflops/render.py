@@ -9,23 +9,36 @@ as a string.  Only ``symflops build`` writes files.
 
 A user template directory (``--templates DIR``) is searched before the
 shipped templates, so any template or partial can be overridden by name.
+Every template is rendered in Jinja's sandbox and read like any other file
+(regular files, at most 1 MiB); whatever a user template does wrong is a
+SymflopsError naming its ``file:line`` (:func:`render`).
+
+Escaping invariants: user text never leaves its line (line breaks and
+control characters are spaces in text, visible escapes in code), every
+character with meaning in the target is escaped, and the LaTeX sheet is
+refused, naming the character and its place, for text pdflatex cannot set
+(:data:`TEX_SETTABLE`); the Markdown sheet takes any text.
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import unicodedata
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence, TypedDict
 
 import jinja2
+import jinja2.sandbox
 import sympy
+from jinja2.loaders import split_template_path
 
 from . import printing as P
 from .contraction import bounds_of, size, steps, written
 from .cost import Costs, einsum_flops
 from .derive import (Derivation, IndexTerm, MatrixProduct, Rule, contraction_rules, grad_name,
                      matrix_form)
+from .errors import Span, SymflopsError, printable, quote, read_text, shorten
 from .evaluate import number
 from .ir import Contraction, Einsum, Factor, Tensor, substitute
 from .polynomial import quotient
@@ -60,14 +73,50 @@ _TEX = {"\\": r"\textbackslash{}", "{": r"\{", "}": r"\}", "$": r"\$", "&": r"\&
 # Characters that Markdown or its math extensions act on anywhere in a line.
 _MD = set("\\`*_[]<>|$~&")
 
+#: The characters beyond ASCII that pdflatex sets with the sheets' preamble
+#: (Latin Modern, T1 and TS1 encodings, LaTeX's default UTF-8 input): Latin-1,
+#: most of Latin Extended-A and -B, dashes, quotes, daggers, the euro and a
+#: few symbols.  Found by compiling each character of U+00A0..U+2200 in that
+#: preamble; tests/test_hostile_io.py compiles this whole set again.
+TEX_SETTABLE = tuple((int(a, 16), int(b or a, 16)) for a, _, b in (r.partition("-") for r in """
+00A0-00AC 00AE-0125 0128-0137 0139-013E 0141-0148 014A-0165 0168-017E 0192 01C4-01D4 01E2-01E3
+01E6-01EB 01F0 01F4-01F5 0218-021B 0232-0233 0237 2010-2016 2018-201A 201C-201E 2020-2022 2026
+2030-2031 2039-203B 203D 2044 204E 2052 20A1 20A4 20A6 20A9 20AB-20AC 20B1 2103 2116-2117 211E
+2120 2122 2126-2127 212E 2190-2193""".split()))
+
+
+def _is_break(c: str) -> bool:
+    """A control character or a line or paragraph separator: never written as it is."""
+    return unicodedata.category(c) in ("Cc", "Zl", "Zp")
+
+
+def tex_settable(c: str) -> bool:
+    """Whether the LaTeX sheet can show ``c`` (after escaping)."""
+    code = ord(c)
+    return 0x20 <= code < 0x7F or _is_break(c) or any(a <= code <= b for a, b in TEX_SETTABLE)
+
 
 def escape_tex(text: str) -> str:
-    r"""Text that LaTeX prints literally: ``\input{x}`` becomes ``\textbackslash{}input\{x\}``."""
-    return "".join(_TEX.get(c, c) for c in str(text))
+    r"""Text that LaTeX prints literally: ``\input{x}`` becomes ``\textbackslash{}input\{x\}``.
+    A line break or control character is a space (a blank line would end the
+    paragraph, a raw control character is an error); a character the fonts do
+    not have is a SymflopsError (:func:`check_tex` names the field first)."""
+    out = []
+    for c in str(text):
+        if _is_break(c):
+            out.append(" ")
+        elif not tex_settable(c):
+            raise _unsettable(c, "text", None)
+        else:
+            out.append(_TEX.get(c, c))
+    return "".join(out)
 
 
 def escape_md(text: str) -> str:
-    """Text that Markdown (and the math renderers of common viewers) print literally."""
+    """Text that Markdown (and the math renderers of common viewers) print
+    literally.  A line break of any kind (``\\r`` too) or other control
+    character is a space, so that user text never starts a line of its own
+    (a heading, a list, an HTML block)."""
     out = []
     for c in str(text):
         if c == "<":
@@ -78,18 +127,68 @@ def escape_md(text: str) -> str:
             out.append("&amp;")
         elif c in _MD:
             out.append("\\" + c)
+        elif _is_break(c):
+            out.append(" ")
         else:
             out.append(c)
-    return "".join(out).replace("\n", " ")
+    return "".join(out)
+
+
+def _visible(text: str) -> str:
+    """Code (a file name, a statement) with control characters shown as
+    escapes (``\\n``), so that it stays on its line and reads as it is."""
+    return "".join(printable(c) if _is_break(c) else c for c in str(text))
 
 
 def code_md(text: str) -> str:
-    """Text inside a Markdown code span: only a backtick could end it."""
-    return str(text).replace("`", "'")
+    """Text inside a Markdown code span: only a backtick could end it, and a
+    line break could end the paragraph around it."""
+    return _visible(text).replace("`", "'")
 
 
 def code_tex(text: str) -> str:
-    return r"\texttt{" + escape_tex(text) + "}"
+    return r"\texttt{" + escape_tex(_visible(text)) + "}"
+
+
+def _unsettable(c: str, field: str, span: Span | None) -> SymflopsError:
+    name = unicodedata.name(c, "unnamed")
+    return SymflopsError(
+        f"the {field} contains {quote(c)} (U+{ord(c):04X} {name}), which the LaTeX sheet "
+        "cannot typeset: pdflatex with the sheet's fonts has no glyph for it", span,
+        "the Markdown sheet shows it (render --format md); for LaTeX and PDF write it in "
+        "Latin letters (accented ones such as é and ü are fine)")
+
+
+def _find(c: str, file: str) -> Span | None:
+    """Where ``c`` first appears in the declaration ``file``, if it is readable."""
+    try:
+        text = read_text(file, "")
+    except SymflopsError:
+        return None
+    at = text.find(c)
+    if at < 0:  # written as a YAML escape ("\\u4e2d"): no place to show
+        return None
+    start = text.rfind("\n", 0, at) + 1
+    end = text.find("\n", at)
+    return Span(file, text.count("\n", 0, at) + 1, at - start + 1,
+                text[start:end if end >= 0 else len(text)])
+
+
+def check_tex(layer: Any) -> None:
+    """Refuse, before anything is rendered, user text the LaTeX sheet cannot
+    typeset: naming the character, the field and its place in the file."""
+    fields = [("title", layer.title, layer.source), ("name", layer.name, layer.source),
+              ("file name", os.path.basename(layer.source), None)]
+    fields += [(f"description of dim {d.name}", d.description, layer.source) for d in layer.dims]
+    fields += [(f"description of tensor {t.name}", t.description,
+                t.span.file if t.span is not None else layer.source) for t in layer.tensors]
+    for b in layer.blocks:
+        fields += [(f"title of the included block {b.name}", b.title, b.source),
+                   ("included file name", os.path.basename(b.source), None)]
+    for field, text, file in fields:
+        bad = next((c for c in str(text or "") if not tex_settable(c)), None)
+        if bad is not None:
+            raise _unsettable(bad, field, _find(bad, file) if file else None)
 
 
 ESCAPES = {"md": escape_md, "tex": escape_tex}
@@ -510,12 +609,16 @@ def _group(value: int) -> str:
 
 
 def _sci(value: int | float) -> str:
-    """``2.815 \\times 10^{14}``: four significant digits, for tables of numbers."""
+    """``2.815 \\times 10^{14}``: four significant digits, for tables of numbers.
+    An integer beyond float64 (``--at B=10**999``) is rounded exactly."""
     if value == 0:
         return "0"
     if abs(value) < 100_000:
         return _group(value) if isinstance(value, int) else f"{value:.4g}"
-    mantissa, exp = f"{float(value):.3e}".split("e")
+    try:
+        mantissa, exp = f"{float(value):.3e}".split("e")
+    except OverflowError:  # an integer with more than 308 digits
+        return _sci_exact(int(value))
     return rf"{float(mantissa):.4g} \times 10^{{{int(exp)}}}"
 
 
@@ -529,6 +632,20 @@ def _at_each_size(derivation: Derivation, c: Costs) -> Costs:
     from .cost import costs
 
     return costs(derivation, c.unit, c.precision, "minimum")
+
+
+def _sci_exact(value: int) -> str:
+    """``_sci`` of an integer too large for a float, in integer arithmetic
+    (its decimal digits are never all written: Python refuses more than 4300)."""
+    sign, value = ("-" if value < 0 else ""), abs(value)
+    exp = int((value.bit_length() - 1) * 0.30102999566398)  # floor(log10), or one less
+    while 10 ** (exp + 1) <= value:
+        exp += 1
+    scale = 10 ** (exp - 3)
+    digits = (2 * value + scale) // (2 * scale)  # four digits, rounded half up
+    if digits == 10_000:
+        digits, exp = 1000, exp + 1
+    return rf"{sign}{digits / 1000:.4g} \times 10^{{{exp}}}"
 
 
 def _numbers(c: Costs, configs: Sequence[Mapping[str, sympy.Expr]], esc: Any) -> dict[str, Any] | None:
@@ -546,7 +663,9 @@ def _numbers(c: Costs, configs: Sequence[Mapping[str, sympy.Expr]], esc: Any) ->
         ("training memory (bytes)", mem["total_bytes"]),
     ]
     return {
-        "heads": [r",\ ".join(f"{P.symbol_name(k)} = {_group(int(v))}" for k, v in cfg.items())
+        "heads": [r",\ ".join(f"{P.symbol_name(k)} = "
+                              + (_group(int(v)) if abs(v) < 10**21 else _sci(int(v)))
+                              for k, v in cfg.items())
                   for cfg in configs],
         "rows": [{"label": esc(label), "cells": [_sci(number(expr, cfg)) for cfg in configs]}
                  for label, expr in rows],
@@ -861,10 +980,38 @@ def sheet_context(derivation: Derivation, costs: Costs, fmt: str,
 
 # ---------------------------------------------------------------- rendering --
 
+class _Loader(jinja2.FileSystemLoader):
+    """Templates are read like every other file (:func:`~symflops.errors.read_text`):
+    regular files only, at most 1 MiB, UTF-8; a FIFO never blocks the render."""
+
+    def get_source(self, environment: jinja2.Environment, template: str
+                   ) -> tuple[str, str, Any]:
+        pieces = split_template_path(template)
+        for folder in self.searchpath:
+            filename = os.path.normpath(os.path.join(folder, *pieces))
+            if not os.path.lexists(filename):
+                continue
+            source = read_text(filename, "give a template file (UTF-8 text)",
+                               lead=f"template {shorten(filename, 200)}")
+            mtime = os.path.getmtime(filename)
+
+            def uptodate(filename: str = filename, mtime: float = mtime) -> bool:
+                try:
+                    return os.path.getmtime(filename) == mtime
+                except OSError:
+                    return False
+
+            return source, filename, uptodate
+        raise jinja2.TemplateNotFound(template)
+
+
 @functools.lru_cache(maxsize=32)
 def environment(fmt: str, user_templates: str | None = None) -> jinja2.Environment:
     """The Jinja environment for ``fmt``; a user's directory comes first.
-    One per format and directory, so each template is compiled once per
+    Sandboxed (:class:`jinja2.sandbox.SandboxedEnvironment`): a template can
+    place the sheet's strings and call safe methods on them, never reach
+    Python's internals (``cycler.__init__.__globals__`` is refused).  One
+    per format and directory, so each template is compiled once per
     process (Jinja checks the file's time stamp before reusing it)."""
     dirs = ([user_templates] if user_templates else []) + [template_dir()]
     options: dict[str, Any] = {}
@@ -874,16 +1021,84 @@ def environment(fmt: str, user_templates: str | None = None) -> jinja2.Environme
                        variable_start_string="(((", variable_end_string=")))",
                        comment_start_string="((=", comment_end_string="=))",
                        line_comment_prefix="%%")
-    return jinja2.Environment(loader=jinja2.FileSystemLoader(dirs), undefined=jinja2.StrictUndefined,
-                              autoescape=False, keep_trailing_newline=True, trim_blocks=True,
-                              lstrip_blocks=True, **options)
+    return jinja2.sandbox.SandboxedEnvironment(
+        loader=_Loader(dirs), undefined=jinja2.StrictUndefined, autoescape=False,
+        keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True, **options)
+
+
+def _template_line(exc: BaseException, dirs: Sequence[str]) -> str | None:
+    """``file:line`` of the innermost template frame of ``exc``'s traceback
+    (Jinja rewrites its tracebacks so that template code shows as its lines)."""
+    roots = [os.path.realpath(d) for d in dirs]
+    where = None
+    tb = exc.__traceback__
+    while tb is not None:
+        name = tb.tb_frame.f_code.co_filename
+        real = os.path.realpath(name)
+        if any(os.path.commonpath([real, r]) == r for r in roots):
+            where = f"{name}:{tb.tb_lineno}"
+        tb = tb.tb_next
+    return where
+
+
+def _in_user_templates(where: str | None, user_templates: str | None) -> bool:
+    if where is None or not user_templates:
+        return False
+    root = os.path.realpath(user_templates)
+    return os.path.commonpath([os.path.realpath(where.rpartition(":")[0]), root]) == root
+
+
+def _template_error(exc: Exception, fmt: str, user_templates: str | None) -> SymflopsError | None:
+    """The SymflopsError for an exception raised while rendering, or None for
+    one that is a bug (raised by a shipped template alone, and not a Jinja
+    error): syntax, an undefined variable, a sandbox refusal, a missing
+    template, a template that raises or calls itself without end."""
+    if isinstance(exc, jinja2.TemplateSyntaxError):
+        where = f"{exc.filename or exc.name}:{exc.lineno}"
+        return SymflopsError(f"template {where}: syntax error: {exc.message}",
+                             hint="fix the template")
+    dirs = ([user_templates] if user_templates else []) + [template_dir()]
+    where = _template_line(exc, dirs)
+    if not isinstance(exc, jinja2.TemplateError) and not _in_user_templates(where, user_templates):
+        return None
+    at = f"template {where}" if where else f"template {TEMPLATE_NAMES[fmt]}"
+    if isinstance(exc, jinja2.sandbox.SecurityError):
+        return SymflopsError(f"{at}: refused by the sandbox: {exc}",
+                             hint="a template places the sheet's strings; it cannot reach "
+                                  "Python objects, their attributes or functions")
+    if isinstance(exc, jinja2.UndefinedError):
+        return SymflopsError(f"{at}: {exc.message}",
+                             hint="a template used a variable the sheet does not have; the "
+                                  "variables are listed in symflops/render.py (SheetContext)")
+    if isinstance(exc, jinja2.TemplateNotFound):
+        return SymflopsError(f"{at}: template not found: {exc.name}",
+                             hint="a --templates directory overrides templates by file name; "
+                                  "the shipped ones are sheet.md.j2 and sheet.tex.j2 (with "
+                                  "base.md.j2 and base.tex.j2)")
+    if isinstance(exc, RecursionError):
+        return SymflopsError(f"{at}: the template calls itself without end (Python's "
+                             "recursion limit was reached)",
+                             hint="give the recursive macro or include a condition that stops it")
+    return SymflopsError(f"{at}: the template raised {type(exc).__name__}: {exc}",
+                         hint="fix the template")
 
 
 def render(derivation: Derivation, costs: Costs, fmt: str,
            configs: Sequence[Mapping[str, sympy.Expr]] = (), user_templates: str | None = None) -> str:
-    """The sheet as a string in ``fmt`` ('md' or 'tex')."""
+    """The sheet as a string in ``fmt`` ('md' or 'tex').  Whatever a user
+    template does wrong is a SymflopsError naming the template and line."""
     if fmt not in FORMATS:
         raise ValueError(f"format must be one of {FORMATS}")
+    if fmt == "tex":
+        check_tex(derivation.layer)
     env = environment(fmt, user_templates)
     context = sheet_context(derivation, costs, fmt, configs)
-    return env.get_template(TEMPLATE_NAMES[fmt]).render(**context)
+    try:
+        return env.get_template(TEMPLATE_NAMES[fmt]).render(**context)
+    except SymflopsError:
+        raise
+    except Exception as exc:
+        error = _template_error(exc, fmt, user_templates)
+        if error is None:
+            raise
+        raise error from None

@@ -37,7 +37,7 @@ from typing import Any, Mapping
 import sympy
 import yaml
 
-from .errors import Span, SymflopsError, closest, read_text
+from .errors import Span, SymflopsError, closest, quote, read_text
 from .expr import parse_expression, parse_number
 from .ir import (FORWARD_ORDERS, LEAF_ROLES, RECOMPUTE_POLICIES, SELECT, SHIFT, Block, Contraction,
                  Dim, Einsum, Factor, Layer, Tensor, dim_symbol, fresh_letter)
@@ -139,16 +139,21 @@ def _mapping(node: Node, what: str, hint: str) -> dict[str, tuple[Span | None, N
     return node.value
 
 
-def _kind(value: Any) -> str:
+def _kind(value: Any, show: bool = True) -> str:
+    """What a YAML value is, for a message: its kind, and (when ``show``) a
+    short quote of it, never more than a few dozen characters."""
     if isinstance(value, list):
         return "a list"
     if isinstance(value, dict):  # its items are located Nodes: name the keys only
-        return f"a mapping with keys {', '.join(map(repr, value))}" if value else "an empty mapping"
+        if not value:
+            return "an empty mapping"
+        keys = ", ".join(quote(k, 30) for k in list(value)[:5])
+        return f"a mapping with keys {keys}" + (", ..." if len(value) > 5 else "")
     if value is None:
         return "nothing"
     if isinstance(value, str):
-        return f"the text {value!r}"
-    return f"{type(value).__name__} {value!r}"
+        return f"the text {quote(value)}" if show else "text"
+    return f"{type(value).__name__} {quote(value)}" if show else type(value).__name__
 
 
 def _identifier(name: str, span: Span | None, what: str) -> None:
@@ -908,8 +913,10 @@ def _load_block(path: str, span: Span | None, stack: tuple[str, ...]) -> Layer:
 
 def build_layer(root: Node, file: str, default_name: str, stack: tuple[str, ...] = ()) -> Layer:
     if not isinstance(root.value, dict):
-        raise SymflopsError(f"a declaration must be a mapping, found {_kind(root.value)}",
-                            root.span or Span(file, 1, 1),
+        # Not a declaration at all: say what it is, but quote none of it.
+        at = root.span or Span(file, 1, 1)
+        raise SymflopsError(f"a declaration must be a mapping, found {_kind(root.value, False)}",
+                            Span(at.file, at.line, at.column),  # no excerpt of its text
                             "start the file with keys such as 'name:', 'dims:', 'tensors:', 'ops:'")
     top = root.value
     for key, (kspan, _) in top.items():
@@ -950,9 +957,18 @@ def build_layer(root: Node, file: str, default_name: str, stack: tuple[str, ...]
 
 
 def load(path: str | os.PathLike[str]) -> Layer:
-    """Read a declaration file into a :class:`~symflops.ir.Layer`."""
+    """Read a declaration file into a :class:`~symflops.ir.Layer`.  The file
+    is read by :func:`~symflops.errors.read_text` (regular files, at most
+    1 MiB); its includes by :func:`~symflops.include.resolve_include`."""
     file = os.fspath(path)
-    return loads(read_text(file, "check the path; declarations live in derivations/"), file)
+    text = read_text(file, "check the path; declarations live in derivations/")
+    try:
+        return loads(text, file)
+    except RecursionError:  # a structure nested (or referring to itself) beyond Python's stack
+        raise SymflopsError("the declaration nests too deeply to be read (a YAML alias that "
+                            "contains itself, or thousands of nested brackets)", Span(file, 1, 1),
+                            "write the structure out flat; a YAML alias may not refer to "
+                            "the node that contains it") from None
 
 
 def loads(text: str, file: str = "<string>") -> Layer:

@@ -18,24 +18,24 @@ Numbers are **float64**: exact while a value stays below 2**53 (about
 9.0e15); above that a value carries float64's relative rounding (about 1e-16
 per operation), since int64 would overflow at about 9.2e18 and FLOPs of a
 large run exceed that.  ``symflops eval`` gives exact integers at one
-configuration.  The CSV writes an integer below 2**53 as its digits, and any
-other value in the shortest form that reads back as the same float64
+configuration.  The CSV writes each integer below 2**53 as its digits (in
+every column, also one whose other rows were rounded), and any other value
+in the shortest form that reads back as the same float64
 (``1.3835058055282164e+19``), so that a rounded value never looks exact.
 
 Rows go in the order of the dims' declaration, the first dim varying slowest.
-The file is written atomically (a temporary file, then a rename).
+The file is written atomically by :mod:`symflops.output` (a temporary file,
+then a rename; ``-`` is standard output).  A value beyond float64's range
+(about 1.8e308) is refused, naming the column and the configuration.
 """
 
 from __future__ import annotations
 
 import math
-import os
-import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from functools import reduce
-from typing import Any, Callable, Iterator, Mapping, Sequence, TextIO
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 import sympy
@@ -44,6 +44,7 @@ from .errors import SymflopsError
 from .evaluate import check_all_given, check_dim_name, number
 from .expr import parse_number
 from .ir import Layer
+from .output import open_output
 
 #: The quantities in the CSV, as paths into :func:`symflops.summary.summary`.
 QUANTITIES = ("flops.forward", "flops.backward", "flops.total", "flops_elementwise.total",
@@ -264,7 +265,7 @@ def evaluate_block(compiled: Compiled, block: Sequence[np.ndarray]) -> np.ndarra
     mesh = np.ix_(*block) if block else ()
     points = math.prod(shape)
     out = np.empty((points, len(compiled.functions)), dtype=np.float64)
-    with np.errstate(over="ignore"):  # inf is reported below, not warned about
+    with np.errstate(over="ignore", invalid="ignore"):  # inf (and inf - inf) is reported, not warned about
         for k, f in enumerate(compiled.functions):
             value = np.asarray(f(*mesh), dtype=np.float64)
             out[:, k] = np.broadcast_to(value, shape).reshape(points)
@@ -288,7 +289,12 @@ def check_compiled(compiled: Compiled, axes: Sequence[Axis]) -> None:
         numeric = evaluate_block(compiled, block)[0]
         exact_values = {n: sympy.Integer(int(v)) for n, v in at.items()}
         for name, expr, value in zip(compiled.columns, compiled.expressions, numeric):
-            exact = float(number(expr, exact_values))
+            try:
+                exact = float(number(expr, exact_values))
+            except OverflowError:  # beyond float64: the sweep cannot write it
+                raise _too_large(name, at) from None
+            if not math.isfinite(value):
+                raise _too_large(name, at)
             if not math.isclose(value, exact, rel_tol=1e-12, abs_tol=0.0):
                 raise AssertionError(f"{name}: lambdified {value!r} != exact {exact!r} at {at}")
 
@@ -296,72 +302,65 @@ def check_compiled(compiled: Compiled, axes: Sequence[Axis]) -> None:
 # ------------------------------------------------------------------ write --
 
 def format_rows(table: np.ndarray) -> str:
-    """CSV lines of a float64 table: exact integers (below 2**53) as
-    integers, the others as the shortest text that reads back as the same float."""
+    """CSV lines of a float64 table: each exact integer (below 2**53) as an
+    integer, any other value as the shortest text that reads back as the
+    same float, cell by cell (a column may hold both)."""
     if not len(table):
         return ""
-    integral = np.isfinite(table) & (table == np.floor(table)) & (np.abs(table) < _INT_LIMIT)
+    with np.errstate(invalid="ignore"):
+        integral = np.isfinite(table) & (table == np.floor(table)) & (np.abs(table) < _INT_LIMIT)
+        ints = np.where(integral, table, 0).astype(np.int64)
     columns = integral.all(axis=0)
     if columns.all():
-        cells = table.astype(np.int64).ravel().tolist()
+        cells = ints.ravel().tolist()
     else:
-        cells = np.empty(table.shape, dtype=object)
+        out = np.empty(table.shape, dtype=object)
         for k in range(table.shape[1]):
-            cells[:, k] = (table[:, k].astype(np.int64) if columns[k] else table[:, k]).tolist()
-        cells = cells.ravel().tolist()
-    row = ",".join("%d" if c else "%r" for c in columns) + "\n"
+            if columns[k]:
+                out[:, k] = ints[:, k].tolist()
+            else:  # floats, with the exact integers among them put back as integers
+                column = table[:, k].tolist()
+                exact = ints[:, k].tolist()
+                for i in np.flatnonzero(integral[:, k]).tolist():
+                    column[i] = exact[i]
+                out[:, k] = column
+        cells = out.ravel().tolist()
+    # %d for a column of integers, %s (an int's digits, a float's repr) otherwise
+    row = ",".join("%d" if c else "%s" for c in columns) + "\n"
     return (row * len(table)) % tuple(cells)
 
 
-def _open_target(path: str) -> tuple[TextIO, str | None]:
-    if path == "-":
-        return sys.stdout, None
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=os.path.basename(path), dir=directory)
-    try:
-        fh = os.fdopen(fd, "w", encoding="utf-8", newline="")
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a CSV is an ordinary file
-    except BaseException:
-        os.unlink(tmp)
-        raise
-    return fh, tmp
+def _too_large(column: str, at: Mapping[str, float]) -> SymflopsError:
+    where = ", ".join(f"{n}={int(v)}" for n, v in at.items())
+    return SymflopsError(f"{column} exceeds float64's range (about 1.8e308) in this grid"
+                         + (f", at {where}" if where else ""),
+                         hint="sweep smaller dims, or use symflops eval (exact integers) at "
+                              "single configurations")
 
 
 def write_csv(path: str, compiled: Compiled, axes: Sequence[Axis],
               clock: Callable[[], float] = time.perf_counter) -> tuple[int, float, float]:
-    """Write the sweep's CSV to ``path`` ('-' for standard output) atomically;
-    return (configurations, seconds evaluating, seconds formatting and writing)."""
-    fh, tmp = _open_target(path)
+    """Write the sweep's CSV to ``path`` ('-' for standard output) atomically,
+    through :func:`symflops.output.open_output` (a failure, Ctrl-C or SIGTERM
+    leaves no temporary file and the old file as it was); return
+    (configurations, seconds evaluating, seconds formatting and writing)."""
     evaluating = writing = 0.0
     rows = 0
-    try:
-        fh.write(",".join((*compiled.dims, *compiled.columns)) + "\n")
+    with open_output(path, "--csv") as out:
+        out.write((",".join((*compiled.dims, *compiled.columns)) + "\n").encode("utf-8"))
         for block in blocks([a.values for a in axes]):
             t0 = clock()
             values = evaluate_block(compiled, block)
             t1 = clock()
             if not np.isfinite(values).all():
-                bad = compiled.columns[int(np.argwhere(~np.isfinite(values))[0][1])]
-                raise SymflopsError(f"{bad} exceeds float64's range (about 1.8e308) in this grid",
-                                    hint="sweep smaller dims")
-            fh.write(format_rows(np.concatenate([grid_points(block), values], axis=1)))
+                row, col = np.argwhere(~np.isfinite(values))[0]
+                point = grid_points(block)[row]
+                raise _too_large(compiled.columns[int(col)], dict(zip(compiled.dims, point)))
+            out.write(format_rows(np.concatenate([grid_points(block), values], axis=1))
+                      .encode("utf-8"))
             writing += clock() - t1
             evaluating += t1 - t0
             rows += len(values)
-        if tmp is not None:
-            fh.close()
-            os.replace(tmp, path)
-        else:
-            fh.flush()
-    except BaseException:
-        if tmp is not None:
-            fh.close()
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-        raise
     return rows, evaluating, writing
 
 
