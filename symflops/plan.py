@@ -25,9 +25,14 @@ Conventions (also printed with every plan):
 - ZeRO with data-parallel degree d: stage 1 shards the optimizer state and
   the master weights over d, stage 2 also the gradients, stage 3 (FSDP full
   shard) also the weights. Activations are never sharded.
-- Decoding reads memory: a step of b sequences reads every (active) weight
-  once and each sequence's KV cache once, at full context; bytes per token =
-  (weights + b x cache) / b, and tokens/s = b x bandwidth / (weights + b x cache).
+- Decoding reads memory: a step of b sequences reads the weights a token reads
+  once (the shared weights, the k of M experts it is routed to, one row of each
+  lookup table: :attr:`Model.read`) and each sequence's KV cache once, at full
+  context; bytes per token = (weights + b x cache) / b, and tokens/s =
+  b x bandwidth / (weights + b x cache). The step's bytes are
+  :func:`symflops.inference.decode_step_bytes`, the computation behind
+  ``symflops derive``'s ``bytes_per_decoded_token``; exact for b = 1, a lower
+  bound for larger b.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
 from .errors import SymflopsError
 from .hardware import Accelerator
+from .inference import decode_step_bytes, weights_read_bytes
 from .precision import Precision
 
 if TYPE_CHECKING:
@@ -90,7 +96,9 @@ class Model:
     activations one micro-batch keeps for its backward pass under the
     recompute policy (None: unknown). ``kv_cache_bytes_per_token`` is the K and
     V cache of all layers for one token of context (None: unknown).
-    ``formulas`` may hold ``params_total``, ``params_active``,
+    ``params_read`` is what one decoded token reads of the parameters (None:
+    every active parameter once, as for a dense model known by its count).
+    ``formulas`` may hold ``params_total``, ``params_active``, ``params_read``,
     ``params_trainable``, ``activation_bytes`` and ``kv_cache_bytes_per_token``.
     """
 
@@ -104,6 +112,13 @@ class Model:
     formulas: Mapping[str, Formula] = field(default_factory=dict)
     recompute: str = "none"
     counts_attention: bool = False   # False: flops_per_token has no attention term
+    params_read: int | None = None   # parameter elements a decoded token reads
+
+    @property
+    def read(self) -> int:
+        """Parameter elements one decoded token reads (MoE: its k experts; one
+        row of each lookup table)."""
+        return self.params_active if self.params_read is None else self.params_read
 
 
 def _check_recompute(recompute: str) -> None:
@@ -506,14 +521,14 @@ def memory(model: Model, precision: Precision, zero: int = 0, dp: int = 1, micro
 class Inference:
     """Bandwidth-bound decoding on one accelerator holding the whole model.
 
-    A decoding step of ``batch`` sequences reads every active weight once and
-    each sequence's KV cache once, at full ``context`` (the last, slowest step
-    of a generation)."""
+    A decoding step of ``batch`` sequences reads the weights a token reads
+    once and each sequence's KV cache once, at full ``context`` (the last,
+    slowest step of a generation): :func:`symflops.inference.decode_step_bytes`."""
 
     context: int | None
     batch: int
     weights_bytes: int              # all weights, stored
-    weights_read: int               # active weights, read once per step
+    weights_read: int               # the weights a token reads, once per step
     kv_per_token: int | None        # K and V of all layers, one token of context
     bandwidth: Fraction | None
     capacity: int | None
@@ -532,7 +547,7 @@ class Inference:
     def step_bytes(self) -> int:
         """Bytes read per decoding step: weights once + each sequence's cache
         (weights only when the cache is unknown: then a lower bound)."""
-        return self.weights_read + (self.kv_batch or 0)
+        return decode_step_bytes(self.weights_read, self.kv_per_sequence or 0, self.batch)
 
     @property
     def bytes_per_token(self) -> Fraction:
@@ -571,7 +586,7 @@ def inference(model: Model, precision: Precision, context: int | None, batch: in
                             hint="give bytes/s, e.g. --bandwidth 3.35e12")
     return Inference(context=context, batch=batch,
                      weights_bytes=precision.params * model.params_total,
-                     weights_read=precision.params * model.params_active,
+                     weights_read=weights_read_bytes(model.read, precision),
                      kv_per_token=model.kv_cache_bytes_per_token,
                      bandwidth=None if bandwidth is None else Fraction(bandwidth),
                      capacity=capacity)

@@ -110,9 +110,13 @@ def model_from_declaration(path: str | os.PathLike[str], dims: Mapping[str, Any]
         params_trainable=number(par["trainable"], ref), flops_per_token=flops_per_token,
         activation_bytes=activation_bytes, kv_cache_bytes_per_token=kv,
         formulas={"params_total": Formula(text(par["total"]), "", "derived by symflops"),
+                  "params_active": Formula(text(par["active"]), "", "derived by symflops"),
+                  "params_read": Formula(text(par["read_per_token"]), "",
+                                         "the parameters one token reads, derived by symflops"),
                   "activation_bytes": Formula(text(policy["activation_bytes"]), "",
                                               f"recompute: {recompute}")},
-        counts_attention=True, recompute=recompute)
+        counts_attention=True, recompute=recompute,
+        params_read=number(par["read_per_token"], ref))
 
 
 def architecture_dims(arch: Architecture) -> tuple[str, dict[str, int]]:

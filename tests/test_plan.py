@@ -10,6 +10,7 @@ import json
 import subprocess
 import sys
 from fractions import Fraction
+from pathlib import Path
 
 import pytest
 
@@ -22,6 +23,7 @@ from symflops.plan import (Formula, Model, TokenFlops, compute, inference, make_
 from symflops.precision import POLICIES
 
 MIXED = POLICIES["mixed-adam"]
+DERIVATIONS = Path(__file__).resolve().parent.parent / "derivations"
 
 
 # --- seed 002: 7B on 2T tokens ----------------------------------------------------
@@ -374,3 +376,32 @@ def test_hf_config_mixtral_counts_every_expert_and_two_active(tmp_path):
     out = json.loads(result.stdout)
     assert out["params"]["total"] == 46_702_792_704  # Mixtral-8x7B's published count
     assert abs(out["params"]["active"] - 12.9e9) < 0.05e9  # "12.9B active parameters"
+
+
+def test_hf_mixtral_decode_bytes_are_derive_s_bytes_per_decoded_token(tmp_path):
+    """Issue 14 item 4: plan and derive compute decoding bytes once. By hand, bf16:
+    a token reads, per layer, attention 2 D N E + 2 D G E, the router D M, its k = 2 of
+    M = 8 experts 3 D F each and two gains 2 D; then the final gain D, the unembedding
+    D V and one row D of the embedding table; plus K and V of 32 layers x 8 x 128 at
+    4096 positions, 2 bytes each."""
+    L, D, F, M, k, V, N, G, E, T = 32, 4096, 14336, 8, 2, 32000, 32, 8, 128, 4096
+    read = L * (2 * D * N * E + 2 * D * G * E + D * M + k * 3 * D * F + 2 * D) + D + D * V + D
+    cache = 2 * L * G * E * T * 2
+    assert 2 * read + cache == 26_034_585_600    # before the fix: 26,296,721,408 (plan),
+    path = tmp_path / "config.json"              # 93,942,456,320 (derive)
+    path.write_text(json.dumps({
+        "model_type": "mixtral", "hidden_size": D, "num_hidden_layers": L,
+        "num_attention_heads": N, "num_key_value_heads": G, "intermediate_size": F,
+        "vocab_size": V, "num_local_experts": M, "num_experts_per_tok": k,
+        "max_position_embeddings": 32768}))
+    result = cli("--hf-config", str(path), "--seq", str(T), "--decode-batch", "1", "--json")
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout)["inference"]
+    assert out["weights_bytes_read"] == 2 * read
+    assert out["bytes_per_token"] == 2 * read + cache
+    derived = subprocess.run(
+        [sys.executable, "-m", "symflops", "eval", str(DERIVATIONS / "moe.yaml"), f"L={L}", f"D={D}",
+         f"F={F}", f"M={M}", f"k={k}", f"V={V}", f"N={N}", f"G={G}", f"E={E}", "c=1", "B=1",
+         f"S={T}", "--json"], capture_output=True, text=True)
+    assert derived.returncode == 0, derived.stderr
+    assert json.loads(derived.stdout)["inference"]["bytes_per_decoded_token"] == 2 * read + cache
