@@ -85,6 +85,30 @@ class TokenFlops:
 
 
 @dataclass(frozen=True)
+class Window:
+    """An attention window: the model's counts (causal attention over the whole
+    context) hold only for sequences of at most ``tokens``, where windowed and
+    causal attention coincide. ``context`` is the longest sequence the model
+    takes, the plan's length when none is given; ``source`` names what sets
+    the window (``config.json: sliding_window = 4096``)."""
+
+    tokens: int
+    context: int
+    source: str
+
+    def check(self, length: int, what: str) -> None:
+        if length > self.tokens:
+            raise SymflopsError(
+                f"{self.source} is shorter than the {show_exact(length)} tokens of {what}: "
+                "symflops counts causal attention over the whole context, and windowed "
+                "attention costs less beyond the window",
+                hint=f"plan with --seq (and --context) at most {show_exact(self.tokens)}, where "
+                     "windowed and causal attention coincide, or set sliding_window to null "
+                     "in the config to plan full causal attention (--plot draws lengths up to "
+                     "2^17: leave it out)")
+
+
+@dataclass(frozen=True)
 class Model:
     """What the planner needs to know about a model, each number with the
     formula that produced it.
@@ -113,6 +137,7 @@ class Model:
     recompute: str = "none"
     counts_attention: bool = False   # False: flops_per_token has no attention term
     params_read: int | None = None   # parameter elements a decoded token reads
+    window: Window | None = None     # the counts hold up to this many tokens (None: any)
 
     @property
     def read(self) -> int:
@@ -329,6 +354,8 @@ def token_flops(model: Model, seq_len: int | None) -> TokenFlops:
     if seq_len is None and model.counts_attention:
         raise SymflopsError("the attention term depends on the sequence length, which was "
                             "not given", hint="give --seq T (or --phase TOKENS@SEQ)")
+    if seq_len is not None and model.window is not None:
+        model.window.check(seq_len, "a sequence")
     return model.flops_per_token(seq_len)
 
 
@@ -619,6 +646,14 @@ def make_plan(model: Model, precision: Precision, *, run: Run | None = None,
     accelerator's; the decoding context to ``seq_len``."""
     if run is not None and seq_len is None:
         seq_len = run.longest
+    if model.window is not None:
+        longest = max((n for n in (seq_len, context if decode else None) if n is not None),
+                      default=None)
+        if longest is None:
+            model.window.check(model.window.context, "context the model takes (give --seq)")
+        else:
+            model.window.check(longest, "the plan's sequences" if longest == seq_len
+                               else "decoding context")
     accelerators = throughput.accelerators if throughput is not None else 1
     if dp is None:
         dp = accelerators

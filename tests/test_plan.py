@@ -400,8 +400,97 @@ def test_hf_mixtral_decode_bytes_are_derive_s_bytes_per_decoded_token(tmp_path):
     assert out["weights_bytes_read"] == 2 * read
     assert out["bytes_per_token"] == 2 * read + cache
     derived = subprocess.run(
-        [sys.executable, "-m", "symflops", "eval", str(DERIVATIONS / "moe.yaml"), f"L={L}", f"D={D}",
-         f"F={F}", f"M={M}", f"k={k}", f"V={V}", f"N={N}", f"G={G}", f"E={E}", "c=1", "B=1",
+        [sys.executable, "-m", "symflops", "eval", str(DERIVATIONS / "moe.yaml"), f"L={L}",
+         f"D={D}", f"F={F}", f"M={M}", f"k={k}", f"V={V}", f"N={N}", f"G={G}", f"E={E}", "c=1", "B=1",
          f"S={T}", "--json"], capture_output=True, text=True)
     assert derived.returncode == 0, derived.stderr
     assert json.loads(derived.stdout)["inference"]["bytes_per_decoded_token"] == 2 * read + cache
+
+
+# --- issue 14 item 8: Hugging Face keys honoured exactly, or refused -----------------
+
+LLAMA2_7B = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_act": "silu",
+             "hidden_size": 4096, "intermediate_size": 11008, "max_position_embeddings": 4096,
+             "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 32,
+             "rms_norm_eps": 1e-05, "tie_word_embeddings": False, "vocab_size": 32000}
+
+
+def plan_config(tmp_path, config, *args):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    return cli("--hf-config", str(path), *args)
+
+
+def test_llama_attention_and_mlp_biases_are_counted(tmp_path):
+    # transformers' Llama: attention_bias puts biases on q, k, v (N E, G E, G E = 4096 each
+    # here) and o (D = 4096); mlp_bias on gate and up (F = 11008 each) and down (D)
+    published = 6_738_415_616
+    attention = 32 * (4096 + 4096 + 4096 + 4096)
+    mlp = 32 * (11008 + 11008 + 4096)
+    assert attention == 524_288
+    for extra, added in (({}, 0), ({"attention_bias": True}, attention),
+                         ({"mlp_bias": True}, mlp),
+                         ({"attention_bias": True, "mlp_bias": True}, attention + mlp)):
+        result = plan_config(tmp_path, {**LLAMA2_7B, **extra}, "--seq", "4096", "--json")
+        assert result.returncode == 0, result.stderr
+        out = json.loads(result.stdout)
+        assert out["params"]["total"] == published + added
+        # a bias add is elementwise work: the matmul FLOPs per token do not change
+        assert out["flops"]["per_token"] == json.loads(plan_config(
+            tmp_path, LLAMA2_7B, "--seq", "4096", "--json").stdout)["flops"]["per_token"]
+
+
+MISTRAL_7B = {"model_type": "mistral", "hidden_size": 4096, "intermediate_size": 14336,
+              "max_position_embeddings": 32768, "num_attention_heads": 32,
+              "num_hidden_layers": 32, "num_key_value_heads": 8, "sliding_window": 4096,
+              "vocab_size": 32000}
+
+
+@pytest.mark.parametrize("extra, args, code", [
+    ({}, [], 2),                                   # the plan's context: 32,768 > 4,096
+    ({}, ["--seq", "8192"], 2),
+    ({}, ["--seq", "4096", "--context", "8192"], 2),
+    ({}, ["--seq", "4096", "--context", "4096"], 0),   # windowed = causal up to the window
+    ({}, ["--phase", "1e9@4096", "--phase", "1e9@2048"], 0),
+    ({"sliding_window": None}, [], 0),
+    ({"sliding_window": 32768}, ["--seq", "32768"], 0),
+])
+def test_mistral_sliding_window_is_refused_beyond_the_window(tmp_path, extra, args, code):
+    result = plan_config(tmp_path, {**MISTRAL_7B, **extra}, *args)
+    assert result.returncode == code, result.stderr
+    assert "Traceback" not in result.stderr
+    if code == 2:
+        assert "sliding_window = 4096" in result.stderr and "at most 4,096" in result.stderr
+
+
+GPT2_SMALL = {"model_type": "gpt2", "n_embd": 768, "n_layer": 12, "n_head": 12,
+              "vocab_size": 50257, "n_positions": 1024}
+
+
+def test_gpt2_embedding_dropout_keeps_one_mask_byte_per_element(tmp_path):
+    """GPT-2 drops out the sum of its token and position embeddings (embd_pdrop, 0.1 by
+    default): a keep-mask of B S D elements at 1 byte, 1 x 1024 x 768 bytes for one
+    sequence of 1024 tokens, which the transformer declaration alone leaves out."""
+    def activations(config):
+        result = plan_config(tmp_path, config, "--seq", "1024", "--json")
+        assert result.returncode == 0, result.stderr
+        return json.loads(result.stdout)["memory"]["activations"]
+    assert activations(GPT2_SMALL) - activations({**GPT2_SMALL, "embd_pdrop": 0.0}) == 786_432
+
+
+def test_activation_functions_are_the_config_s():
+    """GPT-2's gelu_new is the tanh approximation, 14 operations per element by the
+    README's count (the exact erf form: 8); Llama's hidden_act gelu makes a GeGLU."""
+    from symflops.cost import costs
+    from symflops.derive import derive
+    from symflops.hfconfig import architecture
+    from symflops.planmodel import architecture_layer
+    from symflops.summary import summary
+
+    _, layer, _ = architecture_layer(architecture(GPT2_SMALL))
+    d = derive(layer)
+    ops = {f["output"]: f for f in summary(d, costs(d))["forward"]}
+    assert ops["G"]["op"] == "G[b,s,j] = gelu_tanh(H[b,s,j])"
+    assert str(ops["G"]["flops_elementwise"]) == "14*B*F*S"
+    _, layer, _ = architecture_layer(architecture({**LLAMA2_7B, "hidden_act": "gelu"}))
+    assert any("gelu(U[b,s,j])" in op.statement() for op in layer.ops)
