@@ -8,10 +8,12 @@ functions fill one:
 
 - :func:`model_from_params` -- a bare parameter count (dense, 6N per token,
   attention not counted);
-- :func:`model_from_declaration` -- a whole-model declaration (a stub until
-  whole-model declarations land in the engine);
+- :func:`model_from_declaration` -- a whole-model declaration, its counts
+  derived by the engine (:mod:`symflops.planmodel`);
 - :func:`model_from_architecture` -- a Hugging Face config read by
-  :mod:`symflops.hfconfig` (a stub, for the same reason).
+  :mod:`symflops.hfconfig`, mapped onto a shipped declaration. A model whose
+  attention has a window (Mistral's ``sliding_window``) carries a
+  :class:`Window`: a plan longer than it is refused.
 
 Conventions (also printed with every plan):
 
