@@ -32,7 +32,7 @@ from .contraction import Candidate, Order, bounds_of, candidate, cheapest, size,
 from .derive import Derivation, Rule, repeat_only_gradients
 from .functions import cost as function_cost
 from .ir import Contraction, Einsum, Layer, dim_symbol
-from .polynomial import Least, dominated, exact_quotient, largest, monomials, terms
+from .polynomial import Cheapest, Least, dominated, exact_quotient, largest, monomials, terms
 from .precision import Precision, policy
 
 UNITS = ("FLOPs", "MACs")
@@ -176,10 +176,11 @@ def _minimum(found: Sequence[Candidate]) -> tuple[sympy.Expr, sympy.Expr]:
     if len({c.flops for c in found}) == 1:
         return found[0].flops, Least(*(c.elementwise for c in found))
     totals = [c.total for c in found]
-    least = [sympy.And(*(totals[k] <= t for t in totals)) for k in range(len(found))]
-    return (sympy.Piecewise(*((c.flops, w) for c, w in zip(found[:-1], least)), (found[-1].flops, True)),
-            sympy.Piecewise(*((c.elementwise, w) for c, w in zip(found[:-1], least)),
-                            (found[-1].elementwise, True)))
+    least = [sympy.And(*(sympy.Le(totals[k], t, evaluate=False) for j, t in enumerate(totals)
+                         if j != k), evaluate=False) for k in range(len(found))]
+    return (Cheapest(*((c.flops, w) for c, w in zip(found[:-1], least)), (found[-1].flops, True)),
+            Cheapest(*((c.elementwise, w) for c, w in zip(found[:-1], least)),
+                     (found[-1].elementwise, True)))
 
 
 def term_cost(e: Einsum, extents: Mapping[str, sympy.Expr], unit: str, order: Order,

@@ -8,10 +8,12 @@ functions fill one:
 
 - :func:`model_from_params` -- a bare parameter count (dense, 6N per token,
   attention not counted);
-- :func:`model_from_declaration` -- a whole-model declaration (a stub until
-  whole-model declarations land in the engine);
+- :func:`model_from_declaration` -- a whole-model declaration, its counts
+  derived by the engine (:mod:`symflops.planmodel`);
 - :func:`model_from_architecture` -- a Hugging Face config read by
-  :mod:`symflops.hfconfig` (a stub, for the same reason).
+  :mod:`symflops.hfconfig`, mapped onto a shipped declaration. A model whose
+  attention has a window (Mistral's ``sliding_window``) carries a
+  :class:`Window`: a plan longer than it is refused.
 
 Conventions (also printed with every plan):
 
@@ -25,9 +27,14 @@ Conventions (also printed with every plan):
 - ZeRO with data-parallel degree d: stage 1 shards the optimizer state and
   the master weights over d, stage 2 also the gradients, stage 3 (FSDP full
   shard) also the weights. Activations are never sharded.
-- Decoding reads memory: a step of b sequences reads every (active) weight
-  once and each sequence's KV cache once, at full context; bytes per token =
-  (weights + b x cache) / b, and tokens/s = b x bandwidth / (weights + b x cache).
+- Decoding reads memory: a step of b sequences reads the weights a token reads
+  once (the shared weights, the k of M experts it is routed to, one row of each
+  lookup table: :attr:`Model.read`) and each sequence's KV cache once, at full
+  context; bytes per token = (weights + b x cache) / b, and tokens/s =
+  b x bandwidth / (weights + b x cache). The step's bytes are
+  :func:`symflops.inference.decode_step_bytes`, the computation behind
+  ``symflops derive``'s ``bytes_per_decoded_token``; exact for b = 1, a lower
+  bound for larger b.
 """
 
 from __future__ import annotations
@@ -39,6 +46,7 @@ from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
 from .errors import SymflopsError
 from .hardware import Accelerator
+from .inference import decode_step_bytes, weights_read_bytes
 from .precision import Precision
 
 if TYPE_CHECKING:
@@ -79,6 +87,30 @@ class TokenFlops:
 
 
 @dataclass(frozen=True)
+class Window:
+    """An attention window: the model's counts (causal attention over the whole
+    context) hold only for sequences of at most ``tokens``, where windowed and
+    causal attention coincide. ``context`` is the longest sequence the model
+    takes, the plan's length when none is given; ``source`` names what sets
+    the window (``config.json: sliding_window = 4096``)."""
+
+    tokens: int
+    context: int
+    source: str
+
+    def check(self, length: int, what: str) -> None:
+        if length > self.tokens:
+            raise SymflopsError(
+                f"{self.source} is shorter than the {show_exact(length)} tokens of {what}: "
+                "symflops counts causal attention over the whole context, and windowed "
+                "attention costs less beyond the window",
+                hint=f"plan with --seq (and --context) at most {show_exact(self.tokens)}, where "
+                     "windowed and causal attention coincide, or set sliding_window to null "
+                     "in the config to plan full causal attention (--plot draws lengths up to "
+                     "2^17: leave it out)")
+
+
+@dataclass(frozen=True)
 class Model:
     """What the planner needs to know about a model, each number with the
     formula that produced it.
@@ -90,7 +122,9 @@ class Model:
     activations one micro-batch keeps for its backward pass under the
     recompute policy (None: unknown). ``kv_cache_bytes_per_token`` is the K and
     V cache of all layers for one token of context (None: unknown).
-    ``formulas`` may hold ``params_total``, ``params_active``,
+    ``params_read`` is what one decoded token reads of the parameters (None:
+    every active parameter once, as for a dense model known by its count).
+    ``formulas`` may hold ``params_total``, ``params_active``, ``params_read``,
     ``params_trainable``, ``activation_bytes`` and ``kv_cache_bytes_per_token``.
     """
 
@@ -104,6 +138,14 @@ class Model:
     formulas: Mapping[str, Formula] = field(default_factory=dict)
     recompute: str = "none"
     counts_attention: bool = False   # False: flops_per_token has no attention term
+    params_read: int | None = None   # parameter elements a decoded token reads
+    window: Window | None = None     # the counts hold up to this many tokens (None: any)
+
+    @property
+    def read(self) -> int:
+        """Parameter elements one decoded token reads (MoE: its k experts; one
+        row of each lookup table)."""
+        return self.params_active if self.params_read is None else self.params_read
 
 
 def _check_recompute(recompute: str) -> None:
@@ -314,6 +356,8 @@ def token_flops(model: Model, seq_len: int | None) -> TokenFlops:
     if seq_len is None and model.counts_attention:
         raise SymflopsError("the attention term depends on the sequence length, which was "
                             "not given", hint="give --seq T (or --phase TOKENS@SEQ)")
+    if seq_len is not None and model.window is not None:
+        model.window.check(seq_len, "a sequence")
     return model.flops_per_token(seq_len)
 
 
@@ -506,14 +550,14 @@ def memory(model: Model, precision: Precision, zero: int = 0, dp: int = 1, micro
 class Inference:
     """Bandwidth-bound decoding on one accelerator holding the whole model.
 
-    A decoding step of ``batch`` sequences reads every active weight once and
-    each sequence's KV cache once, at full ``context`` (the last, slowest step
-    of a generation)."""
+    A decoding step of ``batch`` sequences reads the weights a token reads
+    once and each sequence's KV cache once, at full ``context`` (the last,
+    slowest step of a generation): :func:`symflops.inference.decode_step_bytes`."""
 
     context: int | None
     batch: int
     weights_bytes: int              # all weights, stored
-    weights_read: int               # active weights, read once per step
+    weights_read: int               # the weights a token reads, once per step
     kv_per_token: int | None        # K and V of all layers, one token of context
     bandwidth: Fraction | None
     capacity: int | None
@@ -532,7 +576,7 @@ class Inference:
     def step_bytes(self) -> int:
         """Bytes read per decoding step: weights once + each sequence's cache
         (weights only when the cache is unknown: then a lower bound)."""
-        return self.weights_read + (self.kv_batch or 0)
+        return decode_step_bytes(self.weights_read, self.kv_per_sequence or 0, self.batch)
 
     @property
     def bytes_per_token(self) -> Fraction:
@@ -571,7 +615,7 @@ def inference(model: Model, precision: Precision, context: int | None, batch: in
                             hint="give bytes/s, e.g. --bandwidth 3.35e12")
     return Inference(context=context, batch=batch,
                      weights_bytes=precision.params * model.params_total,
-                     weights_read=precision.params * model.params_active,
+                     weights_read=weights_read_bytes(model.read, precision),
                      kv_per_token=model.kv_cache_bytes_per_token,
                      bandwidth=None if bandwidth is None else Fraction(bandwidth),
                      capacity=capacity)
@@ -604,6 +648,14 @@ def make_plan(model: Model, precision: Precision, *, run: Run | None = None,
     accelerator's; the decoding context to ``seq_len``."""
     if run is not None and seq_len is None:
         seq_len = run.longest
+    if model.window is not None:
+        longest = max((n for n in (seq_len, context if decode else None) if n is not None),
+                      default=None)
+        if longest is None:
+            model.window.check(model.window.context, "context the model takes (give --seq)")
+        else:
+            model.window.check(longest, "the plan's sequences" if longest == seq_len
+                               else "decoding context")
     accelerators = throughput.accelerators if throughput is not None else 1
     if dp is None:
         dp = accelerators

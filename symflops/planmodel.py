@@ -5,13 +5,17 @@ polynomials (``symflops derive``'s per-token FLOPs, recomputation policies,
 key/value cache) at the given dims, with the sequence length ``S`` and the
 micro-batch ``B`` left free for the planner to choose.
 :func:`model_from_architecture` maps a Hugging Face config onto a shipped
-declaration (``transformer``, ``llama``, ``llama_tied``, ``moe``) and its dims;
-no parameter formula is written here, the counts come out of the engine.
+declaration (``transformer``, ``llama``, ``llama_tied``, ``moe``) and its dims,
+changed by :mod:`symflops.variants` where the config asks for what the
+declaration leaves out (Llama's biases, another activation, GPT-2's embedding
+dropout; :data:`SHIPPED` says what each declaration has); no parameter formula
+is written here, the counts come out of the engine.
 """
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Mapping
 
@@ -22,10 +26,11 @@ from .derive import derive
 from .errors import SymflopsError
 from .evaluate import check_all_given, check_dim_name, number
 from .hfconfig import Architecture
-from .ir import dim_symbol
+from .ir import Layer, dim_symbol
 from .precision import Precision
 from .spec import load
 from .summary import summary
+from .variants import with_biases, with_dropout, with_function
 
 SEQ, BATCH = "S", "B"
 
@@ -46,10 +51,17 @@ def _value(v: Any) -> sympy.Expr:
 
 def model_from_declaration(path: str | os.PathLike[str], dims: Mapping[str, Any], recompute: str,
                            precision: Precision) -> Any:
+    file = os.fspath(path)
+    return model_from_layer(load(file), file, dims, recompute, precision)
+
+
+def model_from_layer(layer: Layer, file: str, dims: Mapping[str, Any], recompute: str,
+                     precision: Precision, window: Any = None) -> Any:
+    """The planner's model of ``layer`` (read from ``file``, perhaps changed by
+    :mod:`symflops.variants`) at ``dims``; ``window``: a
+    :class:`symflops.plan.Window` the model's counts hold within."""
     from .plan import Formula, Model, TokenFlops  # the planner's types
 
-    file = os.fspath(path)
-    layer = load(file)
     d = derive(layer)
     s = summary(d, costs(d, precision=precision, choice="minimum"))
     per = s["per_token"]
@@ -110,9 +122,32 @@ def model_from_declaration(path: str | os.PathLike[str], dims: Mapping[str, Any]
         params_trainable=number(par["trainable"], ref), flops_per_token=flops_per_token,
         activation_bytes=activation_bytes, kv_cache_bytes_per_token=kv,
         formulas={"params_total": Formula(text(par["total"]), "", "derived by symflops"),
+                  "params_active": Formula(text(par["active"]), "", "derived by symflops"),
+                  "params_read": Formula(text(par["read_per_token"]), "",
+                                         "the parameters one token reads, derived by symflops"),
                   "activation_bytes": Formula(text(policy["activation_bytes"]), "",
                                               f"recompute: {recompute}")},
-        counts_attention=True, recompute=recompute)
+        counts_attention=True, recompute=recompute,
+        params_read=number(par["read_per_token"], ref), window=window)
+
+
+@dataclass(frozen=True)
+class Shipped:
+    """What a shipped declaration has, for mapping a config onto it: the MLP's
+    pointwise function, whether its linear layers carry biases, the weights of
+    its attention and MLP products (where a config's biases go), and the
+    tensor its embeddings write (where GPT-2's embedding dropout goes)."""
+
+    activation: str
+    biases: bool
+    attention: tuple[str, ...] = ("W_q", "W_k", "W_v", "W_o")
+    mlp: tuple[str, ...] = ("W_gate", "W_up", "W_down")
+    embeddings: str = "X0"
+
+
+SHIPPED = {"transformer.yaml": Shipped("gelu", True, mlp=("W_in", "W_out")),
+           "llama.yaml": Shipped("silu", False), "llama_tied.yaml": Shipped("silu", False),
+           "moe.yaml": Shipped("silu", False)}
 
 
 def architecture_dims(arch: Architecture) -> tuple[str, dict[str, int]]:
@@ -130,6 +165,31 @@ def architecture_dims(arch: Architecture) -> tuple[str, dict[str, int]]:
     return ("llama_tied.yaml" if arch.tied else "llama.yaml"), dims
 
 
-def model_from_architecture(arch: Architecture, recompute: str, precision: Precision) -> Any:
+def architecture_layer(arch: Architecture) -> tuple[str, Layer, dict[str, int]]:
+    """The shipped declaration for ``arch`` (its path), changed where the config
+    asks for what it leaves out (:mod:`symflops.variants`), and its dims."""
     file, dims = architecture_dims(arch)
-    return model_from_declaration(os.path.join(declarations_dir(), file), dims, recompute, precision)
+    path = os.path.join(declarations_dir(), file)
+    shipped, layer = SHIPPED[file], load(path)
+    if arch.activation != shipped.activation:
+        layer = with_function(layer, shipped.activation, arch.activation)
+    if not shipped.biases:
+        if arch.attention_bias:
+            layer = with_biases(layer, shipped.attention)
+        if arch.mlp_bias:
+            layer = with_biases(layer, shipped.mlp)
+    if arch.embedding_dropout:
+        layer = with_dropout(layer, shipped.embeddings, sympy.Rational(
+            arch.embedding_dropout.numerator, arch.embedding_dropout.denominator))
+    return path, layer, dims
+
+
+def model_from_architecture(arch: Architecture, recompute: str, precision: Precision) -> Any:
+    from .plan import Window
+
+    path, layer, dims = architecture_layer(arch)
+    window = None
+    if arch.sliding_window is not None:
+        window = Window(arch.sliding_window, arch.context,
+                        f"{arch.source}: sliding_window = {arch.sliding_window}")
+    return model_from_layer(layer, path, dims, recompute, precision, window)

@@ -29,9 +29,12 @@ CONVENTIONS = {
               "shard) also weights; activations are not sharded; no tensor or pipeline "
               "parallelism is modelled",
     "inference": "one accelerator holds the whole model; a decoding step of b sequences reads "
-                 "every active weight once and each sequence's KV cache once, at full context; "
-                 "bytes per token = (weights + b × cache) / b; tokens/s = b × bandwidth / "
-                 "(weights + b × cache), over the batch",
+                 "the weights a token reads once (the shared weights, the k of M experts it is "
+                 "routed to, one row of each lookup table) and each sequence's KV cache once, "
+                 "at full context; bytes per token = (weights + b × cache) / b; tokens/s = "
+                 "b × bandwidth / (weights + b × cache), over the batch; exact for b = 1, for "
+                 "larger b a lower bound on the bytes (each sequence reads its own table rows "
+                 "and may be routed to other experts)",
 }
 
 
@@ -333,11 +336,16 @@ def _inference_section(plan: Plan) -> Section | None:
             rows.append(Row(f"KV cache, batch of {inf.batch}", inf.kv_batch, "B",
                             _eq("b T_ctx K", f"{inf.batch} × {show(inf.kv_per_sequence)}"),
                             key="inference.kv_cache_bytes"))
+    read = active if m.read == m.params_active else "N_read"
+    fr = m.formulas.get("params_read", Formula(""))
     rows.append(Row("weights read per step", inf.weights_read, "B",
-                    _eq(f"W = {p.params} {active}", f"{p.params} × {show_exact(m.params_active)}"),
-                    "every active weight once per decoding step" +
-                    ("; exact for b = 1, a larger batch touches more experts"
-                     if m.params_active != m.params_total else ""),
+                    _eq(f"W = {p.params} {read}", f"{p.params} × {show_exact(m.read)}"),
+                    "every weight once per decoding step" if m.read == m.params_total else
+                    f"the weights one token reads ({read}" + (f" = {fr.text}" if fr.text else "") +
+                    "): the shared "
+                    "weights, the k of M experts it is routed to, one row of each lookup table; "
+                    "exact for b = 1, a lower bound for larger b (each sequence reads its own "
+                    "rows and may be routed to other experts)",
                     "inference.weights_bytes_read"))
     if inf.kv_batch is not None:
         per_token = _eq("(W + b T_ctx K) / b",

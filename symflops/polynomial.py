@@ -231,3 +231,29 @@ class Least(sympy.Min):
 
     def _latex(self, printer: object) -> str:
         return r"\min\left(" + ", ".join(printer._print(a) for a in self.args) + r"\right)"
+
+
+class Cheapest(sympy.Piecewise):
+    """The count of whichever candidate is cheapest, ``Piecewise((a1, c1),
+    (a2, c2), ..., (an, True))`` with each ``ci`` saying that candidate i
+    costs least: like :class:`Least`, it is not simplified while symbolic
+    (SymPy distributes its conditions on every rebuild, minutes for a few
+    candidates), and evaluates as ``Piecewise`` once the dims are numbers."""
+
+    def __new__(cls, *args: object, **options: object) -> sympy.Expr:
+        pairs = [sympy.functions.elementary.piecewise.ExprCondPair(*a) for a in args]
+        if all(p.cond.is_Boolean and not p.cond.free_symbols for p in pairs):
+            return sympy.Piecewise(*pairs)
+        return super().__new__(cls, *pairs, evaluate=False)
+
+    def _sympystr(self, printer: object) -> str:
+        return "Piecewise(" + ", ".join(f"({printer._print(e)}, {printer._print(c)})"
+                                        for e, c in self.args) + ")"
+
+    # SymPy's printers skip a parent's method for a renamed subclass of a
+    # function: print as the Piecewise it is.
+    def _numpycode(self, printer: object) -> str:
+        return printer._print_Piecewise(self)
+
+    def _latex(self, printer: object) -> str:
+        return printer._print_Piecewise(self)

@@ -92,13 +92,14 @@ def whole_model(derivation: Derivation, costs: Costs) -> dict[str, Any]:
             "beyond_six_n": sympy.expand(_per(costs.flops_total, tokens) - 6 * dense),
             "inference_forward": _per(costs.flops_forward, tokens),
         }
-    inf = inference(derivation, costs)
+    inf = inference(derivation, costs, counts.read)
     return {
         "tokens": tokens,
         "sequences": layer.sequences,
         "definitions": {n: e for n, e in layer.definitions},
         "parameters": {"total": counts.total, "trainable": counts.trainable,
                        "active": counts.active, "active_dense": counts.active_dense,
+                       "read_per_token": counts.read,
                        **dict(counts.by_class),
                        "classes": dict(counts.classes)},
         "per_token": per_token,
@@ -112,6 +113,7 @@ def whole_model(derivation: Derivation, costs: Costs) -> dict[str, Any]:
             "cache_elements_per_sequence": inf.cache_elements_per_sequence,
             "cache_bytes_per_sequence": inf.cache_bytes_per_sequence,
             "weights_bytes": inf.weights_bytes,
+            "weights_bytes_read": inf.weights_bytes_read,
             "bytes_per_decoded_token": inf.bytes_per_decoded_token,
         },
         "blocks": [_block(derivation, costs, b) for b in layer.blocks],

@@ -186,3 +186,101 @@ def test_composition_errors_point_at_the_include(tmp_path, capsys, extra, ops, f
     err = capsys.readouterr().err
     assert fragment in err and "Traceback" not in err
     assert re.search(r"net\.yaml:\d+:\d+: error", err)
+
+
+# --- issue 14 item 4: active parameters and the bytes a decoded token reads ----------
+
+MIXTRAL = {"L": 32, "D": 4096, "F": 14336, "M": 8, "k": 2, "V": 32000, "N": 32, "G": 8,
+           "E": 128, "B": 1, "S": 4096}
+
+
+def _mixtral_by_hand() -> dict[str, int]:
+    """Mixtral-8x7B counted by hand. Per layer: attention q and o (D x N E each), k and v
+    (D x G E each), the router (D x M), each expert's three SwiGLU matrices (3 D F), two
+    RMSNorm gains (2 D); then the final gain, the untied unembedding (D x V) and the
+    embedding table (V x D)."""
+    L, D, F, M, k, V, N, G, E = (MIXTRAL[x] for x in "LDFMkVNGE")
+    attention, router, expert, gains = 2 * D * N * E + 2 * D * G * E, D * M, 3 * D * F, 2 * D
+    total = L * (attention + router + M * expert + gains) + D + D * V + V * D
+    # a token's products read the attention weights, the router, its k experts and the
+    # unembedding once each: the N of 6N
+    dense = L * (attention + router + k * expert) + D * V
+    # the gains are read whole; the lookup reads one row (D) of the embedding table
+    read = dense + L * gains + D + D
+    return {"total": total, "active_dense": dense, "active": dense + L * gains + D + V * D,
+            "read": read}
+
+
+def test_mixtral_active_parameters_leave_out_the_capacity_factor():
+    hand = _mixtral_by_hand()
+    assert hand["total"] == 46_702_792_704               # published: 46.7e9
+    assert round(hand["active"], -8) == 12_900_000_000   # published: 12.9e9 active
+    s = _summary("moe")
+    for capacity in (1, 2, 3):                           # padding slots are not parameters
+        par = evaluate(s["parameters"], {**MIXTRAL, "c": capacity})
+        assert (par["total"], par["active_dense"], par["active"], par["read_per_token"]) == \
+            (hand["total"], hand["active_dense"], hand["active"], hand["read"])
+    assert c not in s["parameters"]["active_dense"].free_symbols
+    assert c not in s["parameters"]["read_per_token"].free_symbols
+
+
+def test_mixtral_decode_bytes_read_k_experts_and_one_embedding_row():
+    hand = _mixtral_by_hand()
+    # bf16: 2 bytes per weight read; the cache: K and V of every layer, G E values each,
+    # at 4096 positions, 2 bytes: 2 x 32 x 1024 x 4096 x 2 = 536,870,912 bytes
+    cache = 2 * 32 * 8 * 128 * 4096 * 2
+    s = _summary("moe")
+    inf = evaluate(s["inference"], {**MIXTRAL, "c": 2})
+    assert inf["weights_bytes"] == 2 * hand["total"]      # stored: every expert
+    assert inf["weights_bytes_read"] == 2 * hand["read"]  # read: the k active experts
+    assert inf["bytes_per_decoded_token"] == 2 * hand["read"] + cache == 26_034_585_600
+
+
+def test_dense_models_read_one_row_of_each_table_per_token():
+    # Llama-2-7B: every weight once, but one row (D) of the V x D embedding table
+    s = _summary("llama")
+    at = {"L": 32, "D": 4096, "N": 32, "G": 32, "E": 128, "F": 11008, "V": 32000, "S": 4096,
+          "B": 1}
+    par = evaluate(s["parameters"], at)
+    assert par["active"] == par["total"] == 6_738_415_616
+    assert par["read_per_token"] == 6_738_415_616 - 32000 * 4096 + 4096
+    # GPT-2 small: the tied table is read whole by the unembedding and one row of it by the
+    # lookup; one row of the 1024 x 768 position table
+    s = _summary("transformer")
+    at = {"L": 12, "D": 768, "N": 12, "E": 64, "F": 3072, "V": 50257, "S": 1024, "B": 1}
+    par = evaluate(s["parameters"], at)
+    assert par["active"] == par["total"] == 124_439_808
+    assert par["read_per_token"] == 124_439_808 - 1024 * 768 + 768 + 768
+
+
+DORA_LIKE = """
+name: dora_like
+title: a DoRA-like layer (weight-decomposed low-rank adaptation)
+dims: {B: tokens, I: input width, O: output width, R: adapter rank}
+tokens: B
+tensors:
+  X: {shape: [B, I], role: input}
+  W0: {shape: [I, O], role: frozen, description: pretrained weight}
+  A: {shape: [I, R], role: param}
+  Bu: {shape: [R, O], role: param}
+  m: {shape: [O], role: param, description: magnitude of each column}
+ops:
+  - Wd[i,o] = W0[i,o] + A[i,r] Bu[r,o]
+  - Wn[i,o] = rmsnorm_i(Wd[i,o]) * m[o]
+  - Y[b,o] = X[b,i] Wn[i,o]
+"""
+
+
+def test_dora_like_active_dense_is_a_parameter_count():
+    """The direction of W0 + A Bu is normalised over the input dim i, then scaled by the
+    magnitudes m: A and Bu take part in a product over I, R, O that does not scale with
+    the tokens. It is computed once per pass and every token's row Y[b,:] reads all of
+    the merged weight Wn, so a token uses each parameter once. By hand: the dense
+    parameters (operands of a product that sums over an index with another tensor) are
+    A and Bu, I R + R O; the total adds W0 (I O) and m (O)."""
+    d = derive(loads(DORA_LIKE, "dora_like.yaml"))
+    par = summary(d, costs(d))["parameters"]
+    assert _zero(par["active_dense"] - (I * R + R * O))
+    assert _zero(par["active"] - (I * O + I * R + R * O + O))
+    assert _zero(par["read_per_token"] - (I * O + I * R + R * O + O))
+    assert B not in par["active_dense"].free_symbols

@@ -10,6 +10,7 @@ import json
 import subprocess
 import sys
 from fractions import Fraction
+from pathlib import Path
 
 import pytest
 
@@ -22,6 +23,7 @@ from symflops.plan import (Formula, Model, TokenFlops, compute, inference, make_
 from symflops.precision import POLICIES
 
 MIXED = POLICIES["mixed-adam"]
+DERIVATIONS = Path(__file__).resolve().parent.parent / "derivations"
 
 
 # --- seed 002: 7B on 2T tokens ----------------------------------------------------
@@ -374,3 +376,121 @@ def test_hf_config_mixtral_counts_every_expert_and_two_active(tmp_path):
     out = json.loads(result.stdout)
     assert out["params"]["total"] == 46_702_792_704  # Mixtral-8x7B's published count
     assert abs(out["params"]["active"] - 12.9e9) < 0.05e9  # "12.9B active parameters"
+
+
+def test_hf_mixtral_decode_bytes_are_derive_s_bytes_per_decoded_token(tmp_path):
+    """Issue 14 item 4: plan and derive compute decoding bytes once. By hand, bf16:
+    a token reads, per layer, attention 2 D N E + 2 D G E, the router D M, its k = 2 of
+    M = 8 experts 3 D F each and two gains 2 D; then the final gain D, the unembedding
+    D V and one row D of the embedding table; plus K and V of 32 layers x 8 x 128 at
+    4096 positions, 2 bytes each."""
+    L, D, F, M, k, V, N, G, E, T = 32, 4096, 14336, 8, 2, 32000, 32, 8, 128, 4096
+    read = L * (2 * D * N * E + 2 * D * G * E + D * M + k * 3 * D * F + 2 * D) + D + D * V + D
+    cache = 2 * L * G * E * T * 2
+    assert 2 * read + cache == 26_034_585_600    # before the fix: 26,296,721,408 (plan),
+    path = tmp_path / "config.json"              # 93,942,456,320 (derive)
+    path.write_text(json.dumps({
+        "model_type": "mixtral", "hidden_size": D, "num_hidden_layers": L,
+        "num_attention_heads": N, "num_key_value_heads": G, "intermediate_size": F,
+        "vocab_size": V, "num_local_experts": M, "num_experts_per_tok": k,
+        "max_position_embeddings": 32768}))
+    result = cli("--hf-config", str(path), "--seq", str(T), "--decode-batch", "1", "--json")
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout)["inference"]
+    assert out["weights_bytes_read"] == 2 * read
+    assert out["bytes_per_token"] == 2 * read + cache
+    derived = subprocess.run(
+        [sys.executable, "-m", "symflops", "eval", str(DERIVATIONS / "moe.yaml"), f"L={L}",
+         f"D={D}", f"F={F}", f"M={M}", f"k={k}", f"V={V}", f"N={N}", f"G={G}", f"E={E}", "c=1", "B=1",
+         f"S={T}", "--json"], capture_output=True, text=True)
+    assert derived.returncode == 0, derived.stderr
+    assert json.loads(derived.stdout)["inference"]["bytes_per_decoded_token"] == 2 * read + cache
+
+
+# --- issue 14 item 8: Hugging Face keys honoured exactly, or refused -----------------
+
+LLAMA2_7B = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_act": "silu",
+             "hidden_size": 4096, "intermediate_size": 11008, "max_position_embeddings": 4096,
+             "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 32,
+             "rms_norm_eps": 1e-05, "tie_word_embeddings": False, "vocab_size": 32000}
+
+
+def plan_config(tmp_path, config, *args):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    return cli("--hf-config", str(path), *args)
+
+
+def test_llama_attention_and_mlp_biases_are_counted(tmp_path):
+    # transformers' Llama: attention_bias puts biases on q, k, v (N E, G E, G E = 4096 each
+    # here) and o (D = 4096); mlp_bias on gate and up (F = 11008 each) and down (D)
+    published = 6_738_415_616
+    attention = 32 * (4096 + 4096 + 4096 + 4096)
+    mlp = 32 * (11008 + 11008 + 4096)
+    assert attention == 524_288
+    for extra, added in (({}, 0), ({"attention_bias": True}, attention),
+                         ({"mlp_bias": True}, mlp),
+                         ({"attention_bias": True, "mlp_bias": True}, attention + mlp)):
+        result = plan_config(tmp_path, {**LLAMA2_7B, **extra}, "--seq", "4096", "--json")
+        assert result.returncode == 0, result.stderr
+        out = json.loads(result.stdout)
+        assert out["params"]["total"] == published + added
+        # a bias add is elementwise work: the matmul FLOPs per token do not change
+        assert out["flops"]["per_token"] == json.loads(plan_config(
+            tmp_path, LLAMA2_7B, "--seq", "4096", "--json").stdout)["flops"]["per_token"]
+
+
+MISTRAL_7B = {"model_type": "mistral", "hidden_size": 4096, "intermediate_size": 14336,
+              "max_position_embeddings": 32768, "num_attention_heads": 32,
+              "num_hidden_layers": 32, "num_key_value_heads": 8, "sliding_window": 4096,
+              "vocab_size": 32000}
+
+
+@pytest.mark.parametrize("extra, args, code", [
+    ({}, [], 2),                                   # the plan's context: 32,768 > 4,096
+    ({}, ["--seq", "8192"], 2),
+    ({}, ["--seq", "4096", "--context", "8192"], 2),
+    ({}, ["--seq", "4096", "--context", "4096"], 0),   # windowed = causal up to the window
+    ({}, ["--phase", "1e9@4096", "--phase", "1e9@2048"], 0),
+    ({"sliding_window": None}, [], 0),
+    ({"sliding_window": 32768}, ["--seq", "32768"], 0),
+])
+def test_mistral_sliding_window_is_refused_beyond_the_window(tmp_path, extra, args, code):
+    result = plan_config(tmp_path, {**MISTRAL_7B, **extra}, *args)
+    assert result.returncode == code, result.stderr
+    assert "Traceback" not in result.stderr
+    if code == 2:
+        assert "sliding_window = 4096" in result.stderr and "at most 4,096" in result.stderr
+
+
+GPT2_SMALL = {"model_type": "gpt2", "n_embd": 768, "n_layer": 12, "n_head": 12,
+              "vocab_size": 50257, "n_positions": 1024}
+
+
+def test_gpt2_embedding_dropout_keeps_one_mask_byte_per_element(tmp_path):
+    """GPT-2 drops out the sum of its token and position embeddings (embd_pdrop, 0.1 by
+    default): a keep-mask of B S D elements at 1 byte, 1 x 1024 x 768 bytes for one
+    sequence of 1024 tokens, which the transformer declaration alone leaves out."""
+    def activations(config):
+        result = plan_config(tmp_path, config, "--seq", "1024", "--json")
+        assert result.returncode == 0, result.stderr
+        return json.loads(result.stdout)["memory"]["activations"]
+    assert activations(GPT2_SMALL) - activations({**GPT2_SMALL, "embd_pdrop": 0.0}) == 786_432
+
+
+def test_activation_functions_are_the_config_s():
+    """GPT-2's gelu_new is the tanh approximation, 14 operations per element by the
+    README's count (the exact erf form: 8); Llama's hidden_act gelu makes a GeGLU."""
+    from symflops.cost import costs
+    from symflops.derive import derive
+    from symflops.hfconfig import architecture
+    from symflops.planmodel import architecture_layer
+    from symflops.summary import summary
+
+    _, layer, _ = architecture_layer(architecture(GPT2_SMALL))
+    d = derive(layer)
+    ops = {f["output"]: f for f in summary(d, costs(d))["forward"]}
+    assert ops["G"]["op"] == "G[b,s,j] = gelu_tanh(H[b,s,j])"
+    assert str(ops["G"]["flops_elementwise"]) == "14*B*F*S"
+    _, layer, _ = architecture_layer(architecture({**LLAMA2_7B, "hidden_act": "gelu"}))
+    assert any("gelu(U[b,s,j])" in op.statement() for op in layer.ops)
