@@ -464,12 +464,14 @@ def _group(value: int) -> str:
 
 
 def _sci(value: int | float) -> str:
-    """``2.815 \\times 10^{14}``: four significant digits, for tables of numbers."""
+    """``2.815 \\times 10^{14}``: four significant digits, for tables of numbers
+    (an int beyond a float's range too: Decimal rounds it exactly)."""
     if value == 0:
         return "0"
     if abs(value) < 100_000:
         return _group(value) if isinstance(value, int) else f"{value:.4g}"
-    mantissa, exp = f"{float(value):.3e}".split("e")
+    from decimal import Decimal  # exact for any int, and for a float the same as float's format
+    mantissa, exp = f"{Decimal(value):.3e}".split("e")
     return rf"{float(mantissa):.4g} \times 10^{{{int(exp)}}}"
 
 
