@@ -185,41 +185,48 @@ def _radicand(value: sympy.Expr) -> float:
     return sum(_size(f.base) for f in factors if f.is_Pow and f.base.is_Rational and f.exp.is_Rational)
 
 
-def measure(value: sympy.Expr, memo: dict[sympy.Expr, tuple[int, int]] | None = None
-            ) -> tuple[int, int]:
+Measure = tuple[int, int, float]
+
+
+def measure(value: sympy.Expr, memo: dict[sympy.Expr, Measure] | None = None) -> Measure:
     """Upper bounds on (total degree in the names, terms of the full
-    expansion) of ``value``, read off its tree without expanding it: a sum
-    takes the largest degree and adds terms, a product adds degrees and
-    multiplies terms, a whole power ``s**n`` multiplies the degree by ``|n|``
-    and has at most ``C(n + t - 1, t - 1)`` terms for ``t`` terms of ``s``;
-    no polynomial has more terms than the monomials of its degree.  Both are
-    capped just above MAX_DEGREE and MAX_EXPANDED_TERMS (only the comparison
-    with them matters)."""
+    expansion, digits of its largest coefficient) of ``value``, read off its
+    tree without expanding it: a sum takes the largest degree and adds terms,
+    a product adds degrees and multiplies terms, a whole power ``s**n``
+    multiplies the degree by ``|n|`` and has at most ``C(n + t - 1, t - 1)``
+    terms for ``t`` terms of ``s``; no polynomial has more terms than the
+    monomials of its degree.  The digits bound the sum of the coefficients'
+    sizes (a product's is at most the product of its factors').  Degree and
+    terms are capped just above MAX_DEGREE and MAX_EXPANDED_TERMS (only the
+    comparison with them matters)."""
     memo = {} if memo is None else memo
     if not value.free_symbols:
-        return 0, 1
+        return 0, 1, _size(value)
     if value in memo:
         return memo[value]
     if value.is_Symbol:
-        found = (1, 1)
+        found: Measure = (1, 1, 0.0)
     elif value.is_Add or value.is_Mul:
         parts = [measure(a, memo) for a in value.args]
         if value.is_Add:
-            found = (max(d for d, _ in parts), sum(t for _, t in parts))
+            found = (max(d for d, _, _ in parts), sum(t for _, t, _ in parts),
+                     max(c for _, _, c in parts) + math.log10(len(parts)))
         else:
-            found = (sum(d for d, _ in parts),
-                     math.prod(min(t, MAX_EXPANDED_TERMS + 1) for _, t in parts))
+            found = (sum(d for d, _, _ in parts),
+                     math.prod(min(t, MAX_EXPANDED_TERMS + 1) for _, t, _ in parts),
+                     sum(c for _, _, c in parts))
     elif value.is_Pow and value.exp.is_number:
-        degree, terms = measure(value.base, memo)
+        degree, terms, digits = measure(value.base, memo)
         power = abs(value.exp)
         n = MAX_DEGREE + 1 if power > MAX_DEGREE else math.ceil(power)
         found = (degree * n, math.comb(n + terms - 1, terms - 1) if power.is_Integer and terms > 1
-                 else 1)
+                 else 1, n * (digits + math.log10(terms)))
     else:  # a function, or a power with names in its exponent: one term, not expanded
-        found = (max(measure(a, memo)[0] for a in value.args), 1)
+        parts = [measure(a, memo) for a in value.args]
+        found = (max(d for d, _, _ in parts), 1, max(c for _, _, c in parts))
     degree = min(found[0], MAX_DEGREE + 1)
     monomials = math.comb(degree + len(value.free_symbols), degree)
-    found = (degree, min(found[1], monomials, MAX_EXPANDED_TERMS + 1))
+    found = (degree, min(found[1], monomials, MAX_EXPANDED_TERMS + 1), min(found[2], 1e9))
     memo[value] = found
     return found
 
@@ -231,7 +238,7 @@ class _Parser:
         self.span, self.comparisons = span, comparisons
         self.tokens = _tokenize(text, span)
         self.index = self.depth = 0
-        self.measured: dict[sympy.Expr, tuple[int, int]] = {}
+        self.measured: dict[sympy.Expr, Measure] = {}
 
     @property
     def tok(self) -> _Token:
@@ -440,7 +447,7 @@ class _Parser:
         if _size(value) > MAX_DIGITS:
             self.fail(f"{what} is too large: the value would have more than {MAX_DIGITS} digits", pos,
                       "use smaller numbers")
-        degree, terms = measure(value, self.measured)
+        degree, terms, _ = measure(value, self.measured)  # its numbers: _size above
         if degree > MAX_DEGREE:
             self.fail(f"{what} has a degree above {MAX_DEGREE} in the names", pos,
                       f"formulas of dims are polynomials of degree at most {MAX_DEGREE}")

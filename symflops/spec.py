@@ -38,7 +38,7 @@ import sympy
 import yaml
 
 from .errors import Span, SymflopsError, closest, read_text
-from .expr import MAX_DEGREE, MAX_EXPANDED_TERMS, measure, parse_expression
+from .expr import MAX_DEGREE, MAX_DIGITS, MAX_EXPANDED_TERMS, measure, parse_expression
 from .ir import (LEAF_ROLES, RECOMPUTE_POLICIES, SELECT, SHIFT, Block, Contraction, Dim, Einsum,
                  Factor, Layer, Tensor, dim_symbol, fresh_letter)
 from .loss import CrossEntropy
@@ -949,19 +949,24 @@ def build_layer(root: Node, file: str, default_name: str, stack: tuple[str, ...]
 
 def _check_expansion(layer: Layer) -> None:
     """Each op's count, the product of the extents of its letters (defined
-    dims substituted), has a degree of at most MAX_DEGREE and expands to at
-    most MAX_EXPANDED_TERMS terms: extents that are each small
-    (``(A+B+C)**3``) can multiply into a polynomial SymPy takes minutes to
-    expand."""
+    dims substituted) times its copies (the repeats of its blocks), has a
+    degree of at most MAX_DEGREE, expands to at most MAX_EXPANDED_TERMS terms
+    and has coefficients of at most MAX_DIGITS digits: sizes that are each
+    small (``(A+B+C)**3``, ``10**999*B``) can multiply into a polynomial SymPy
+    takes minutes to expand, or numbers Python cannot print."""
     subs = layer.substitutions
     for op in layer.ops:
-        degree, terms = measure(sympy.Mul(*op.dims().values()).xreplace(subs))
-        if degree > MAX_DEGREE or terms > MAX_EXPANDED_TERMS:
+        count = sympy.Mul(*op.dims().values(), layer.copies(op.output)).xreplace(subs)
+        degree, terms, digits = measure(count)
+        if degree > MAX_DEGREE or terms > MAX_EXPANDED_TERMS or digits > MAX_DIGITS:
             excess = (f"has a degree above {MAX_DEGREE}" if degree > MAX_DEGREE
-                      else f"would expand to more than {MAX_EXPANDED_TERMS} terms")
+                      else f"would expand to more than {MAX_EXPANDED_TERMS} terms"
+                      if terms > MAX_EXPANDED_TERMS
+                      else f"has coefficients of more than {MAX_DIGITS} digits")
             raise SymflopsError(f"the count of {op.statement()!r} (the product of its letters' "
-                                f"extents) {excess}", getattr(op, "span", None),
-                                "use simpler axis sizes: products of dims, or sums of a few")
+                                f"extents and its copies) {excess}", getattr(op, "span", None),
+                                "use simpler axis sizes and repeats: products of dims, or sums "
+                                "of a few, with small numbers")
 
 
 def load(path: str | os.PathLike[str]) -> Layer:
