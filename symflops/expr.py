@@ -21,8 +21,9 @@ Implicit multiplication (``2B``, ``2 B``) is an error.  Numbers beyond
 a one-line input hang SymPy or exhaust the Python stack.  So are a power of
 names with an exponent above MAX_EXPONENT (``D**(10**999)``), and any value
 whose total degree in the names exceeds MAX_DEGREE or whose expansion would
-have more than MAX_EXPANDED_TERMS terms (``(B+D)**100000``, a product of many sums):
-:func:`measure` bounds both from the expression tree, before anything expands.
+have more than MAX_EXPANDED_TERMS terms (``(B+D)**100000``, a product of many sums)
+or coefficients of more than MAX_DIGITS digits (``(10**999*B + 1)**5``):
+:func:`measure` bounds all three from the expression tree, before anything expands.
 """
 
 from __future__ import annotations
@@ -447,7 +448,10 @@ class _Parser:
         if _size(value) > MAX_DIGITS:
             self.fail(f"{what} is too large: the value would have more than {MAX_DIGITS} digits", pos,
                       "use smaller numbers")
-        degree, terms, _ = measure(value, self.measured)  # its numbers: _size above
+        degree, terms, digits = measure(value, self.measured)
+        if digits > MAX_DIGITS:  # (10**999*B + 1)**5 writes no number above the limit
+            self.fail(f"{what} would expand to coefficients of more than {MAX_DIGITS} digits", pos,
+                      "use smaller numbers")
         if degree > MAX_DEGREE:
             self.fail(f"{what} has a degree above {MAX_DEGREE} in the names", pos,
                       f"formulas of dims are polynomials of degree at most {MAX_DEGREE}")

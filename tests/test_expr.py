@@ -180,6 +180,7 @@ ERRORS = [
     ("(B+D)**40 * (B+D)**25", "degree above 64", "at most 64", 0),
     ("(B+D+H)**64", "more than 1000 terms", "smaller formula", 7),
     ("(B+D+F+H+1)**8 * (B+D+F+H+2)**8", "more than 1000 terms", "smaller formula", 0),
+    ("(10**999*B + 1)**5", "coefficients of more than 1000 digits", "smaller", 15),
     ("1e99999999", "number '1e99999999' needs more than 1000 digits", "moderate size", 0),
     ("1e1001", "more than 1000 digits", "moderate size", 0),
     ("1e-1001", "more than 1000 digits", "moderate size", 0),
