@@ -154,8 +154,11 @@ def section_derive(repeats: int) -> None:
 def grid_items(layer, at_least: int = 10**6) -> list[str]:
     """Four values for as many dims as it takes to reach ``at_least``
     configurations (4^10 = 1,048,576), one value for the rest; with fewer dims,
-    the same number of values each."""
-    dims = layer.free_dims
+    the same number of values each.  The dims of a defined dim's formula
+    (R = N / G) stay at 64, where every such ratio of them is whole."""
+    used = set().union(*(formula.free_symbols for _, formula in layer.definitions))
+    dims = [d for d in layer.free_dims if d.symbol not in used]
+    fixed = [f"{d.name}=64" for d in layer.free_dims if d.symbol in used]
     k = len(dims)
     n = 4
     if n ** k < at_least:
@@ -164,7 +167,7 @@ def grid_items(layer, at_least: int = 10**6) -> list[str]:
             n += 1
     m = next(j for j in range(1, k + 1) if n ** j >= at_least)
     return [f"{d.name}={64}:{64 * n}:{64}" if j < m else f"{d.name}=64"
-            for j, d in enumerate(dims)]
+            for j, d in enumerate(dims)] + fixed
 
 
 def section_sweep(repeats: int) -> None:

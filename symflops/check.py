@@ -39,7 +39,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import math
 import re
 import sys
 from dataclasses import dataclass
@@ -48,6 +47,7 @@ from typing import Any, Callable, Mapping, Sequence
 import sympy
 
 from .report import table
+from .sizes import NEGATIVE, NONNEGATIVE, NONPOSITIVE, POSITIVE, UNKNOWN, ZERO, sign  # noqa: F401
 from .cost import costs
 from .derive import Derivation, derive
 from .errors import Span, SymflopsError
@@ -148,9 +148,8 @@ def difference_label(claim: Claim) -> str:
 
 # ------------------------------------------------------------------ signs --
 
-# The sign of lhs - rhs, as far as it is proved for all positive integer dims.
-ZERO, POSITIVE, NONNEGATIVE, NEGATIVE, NONPOSITIVE, UNKNOWN = (
-    "zero", "positive", "nonnegative", "negative", "nonpositive", "unknown")
+# The sign of lhs - rhs, as far as it is proved for all positive integer dims,
+# comes from symflops.sizes (which proves sizes positive the same way).
 
 
 def simplify_difference(expr: sympy.Expr) -> sympy.Expr:
@@ -165,71 +164,6 @@ def simplify_difference(expr: sympy.Expr) -> sympy.Expr:
         return sympy.expand(num) / sympy.expand(den) if not den.is_number else sympy.expand(together)
     return sympy.simplify(expanded)
 
-
-#: A sign proof by shifting gives up (undetermined) beyond this many terms.
-MAX_SHIFTED_TERMS = 20_000
-
-
-def _polynomial_sign(p: sympy.Expr, dims: Sequence[sympy.Symbol]) -> str:
-    """Sign of a polynomial for every dim >= 1, from its coefficients in
-    ``u = dim - 1 >= 0``: all of one sign proves that sign, strictly when the
-    constant term (the value at all dims 1) is not zero."""
-    p = sympy.expand(p)
-    if p == 0:
-        return ZERO
-    present = [d for d in dims if d in p.free_symbols]
-    if p.free_symbols - set(present):
-        return UNKNOWN
-    if not present:
-        return POSITIVE if p > 0 else NEGATIVE
-    plain = sympy.Poly(p, *present)
-    if all(c.is_comparable for c in plain.coeffs()):
-        # Every monomial is positive at positive dims: one sign of coefficients
-        # decides, strictly (the shifted constant term is their sum).
-        if all(c >= 0 for c in plain.coeffs()):
-            return POSITIVE
-        if all(c <= 0 for c in plain.coeffs()):
-            return NEGATIVE
-    # The shift writes each monomial prod d**e as prod (u + 1)**e: prod (e + 1) terms.
-    if sum(math.prod(e + 1 for e in m) for m in plain.monoms()) > MAX_SHIFTED_TERMS:
-        return UNKNOWN
-    shift = {d: sympy.Dummy(f"u_{d}", nonnegative=True) for d in present}
-    shifted = sympy.Poly(p.subs({d: u + 1 for d, u in shift.items()}, simultaneous=True),
-                         *shift.values())
-    coefficients = shifted.coeffs()
-    if not all(c.is_comparable for c in coefficients):  # real numbers only
-        return UNKNOWN
-    constant = shifted.coeff_monomial(1)
-    if all(c >= 0 for c in coefficients):
-        return POSITIVE if constant > 0 else NONNEGATIVE
-    if all(c <= 0 for c in coefficients):
-        return NEGATIVE if constant < 0 else NONPOSITIVE
-    return UNKNOWN
-
-
-def sign(expr: sympy.Expr, dims: Sequence[sympy.Symbol]) -> str:
-    """Proved sign of ``expr`` for every positive integer value of ``dims``."""
-    if expr == 0:
-        return ZERO
-    num, den = sympy.fraction(sympy.together(expr))
-    if num.is_polynomial(*dims) and den.is_polynomial(*dims):
-        n, d = _polynomial_sign(num, dims), _polynomial_sign(den, dims)
-        if n == ZERO:
-            return ZERO
-        if d in (POSITIVE, NEGATIVE) and n != UNKNOWN:
-            return n if d == POSITIVE else _FLIP[n]
-        return UNKNOWN
-    # Not a rational function (Max, sqrt, ...): ask SymPy's assumptions.
-    for answer, attribute in ((ZERO, "is_zero"), (POSITIVE, "is_positive"),
-                              (NEGATIVE, "is_negative"), (NONNEGATIVE, "is_nonnegative"),
-                              (NONPOSITIVE, "is_nonpositive")):
-        if getattr(expr, attribute) is True:
-            return answer
-    return UNKNOWN
-
-
-_FLIP = {POSITIVE: NEGATIVE, NEGATIVE: POSITIVE, NONNEGATIVE: NONPOSITIVE,
-         NONPOSITIVE: NONNEGATIVE, ZERO: ZERO, UNKNOWN: UNKNOWN}
 
 # For each operator: the signs of lhs - rhs that prove it, and those that refute it.
 _PROVES = {

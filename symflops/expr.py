@@ -18,7 +18,12 @@ Grammar (``^`` means the same as ``**``)::
 
 Implicit multiplication (``2B``, ``2 B``) is an error.  Numbers beyond
 10**±MAX_DIGITS and nesting deeper than MAX_DEPTH are refused: either would let
-a one-line input hang SymPy or exhaust the Python stack.
+a one-line input hang SymPy or exhaust the Python stack.  So are a power of
+names with an exponent above MAX_EXPONENT (``D**(10**999)``), and any value
+whose total degree in the names exceeds MAX_DEGREE or whose expansion would
+have more than MAX_EXPANDED_TERMS terms (``(B+D)**100000``, a product of many sums)
+or coefficients of more than MAX_DIGITS digits (``(10**999*B + 1)**5``):
+:func:`measure` bounds all three from the expression tree, before anything expands.
 """
 
 from __future__ import annotations
@@ -41,6 +46,11 @@ MAX_DEPTH = 100  # each level costs ~4 Python frames; stays well inside the recu
 MAX_DIGITS = 1_000
 MAX_ROOT_DIGITS = 300  # SymPy factors radicands: time grows steeply past a few hundred digits
 MAX_LENGTH = 20_000  # characters; bounds the remaining polynomial costs of a long text
+# Far above any real layer (shipped counts have degree <= 7 and <= 20 terms); beyond
+# them SymPy's expansion of a 50-byte formula takes minutes and gigabytes.
+MAX_EXPONENT = 64  # |exponent| of a power whose base holds names
+MAX_DEGREE = 64  # total degree in the names
+MAX_EXPANDED_TERMS = 1_000  # terms of the full expansion (expanding 8,000 takes seconds)
 
 Function = Callable[..., sympy.Expr]
 DEFAULT_FUNCTIONS: Mapping[str, Function] = MappingProxyType({
@@ -176,6 +186,52 @@ def _radicand(value: sympy.Expr) -> float:
     return sum(_size(f.base) for f in factors if f.is_Pow and f.base.is_Rational and f.exp.is_Rational)
 
 
+Measure = tuple[int, int, float]
+
+
+def measure(value: sympy.Expr, memo: dict[sympy.Expr, Measure] | None = None) -> Measure:
+    """Upper bounds on (total degree in the names, terms of the full
+    expansion, digits of its largest coefficient) of ``value``, read off its
+    tree without expanding it: a sum takes the largest degree and adds terms,
+    a product adds degrees and multiplies terms, a whole power ``s**n``
+    multiplies the degree by ``|n|`` and has at most ``C(n + t - 1, t - 1)``
+    terms for ``t`` terms of ``s``; no polynomial has more terms than the
+    monomials of its degree.  The digits bound the sum of the coefficients'
+    sizes (a product's is at most the product of its factors').  Degree and
+    terms are capped just above MAX_DEGREE and MAX_EXPANDED_TERMS (only the
+    comparison with them matters)."""
+    memo = {} if memo is None else memo
+    if not value.free_symbols:
+        return 0, 1, _size(value)
+    if value in memo:
+        return memo[value]
+    if value.is_Symbol:
+        found: Measure = (1, 1, 0.0)
+    elif value.is_Add or value.is_Mul:
+        parts = [measure(a, memo) for a in value.args]
+        if value.is_Add:
+            found = (max(d for d, _, _ in parts), sum(t for _, t, _ in parts),
+                     max(c for _, _, c in parts) + math.log10(len(parts)))
+        else:
+            found = (sum(d for d, _, _ in parts),
+                     math.prod(min(t, MAX_EXPANDED_TERMS + 1) for _, t, _ in parts),
+                     sum(c for _, _, c in parts))
+    elif value.is_Pow and value.exp.is_number:
+        degree, terms, digits = measure(value.base, memo)
+        power = abs(value.exp)
+        n = MAX_DEGREE + 1 if power > MAX_DEGREE else math.ceil(power)
+        found = (degree * n, math.comb(n + terms - 1, terms - 1) if power.is_Integer and terms > 1
+                 else 1, n * (digits + math.log10(terms)))
+    else:  # a function, or a power with names in its exponent: one term, not expanded
+        parts = [measure(a, memo) for a in value.args]
+        found = (max(d for d, _, _ in parts), 1, max(c for _, _, c in parts))
+    degree = min(found[0], MAX_DEGREE + 1)
+    monomials = math.comb(degree + len(value.free_symbols), degree)
+    found = (degree, min(found[1], monomials, MAX_EXPANDED_TERMS + 1), min(found[2], 1e9))
+    memo[value] = found
+    return found
+
+
 class _Parser:
     def __init__(self, text: str, symbols: Mapping[str, sympy.Expr],
                  functions: Mapping[str, Function], span: Span | None, comparisons: bool):
@@ -183,6 +239,7 @@ class _Parser:
         self.span, self.comparisons = span, comparisons
         self.tokens = _tokenize(text, span)
         self.index = self.depth = 0
+        self.measured: dict[sympy.Expr, Measure] = {}
 
     @property
     def tok(self) -> _Token:
@@ -303,6 +360,9 @@ class _Parser:
         if size and scale is not None and scale + math.log10(size) > math.log10(MAX_DIGITS):
             self.fail(f"power {what} is too large: the result would have more than {MAX_DIGITS} digits",
                       pos, "use a smaller base or exponent")
+        if base.free_symbols and scale is not None and scale > math.log10(MAX_EXPONENT):
+            self.fail(f"power {what} has an exponent above {MAX_EXPONENT}", pos,
+                      f"a power of names takes an exponent of at most {MAX_EXPONENT} in size")
         if exponent.is_Rational and not exponent.is_Integer and any(
                 f.is_Rational and _size(f) > MAX_ROOT_DIGITS for f in factors):
             self.fail(f"root {what} of a number with more than {MAX_ROOT_DIGITS} digits", pos,
@@ -388,6 +448,16 @@ class _Parser:
         if _size(value) > MAX_DIGITS:
             self.fail(f"{what} is too large: the value would have more than {MAX_DIGITS} digits", pos,
                       "use smaller numbers")
+        degree, terms, digits = measure(value, self.measured)
+        if digits > MAX_DIGITS:  # (10**999*B + 1)**5 writes no number above the limit
+            self.fail(f"{what} would expand to coefficients of more than {MAX_DIGITS} digits", pos,
+                      "use smaller numbers")
+        if degree > MAX_DEGREE:
+            self.fail(f"{what} has a degree above {MAX_DEGREE} in the names", pos,
+                      f"formulas of dims are polynomials of degree at most {MAX_DEGREE}")
+        if terms > MAX_EXPANDED_TERMS:
+            self.fail(f"{what} would expand to more than {MAX_EXPANDED_TERMS} terms", pos,
+                      "write a smaller formula (expanding it would take minutes)")
         return value
 
 

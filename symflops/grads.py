@@ -31,10 +31,13 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import math
+import os
 import sys
 import zipfile
+import zlib
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Mapping, NoReturn
 
 import numpy as np
 import sympy
@@ -51,30 +54,81 @@ def _shape_text(tensor: Tensor) -> str:
     return "[" + ", ".join(sympy.sstr(s) for s in tensor.shape) + "]"
 
 
+#: Elements one input array, and all of them together, may hold (800 MB as
+#: float64), and arrays in one archive; checked on the headers, before any data
+#: is read, so that a small file claiming 10**10 elements is refused at once.
+MAX_ELEMENTS = 10**8
+MAX_ARRAYS = 1_000
+_NPY_MAGIC = b"\x93NUMPY"
+
+
+def _refuse(path: str, detail: str, hint: str = "save the arrays with numpy.savez(path, X=..., "
+                                                  "W=...) (object arrays are not accepted)"
+            ) -> NoReturn:
+    raise SymflopsError(f"{path}: {detail}", hint=hint)
+
+
+def check_headers(path: str) -> None:
+    """Refuse an archive whose arrays' headers claim more than
+    :data:`MAX_ELEMENTS` elements (one array or all together), or hold
+    objects, without reading any array's data."""
+    if not zipfile.is_zipfile(path):
+        with open(path, "rb") as fh:
+            if fh.read(len(_NPY_MAGIC)) == _NPY_MAGIC:  # never loaded: it may be huge
+                raise SymflopsError(f"{path}: is a single .npy array, not an .npz archive",
+                                    hint="save the arrays with numpy.savez(path, X=..., W=...)")
+        return  # not an archive: numpy.load says what it is
+    total = total_bytes = 0
+    with zipfile.ZipFile(path) as archive:
+        members = archive.infolist()
+        if len(members) > MAX_ARRAYS:
+            _refuse(path, f"holds {len(members):,} members, more than the limit of {MAX_ARRAYS:,}")
+        for info in members:
+            name = info.filename.removesuffix(".npy")
+            if name == info.filename:
+                _refuse(path, f"holds {name[:60]!r}, which is not a .npy array")
+            with archive.open(info) as fh:
+                version = np.lib.format.read_magic(fh)
+                if version not in ((1, 0), (2, 0)):
+                    _refuse(path, f"array {name[:60]!r} has .npy format version {version}")
+                read = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                        else np.lib.format.read_array_header_2_0)
+                shape, _, dtype = read(fh)
+            if dtype.hasobject:
+                _refuse(path, f"array {name[:60]!r} holds objects (pickled), which are never "
+                              "loaded")
+            count = math.prod(shape)
+            total, total_bytes = total + count, total_bytes + count * dtype.itemsize
+            for what, n, nbytes in (
+                    (f"array {name[:60]!r} ({tuple(shape)} of {dtype}) holds", count,
+                     count * dtype.itemsize),
+                    ("the arrays together hold", total, total_bytes)):
+                if n > MAX_ELEMENTS or nbytes > 8 * MAX_ELEMENTS:
+                    _refuse(path, f"{what} {n:,} elements by the headers, more than the limit "
+                                  f"of {MAX_ELEMENTS:,} (8e8 bytes)",
+                            "give smaller arrays; the gradients of a layer are checked at small "
+                            "sizes")
+
+
 def load_arrays(path: str) -> dict[str, np.ndarray]:
-    """Every array of an ``.npz`` file, by name (pickled objects refused)."""
+    """Every array of an ``.npz`` file, by name (pickled objects refused),
+    after :func:`check_headers`."""
     try:
-        data = np.load(path, allow_pickle=False)
-        if not hasattr(data, "files"):  # a lone .npy array, not an archive
-            raise SymflopsError(f"{path}: is a single .npy array, not an .npz archive",
-                                hint="save the arrays with numpy.savez(path, X=..., W=...)")
+        check_headers(path)
+        data = np.load(path, allow_pickle=False)  # an archive: a lone .npy was refused
         with data:
             return {name: data[name] for name in data.files}
     except FileNotFoundError:
         raise SymflopsError(f"{path}: no such file", hint="check the path of --inputs") from None
     except SymflopsError:
         raise
-    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError, zlib.error, RuntimeError,
+            NotImplementedError) as exc:  # the last two: an encrypted or exotic zip member
         # NumPy tries pickle on anything that is not .npy/.npz; that says nothing useful.
         if "pickle" not in str(exc):
-            detail = f"cannot read as .npz: {exc}"
-        elif zipfile.is_zipfile(path):
-            detail = "holds an object (pickled) array, which is never loaded"
-        else:
-            detail = "not a NumPy .npz archive"
-        raise SymflopsError(f"{path}: {detail}",
-                            hint="save the arrays with numpy.savez(path, X=..., W=...) "
-                                 "(object arrays are not accepted)") from None
+            _refuse(path, f"cannot read as .npz: {str(exc)[:200]}")
+        _refuse(path, "holds an object (pickled) array, which is never loaded"
+                if zipfile.is_zipfile(path) else "not a NumPy .npz archive")
 
 
 def _as_float(name: str, array: np.ndarray) -> np.ndarray:
@@ -165,10 +219,9 @@ def infer_dims(layer: Layer, arrays: Mapping[str, np.ndarray]) -> dict[str, int]
                 if isinstance(extent, sympy.Symbol) or len(unknown) != 1:
                     continue
                 known = {x: bound[str(x)].value for x in extent.free_symbols if str(x) in bound}
-                roots = [r for r in sympy.solve(sympy.Eq(extent.subs(known), int(size)), unknown[0])
-                         if r.is_integer and r.is_positive]
-                if len(roots) == 1:
-                    bound[str(unknown[0])] = Binding(int(roots[0]), array_name, axis)
+                root = _solve_size(extent.subs(known), unknown[0], int(size))
+                if root is not None:
+                    bound[str(unknown[0])] = Binding(root, array_name, axis)
                     progress = True
     unbound = [d.name for d in layer.dims if d.name not in bound]
     if unbound:
@@ -189,6 +242,26 @@ def infer_dims(layer: Layer, arrays: Mapping[str, np.ndarray]) -> dict[str, int]
                     + f"; {_expected(tensor, array_name)}",
                     hint=f"give {array_name} the shape {want}")
     return {d.name: dims[d.name] for d in layer.dims}
+
+
+def _solve_size(extent: sympy.Expr, dim: sympy.Symbol, size: int) -> int | None:
+    """The one positive integer value of ``dim`` at which ``extent`` (a size
+    in ``dim`` alone) is ``size``; None when there is none or several.  A
+    size has non-negative coefficients in ``dim - 1``, so it is constant in
+    ``dim`` (every value or none is a root) or rises by at least 1 per step,
+    so that the root lies in ``1..size``: a binary search, never a solve of a
+    polynomial of degree up to 64 (seconds to minutes in SymPy)."""
+    poly = sympy.Poly(extent, dim)
+    low, high = 1, size
+    while low < high:  # the smallest value where the extent reaches size
+        middle = (low + high) // 2
+        if poly.eval(middle) >= size:
+            high = middle
+        else:
+            low = middle + 1
+    if poly.eval(low) != size or poly.eval(low + 1) == size:
+        return None
+    return low
 
 
 def _sizes(tensor: Tensor, dims: Mapping[str, int]) -> tuple[int, ...]:
@@ -220,8 +293,16 @@ def compute(derivation: Derivation, arrays: Mapping[str, np.ndarray]) -> dict[st
     values = {name: _as_index(name, a) if name in index else _as_float(name, a)
               for name, a in arrays.items()}
     dims = infer_dims(layer, values)
+    for t in layer.tensors:  # the activations the forward pass would allocate
+        count = math.prod(_sizes(t, dims))
+        if count > MAX_ELEMENTS:
+            raise SymflopsError(f"{t.name} {_shape_text(t)} would hold {count:,} elements at "
+                                + ", ".join(f"{k}={v}" for k, v in dims.items())
+                                + f", more than the limit of {MAX_ELEMENTS:,}",
+                                hint="give smaller arrays")
     for name, size in index_ranges(layer).items():
-        _check_range(name, values[name], int(size.subs({dim_symbol(d): v for d, v in dims.items()})))
+        # On the array as given: an unsigned 2**64 - 1 would wrap to -1 as int64.
+        _check_range(name, arrays[name], int(size.subs({dim_symbol(d): v for d, v in dims.items()})))
     leaves = {t.name: values[t.name] for t in layer.tensors if t.role != "activation"}
     activations = forward(layer, leaves, dims)
     upstream = {grad_name(o): values.get(grad_name(o), np.ones_like(activations[o]))

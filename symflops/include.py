@@ -27,6 +27,7 @@ count by the repeats of the blocks it lies in.
 from __future__ import annotations
 
 import keyword
+import math
 import os
 import re
 from dataclasses import dataclass
@@ -37,6 +38,7 @@ import sympy
 from .errors import Span, SymflopsError, closest, quote, shorten
 from .expr import parse_expression
 from .ir import Block, Dim, Layer, Tensor, dim_symbol, rename
+from .sizes import check_size
 
 INCLUDE_KEYS = ("include", "repeat", "tensors", "dims")
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -60,6 +62,30 @@ def _text(node: Any, what: str) -> str:
     if isinstance(value, bool) or not isinstance(value, (str, int)):
         raise SymflopsError(f"{what} must be text", node.span, "write it as a plain string")
     return str(value)
+
+
+REPEAT_HINT = ("repeat a block a positive whole number of times: a number, a dim or a "
+               "polynomial in dims, e.g. 'repeat: 12', 'repeat: L' or 'repeat: 2*L'")
+MAPPED_HINT = ("a block's dim is a positive whole number for every value of the dims: map it "
+               "to a dim or a polynomial in them, e.g. 'dims: {F: 4*D}'")
+
+
+def _size(node: Any, symbols: Mapping[str, sympy.Expr], what: str, lead: str,
+          hint: str) -> sympy.Expr:
+    """``repeat: L`` or a mapped dim ``F: 4*D``: a proved size
+    (:mod:`symflops.sizes`), never a fraction or a formula that could be
+    zero, negative or not whole."""
+    value = node.value
+    if isinstance(value, float) and math.isfinite(value):
+        value = repr(value)  # 2.5 is read exactly as 5/2, then refused as not whole
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        found = ("a list" if isinstance(value, list) else "a mapping" if isinstance(value, dict)
+                 else "nothing" if value is None else f"{type(value).__name__} {value!r}")
+        raise SymflopsError(f"{what} must be a whole number or a formula of dims, found {found}",
+                            node.span, hint)
+    size = parse_expression(str(value), symbols, span=node.span)
+    check_size(size, lead, node.span, hint)
+    return size
 
 
 def _name_map(node: Any, known: list[str], what: str) -> dict[str, tuple[Any, Span | None]]:
@@ -144,16 +170,12 @@ def read_include(node: Any, file: str, dims: Mapping[str, Dim],
     symbols.update({d.name: d.symbol for d in new_dims})
     subs: dict[sympy.Symbol, sympy.Expr] = {}
     for name, (value, _) in mapped.items():
-        subs[dim_symbol(name)] = parse_expression(_text(value, f"dim {name!r}"), symbols,
-                                                  span=value.span)
+        subs[dim_symbol(name)] = _size(value, symbols, f"dim {name!r}",
+                                       f"the block's dim {name!r} is mapped to", MAPPED_HINT)
 
     repeat: sympy.Expr = sympy.Integer(1)
     if "repeat" in fields:
-        rnode = fields["repeat"][1]
-        repeat = parse_expression(_text(rnode, "'repeat'"), symbols, span=rnode.span)
-        if not (repeat.is_positive or repeat.free_symbols):
-            raise SymflopsError(f"repeat must be positive, found {repeat}", rnode.span,
-                                "repeat a block a positive number of times, e.g. 'repeat: L'")
+        repeat = _size(fields["repeat"][1], symbols, "'repeat'", "'repeat' is", REPEAT_HINT)
 
     names: dict[str, str] = {}
     if "tensors" in fields:

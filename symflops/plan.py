@@ -39,6 +39,8 @@ Conventions (also printed with every plan):
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import os
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -677,6 +679,40 @@ def make_plan(model: Model, precision: Precision, *, run: Run | None = None,
             bandwidth = accelerator.bandwidth
         inf = inference(model, precision, context if context is not None else seq_len,
                         decode_batch, bandwidth, capacity)
-    return Plan(model=model, precision=precision, accelerator=accelerator, seq_len=seq_len,
+    plan = Plan(model=model, precision=precision, accelerator=accelerator, seq_len=seq_len,
                 token_flops=per_token, run=run, compute=c, rate=throughput, time=t, memory=m,
                 inference=inf)
+    check_figures(plan)
+    return plan
+
+
+#: Figures are printed as floats (up to about 1.8e308): each must lie within
+#: 10**±300 of 1, or be 0.  Command-line numbers are bounded far tighter
+#: (symflops.plancmd); a declaration's counts at huge dims can still exceed it.
+MAX_FIGURE = 10**300
+
+
+def check_figures(value: object, path: str = "") -> None:
+    """Refuse a plan with a figure that cannot be printed: every number in
+    its dataclasses, their properties included, within :data:`MAX_FIGURE`."""
+    if isinstance(value, bool) or value is None or callable(value):
+        return
+    if isinstance(value, (int, Fraction)):
+        size = abs(Fraction(value))
+        if size > MAX_FIGURE or 0 < size < Fraction(1, MAX_FIGURE):
+            exponent = round((size.numerator.bit_length() - size.denominator.bit_length())
+                             * math.log10(2))
+            raise SymflopsError(f"the plan's {path} is about 1e{exponent}, beyond the 1e-300 "
+                                "to 1e300 it can print", hint="give smaller dims or numbers")
+        return
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            check_figures(item, f"{path}.{key}".lstrip("."))
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            check_figures(item, path)
+    elif dataclasses.is_dataclass(value):
+        names = [f.name for f in dataclasses.fields(value)]
+        names += [n for n, a in vars(type(value)).items() if isinstance(a, property)]
+        for name in names:
+            check_figures(getattr(value, name), f"{path}.{name}".lstrip("."))

@@ -14,7 +14,7 @@ from fractions import Fraction
 
 from . import hfconfig
 from .errors import SymflopsError
-from .evaluate import parse_config
+from .evaluate import parse_configs
 from .expr import parse_number
 from .hardware import PRESETS, preset
 from .plan import (RECOMPUTE, make_plan, model_from_architecture, model_from_declaration,
@@ -107,14 +107,27 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                                                       "standard error")
 
 
+#: Every number of a plan lies within 10**±30 of 1 (or is 0): far beyond any
+#: real run, and the figures computed from a few of them stay within a
+#: float's range (about 1.8e308), in which they are printed.
+MAX_PLAN_NUMBER = 10**30
+
+
 def _number(text: str | None, option: str) -> Fraction | None:
     if text is None:
         return None
+    if "%" in text:
+        raise SymflopsError(f"{option}: {text.strip()!r} is not a number",
+                            hint="give a number; only --mfu also takes a percentage (40%)")
     try:
         value = parse_number(text.strip())
     except SymflopsError as exc:
         raise SymflopsError(f"{option}: {exc.message}", hint=exc.hint) from None
-    return Fraction(int(value.p), int(value.q))
+    value = Fraction(int(value.p), int(value.q))
+    if value and not Fraction(1, MAX_PLAN_NUMBER) <= abs(value) <= MAX_PLAN_NUMBER:
+        raise SymflopsError(f"{option} {text.strip()} is outside the range the planner "
+                            f"takes, 1e-30 to 1e30", hint=f"give {option} in sensible units")
+    return value
 
 
 def _whole(text: str | None, option: str, example: str) -> int | None:
@@ -130,6 +143,9 @@ def _whole(text: str | None, option: str, example: str) -> int | None:
 def _fraction(text: str | None, option: str) -> Fraction | None:
     """A fraction, ``0.4`` or ``40%``."""
     if text is not None and text.strip().endswith("%"):
+        if text.count("%") > 1:
+            raise SymflopsError(f"{option} {text.strip()!r}: a percentage has one '%'",
+                                hint=f"write e.g. {option} 40% or {option} 0.4")
         value = _number(text.strip()[:-1], option)
         return value / 100
     return _number(text, option)
@@ -160,9 +176,7 @@ def _model(args: argparse.Namespace, precision):
         arch = hfconfig.load(args.hf_config)
         return model_from_architecture(arch, args.recompute, precision)
     path, *dims = args.declaration
-    values = {}
-    for item in dims:
-        values.update({k: Fraction(int(v.p), int(v.q)) for k, v in parse_config(item).items()})
+    values = {k: Fraction(int(v.p), int(v.q)) for k, v in parse_configs(dims).items()}
     return model_from_declaration(path, values, args.recompute, precision)
 
 

@@ -24,7 +24,7 @@ import sympy
 from .cost import costs
 from .derive import derive
 from .errors import SymflopsError
-from .evaluate import check_all_given, check_dim_name, number
+from .evaluate import check_all_given, check_definitions, check_dim_name, number
 from .hfconfig import Architecture
 from .ir import Layer, dim_symbol
 from .precision import Precision
@@ -74,6 +74,12 @@ def model_from_layer(layer: Layer, file: str, dims: Mapping[str, Any], recompute
             raise SymflopsError(f"{file}: the planner needs a dimension {free!r} "
                                 f"({'sequence length' if free == SEQ else 'sequences per micro-batch'})",
                                 hint="name the sequence length S and the micro-batch B")
+    if BATCH in dims:  # not silently replaced by the run's micro-batch
+        raise SymflopsError(f"{BATCH}={dims[BATCH]} given with the declaration, but the plan "
+                            f"sets {BATCH}: FLOPs per token are taken at {BATCH}=1 and "
+                            "activations at --micro-batch",
+                            hint=f"leave {BATCH} out; give --micro-batch {dims[BATCH]} for "
+                                 f"activations of {dims[BATCH]} sequences")
     for name in dims:
         check_dim_name(layer, name)
     check_all_given(layer, dims, exempt=(BATCH, SEQ))
@@ -97,6 +103,7 @@ def model_from_layer(layer: Layer, file: str, dims: Mapping[str, Any], recompute
             raise SymflopsError("the planner needs a sequence length for a declaration",
                                 hint="give --seq T or --phase TOKENS@T")
         v = at(seq)
+        check_definitions(layer, v)  # a ratio such as R = N / G divides exactly here
         executed = sympy.expand(policy["flops_executed"] / tokens)
         return TokenFlops(
             model=number(per["flops"]["total"], v), executed=number(executed, v),
@@ -108,6 +115,7 @@ def model_from_layer(layer: Layer, file: str, dims: Mapping[str, Any], recompute
                       "inference": Formula(text(per["inference_forward"]), "", "forward only")})
 
     def activation_bytes(micro_batch: int, seq: int) -> Any:
+        check_definitions(layer, at(seq, micro_batch))
         return number(policy["activation_bytes"], at(seq, micro_batch))
 
     par = s["parameters"]

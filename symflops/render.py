@@ -609,16 +609,14 @@ def _group(value: int) -> str:
 
 
 def _sci(value: int | float) -> str:
-    """``2.815 \\times 10^{14}``: four significant digits, for tables of numbers.
-    An integer beyond float64 (``--at B=10**999``) is rounded exactly."""
+    """``2.815 \\times 10^{14}``: four significant digits, for tables of numbers
+    (an int beyond a float's range too: Decimal rounds it exactly)."""
     if value == 0:
         return "0"
     if abs(value) < 100_000:
         return _group(value) if isinstance(value, int) else f"{value:.4g}"
-    try:
-        mantissa, exp = f"{float(value):.3e}".split("e")
-    except OverflowError:  # an integer with more than 308 digits
-        return _sci_exact(int(value))
+    from decimal import Decimal  # exact for any int, and for a float the same as float's format
+    mantissa, exp = f"{Decimal(value):.3e}".split("e")
     return rf"{float(mantissa):.4g} \times 10^{{{int(exp)}}}"
 
 
@@ -632,20 +630,6 @@ def _at_each_size(derivation: Derivation, c: Costs) -> Costs:
     from .cost import costs
 
     return costs(derivation, c.unit, c.precision, "minimum")
-
-
-def _sci_exact(value: int) -> str:
-    """``_sci`` of an integer too large for a float, in integer arithmetic
-    (its decimal digits are never all written: Python refuses more than 4300)."""
-    sign, value = ("-" if value < 0 else ""), abs(value)
-    exp = int((value.bit_length() - 1) * 0.30102999566398)  # floor(log10), or one less
-    while 10 ** (exp + 1) <= value:
-        exp += 1
-    scale = 10 ** (exp - 3)
-    digits = (2 * value + scale) // (2 * scale)  # four digits, rounded half up
-    if digits == 10_000:
-        digits, exp = 1000, exp + 1
-    return rf"{sign}{digits / 1000:.4g} \times 10^{{{exp}}}"
 
 
 def _numbers(c: Costs, configs: Sequence[Mapping[str, sympy.Expr]], esc: Any) -> dict[str, Any] | None:

@@ -38,7 +38,7 @@ import sympy
 import yaml
 
 from .errors import Span, SymflopsError, closest, quote, read_text
-from .expr import parse_expression, parse_number
+from .expr import MAX_DEGREE, MAX_DIGITS, MAX_EXPANDED_TERMS, measure, parse_expression, parse_number
 from .ir import (FORWARD_ORDERS, LEAF_ROLES, RECOMPUTE_POLICIES, SELECT, SHIFT, Block, Contraction,
                  Dim, Einsum, Factor, Layer, Tensor, dim_symbol, fresh_letter)
 from .loss import CrossEntropy
@@ -46,6 +46,7 @@ from .normalize import Normalize
 from .functions import FUNCTIONS
 from .functions import known as known_functions
 from .include import Included, bind, read_include
+from .sizes import check_size
 from .statement import Call, Constant, Ref, Statement, Term, output_name, parse_statement
 
 TOP_KEYS = ("name", "title", "description", "dims", "tensors", "ops", "precision", "tokens",
@@ -72,8 +73,27 @@ def _span(mark: Any, file: str, lines: list[str]) -> Span:
     return Span(file, mark.line + 1, mark.column + 1, text)
 
 
-def _convert(node: yaml.Node, file: str, lines: list[str], constructor: Any) -> Node:
+#: Values a declaration may hold once aliases are expanded (a shipped model has
+#: a few hundred): a 500-byte "billion laughs" document of nested aliases stands
+#: for 10**9 of them.
+MAX_YAML_VALUES = 100_000
+#: Nesting of mappings and lists (a shipped declaration nests 4 deep).
+MAX_YAML_DEPTH = 50
+
+
+def _convert(node: yaml.Node, file: str, lines: list[str], constructor: Any,
+             budget: list[int], depth: int = 0) -> Node:
+    """``node`` as located Nodes; ``budget`` holds the values still allowed
+    (every alias expansion counts again)."""
     span = _span(node.start_mark, file, lines)
+    budget[0] -= 1
+    if budget[0] < 0:
+        raise SymflopsError(f"the declaration holds more than {MAX_YAML_VALUES:,} values once "
+                            "its aliases are expanded", span,
+                            "write the declaration out without nested aliases (*name)")
+    if depth > MAX_YAML_DEPTH:
+        raise SymflopsError(f"the declaration nests mappings and lists more than {MAX_YAML_DEPTH} "
+                            "levels deep", span, "a declaration needs a few levels of nesting")
     if isinstance(node, yaml.MappingNode):
         items: dict[str, tuple[Span, Node]] = {}
         for key_node, value_node in node.value:
@@ -86,10 +106,12 @@ def _convert(node: yaml.Node, file: str, lines: list[str], constructor: Any) -> 
                 first = items[key][0]
                 raise SymflopsError(f"{key!r} is defined twice (first at line {first.line})",
                                     key_span, f"remove or rename one of the two {key!r} entries")
-            items[key] = (key_span, _convert(value_node, file, lines, constructor))
+            items[key] = (key_span, _convert(value_node, file, lines, constructor, budget,
+                                             depth + 1))
         return Node(items, span)
     if isinstance(node, yaml.SequenceNode):
-        return Node([_convert(n, file, lines, constructor) for n in node.value], span)
+        return Node([_convert(n, file, lines, constructor, budget, depth + 1) for n in node.value],
+                    span)
     value = constructor.construct_object(node)
     quoted = node.style in ("'", '"')
     if quoted:
@@ -107,7 +129,8 @@ def parse_yaml(text: str, file: str) -> Node:
     try:
         root = yaml.compose(text, Loader=SAFE_LOADER)
         if root is not None:  # constructing a scalar can fail too (an unknown tag: !B)
-            return _convert(root, file, lines, yaml.constructor.SafeConstructor())
+            return _convert(root, file, lines, yaml.constructor.SafeConstructor(),
+                            [MAX_YAML_VALUES])
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         span = _span(mark, file, lines) if mark else Span(file, 1, 1)
@@ -206,6 +229,10 @@ def _definitions(formulas: Mapping[str, Node], symbols: dict[str, sympy.Symbol]
     for name, node in formulas.items():
         text = _text(node, f"the formula of {name!r}")
         out[name] = parse_expression(text, symbols, span=node.span)
+        check_size(out[name], f"dimension {name!r} equals", node.span,
+                   "a defined dim is a positive whole number for every value of the dims: a "
+                   "polynomial in them (4*D, P + K - 1), or one ratio of products of dims "
+                   "that divides exactly at the values given (N / G, c*k*B*S/M)", quotient=True)
     for name, node in formulas.items():
         seen, todo = set(), [name]
         while todo:
@@ -218,6 +245,11 @@ def _definitions(formulas: Mapping[str, Node], symbols: dict[str, sympy.Symbol]
                     seen.add(sym.name)
                     todo.append(sym.name)
     return tuple(out.items())
+
+
+AXIS_HINT = ("an axis has a positive whole size for every value of the dims: write a "
+             "polynomial in them such as B, 4*D or P + K - 1 (a ratio such as N / G goes into "
+             "a defined dim, 'R: {equals: N / G}'; for S - 1 declare a dim of its own)")
 
 
 def _shape(node: Node, symbols: dict[str, sympy.Symbol], tensor: str) -> tuple[sympy.Expr, ...]:
@@ -234,9 +266,7 @@ def _shape(node: Node, symbols: dict[str, sympy.Symbol], tensor: str) -> tuple[s
             extent: sympy.Expr = sympy.Integer(axis.value)
         else:
             extent = parse_expression(axis.value, symbols, span=axis.span)
-        if not (extent.is_positive or extent.free_symbols):
-            raise SymflopsError(f"an axis of {tensor!r} has size {extent}, which is not positive",
-                                axis.span, "every axis needs a positive size")
+        check_size(extent, f"an axis of {tensor!r} has size", axis.span, AXIS_HINT)
         shape.append(extent)
     return tuple(shape)
 
@@ -550,7 +580,13 @@ def _solve_shifts(st: Statement, bound: dict[str, tuple[sympy.Expr, str, Span | 
                     f"W[o,c,{b}], so that the other letter's extent follows from the axis "
                     f"of {ref.name}: ext({a}) = ext(axis) - ext({b}) + 1")
             known_letter, free, col = (a, b, bcol) if a in bound else (b, a, acol)
-            bound[free] = (sympy.simplify(extent - bound[known_letter][0] + 1), ref.name, at(col))
+            solved = sympy.simplify(extent - bound[known_letter][0] + 1)
+            check_size(solved, f"the letter {free!r} of the shift {a}+{b} ranges over", at(col),
+                       f"the axis of {ref.name} must hold at least {bound[known_letter][0]} "
+                       f"positions for every value of the dims: declare it as "
+                       f"P + {bound[known_letter][0]} - 1 (a valid convolution) with a dim P "
+                       "for the positions")
+            bound[free] = (solved, ref.name, at(col))
 
 
 def _resolve_lookups(st: Statement, extent_of: Any, at: Any) -> Statement:
@@ -950,10 +986,34 @@ def build_layer(root: Node, file: str, default_name: str, stack: tuple[str, ...]
     policy, selective = _recompute(top, ops, inherited)
     definitions = tuple(dict((*(d for inc in used for d in inc.layer.definitions),
                               *definitions)).items())
-    return Layer(name, title, dims, tuple(known.values()), ops, file, precision, tuple(blocks),
-                 _expression_key(top, "tokens", symbols), _expression_key(top, "sequences", symbols),
-                 selective, policy, definitions, _forward_order(top),
-                 _sizes(top, dims, definitions))
+    layer = Layer(name, title, dims, tuple(known.values()), ops, file, precision, tuple(blocks),
+                  _expression_key(top, "tokens", symbols), _expression_key(top, "sequences", symbols),
+                  selective, policy, definitions, _forward_order(top),
+                  _sizes(top, dims, definitions))
+    _check_expansion(layer)
+    return layer
+
+
+def _check_expansion(layer: Layer) -> None:
+    """Each op's count, the product of the extents of its letters (defined
+    dims substituted) times its copies (the repeats of its blocks), has a
+    degree of at most MAX_DEGREE, expands to at most MAX_EXPANDED_TERMS terms
+    and has coefficients of at most MAX_DIGITS digits: sizes that are each
+    small (``(A+B+C)**3``, ``10**999*B``) can multiply into a polynomial SymPy
+    takes minutes to expand, or numbers Python cannot print."""
+    subs = layer.substitutions
+    for op in layer.ops:
+        count = sympy.Mul(*op.dims().values(), layer.copies(op.output)).xreplace(subs)
+        degree, terms, digits = measure(count)
+        if degree > MAX_DEGREE or terms > MAX_EXPANDED_TERMS or digits > MAX_DIGITS:
+            excess = (f"has a degree above {MAX_DEGREE}" if degree > MAX_DEGREE
+                      else f"would expand to more than {MAX_EXPANDED_TERMS} terms"
+                      if terms > MAX_EXPANDED_TERMS
+                      else f"has coefficients of more than {MAX_DIGITS} digits")
+            raise SymflopsError(f"the count of {op.statement()!r} (the product of its letters' "
+                                f"extents and its copies) {excess}", getattr(op, "span", None),
+                                "use simpler axis sizes and repeats: products of dims, or sums "
+                                "of a few, with small numbers")
 
 
 def load(path: str | os.PathLike[str]) -> Layer:

@@ -41,10 +41,11 @@ import numpy as np
 import sympy
 
 from .errors import SymflopsError
-from .evaluate import check_all_given, check_dim_name, number
+from .evaluate import check_all_given, check_definitions, check_dim_name, dim_value, number
 from .expr import parse_number
-from .ir import Layer
+from .ir import Layer, dim_symbol
 from .output import open_output
+from .sizes import size_problem
 
 #: The quantities in the CSV, as paths into :func:`symflops.summary.summary`.
 QUANTITIES = ("flops.forward", "flops.backward", "flops.total", "flops_elementwise.total",
@@ -104,10 +105,7 @@ class SweepResult:
 # ----------------------------------------------------------------- values --
 
 def _positive_integer(text: str, name: str) -> int:
-    value = parse_number(text.strip())
-    if not (value.is_Integer and value > 0):
-        raise SymflopsError(f"dimension {name} must be a positive integer, got {text.strip()!r}",
-                            hint=f"give whole sizes, e.g. {name}=4096")
+    value = dim_value(name, text.strip())
     if value > MAX_VALUE:
         raise SymflopsError(f"dimension {name} = {text.strip()} is larger than 2**53",
                             hint="a sweep computes in float64, exact for integers up to 2**53")
@@ -181,7 +179,40 @@ def parse_axes(items: Sequence[str], layer: Layer, limit: int = MAX_POINTS) -> t
         raise SymflopsError(f"the grid has {size:,} configurations ({shape}), more than the "
                             f"limit of {limit:,}",
                             hint="use fewer values or larger steps, or sweep in parts")
-    return tuple(Axis(n, parse_values(n, texts[n])) for n in known)
+    axes = tuple(Axis(n, parse_values(n, texts[n])) for n in known)
+    check_grid_definitions(layer, axes)
+    return axes
+
+
+def check_grid_definitions(layer: Layer, axes: Sequence[Axis]) -> None:
+    """:func:`symflops.evaluate.check_definitions` at every configuration of
+    the grid: each defined dim that is a promised ratio (``R = N / G``) is a
+    positive integer throughout, computed exactly (Python integers, over the
+    sub-grid of the dims it uses, a block at a time)."""
+    subs = layer.substitutions
+    for name, formula in layer.definitions:
+        if size_problem(formula) is None:
+            continue  # a proved size: whole and positive wherever its dims are
+        full = subs[dim_symbol(name)]
+        used = [a for a in axes if dim_symbol(a.name) in full.free_symbols]
+        num, den = sympy.fraction(sympy.together(full))
+        symbols = [dim_symbol(a.name) for a in used]
+        top, bottom = (sympy.lambdify(symbols, e, modules=[]) for e in (num, den))
+        exact = [a.values.astype(np.int64).astype(object) for a in used]
+        for block in blocks(exact):
+            shape = tuple(len(b) for b in block)
+            mesh = np.ix_(*block)
+            whole = _WHOLE(np.broadcast_to(np.asarray(top(*mesh), dtype=object), shape),
+                           np.broadcast_to(np.asarray(bottom(*mesh), dtype=object), shape))
+            whole = np.asarray(whole, dtype=bool)
+            if not whole.all():
+                at = np.unravel_index(int(np.argmin(whole)), shape)  # the first point that fails
+                check_definitions(layer, {a.name: int(b[i]) for a, b, i in zip(used, block, at)})
+                raise AssertionError(f"{name} is not whole on the grid but passes at that point")
+
+
+#: Whether a / b is a positive whole number, for Python integers (exact at any size).
+_WHOLE = np.frompyfunc(lambda a, b: b != 0 and a % b == 0 and a // b > 0, 2, 1)
 
 
 # ---------------------------------------------------------------- compile --

@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import string
 import sys
 from dataclasses import asdict, dataclass, field
@@ -76,25 +77,64 @@ def _extent(expr: sympy.Expr, dims: Mapping[str, int]) -> int:
     return int(expr.subs({s: dims[str(s)] for s in expr.free_symbols}))
 
 
+#: Elements a tensor may hold, and an op's letters may span, at the small sizes
+#: (real float64 arrays, differenced one element at a time: time grows with
+#: the square of a tensor's size) and at the medium sizes (the meta device:
+#: shapes only, but counts must stay far inside int64).  The shipped models
+#: hold at most about 5 * 10**4 elements per tensor at the small sizes.
+SMALL_LIMITS = (10**5, 10**7)
+MEDIUM_LIMITS = (10**15, 10**15)
+
+
 def _all_extents_positive(layer: Layer, dims: Mapping[str, int]) -> bool:
     return all(_extent(e, dims) >= 1 for t in layer.tensors for e in t.shape)
 
 
-def choose_sizes(layer: Layer, rng: np.random.Generator, low: int, high: int) -> dict[str, int]:
+def _too_large(layer: Layer, dims: Mapping[str, int], limits: tuple[int, int]
+               ) -> tuple[str, Any] | None:
+    """What holds or spans more elements than ``limits`` (per tensor, per op)
+    at ``dims``, in words, and where it is declared; None when nothing does."""
+    for t in layer.tensors:
+        sizes = [_extent(e, dims) for e in t.shape]
+        if math.prod(sizes) > limits[0]:
+            axis = max(range(len(sizes)), key=sizes.__getitem__)
+            return (f"{t.name} [{', '.join(map(sympy.sstr, t.shape))}] holds "
+                    f"{math.prod(sizes):,} elements (its axis {sympy.sstr(t.shape[axis])} is "
+                    f"{sizes[axis]:,}), more than {limits[0]:,}", t.span)
+    for op in layer.ops:
+        span = math.prod(_extent(e, dims) for e in op.dims().values())
+        if span > limits[1]:
+            return (f"the letters of {op.statement()!r} span {span:,} elements, more than "
+                    f"{limits[1]:,}", getattr(op, "span", None))
+    return None
+
+
+def choose_sizes(layer: Layer, rng: np.random.Generator, low: int, high: int,
+                 limits: tuple[int, int] = SMALL_LIMITS) -> dict[str, int]:
     """Distinct dim values in ``[low, high]`` where there are enough (a rule
     with two axes swapped then fails on shape or value), such that every
-    declared axis (``P - K + 1`` too) is at least 1."""
+    declared axis (``P - K + 1`` too) is at least 1 and nothing exceeds
+    ``limits`` (elements per tensor, per op)."""
     n = len(layer.dims)
+    # Sizes are proved polynomials with non-negative coefficients in dim - 1:
+    # the smallest are at the lowest dims, so too large there means too large anywhere.
+    problem = _too_large(layer, {d.name: low for d in layer.dims}, limits)
+    if problem is not None:
+        raise SymflopsError(f"verify needs small sizes, but with every dim {low} {problem[0]}",
+                            problem[1],
+                            "verify checks a layer at dims of a few units: give the axes sizes "
+                            "of low degree (B, 4*D, P + K - 1 rather than B**40)")
     for _ in range(100):
         if high - low + 1 >= n:
             values = rng.choice(np.arange(low, high + 1), size=n, replace=False)
         else:
             values = rng.integers(low, high + 1, size=n)
         dims = {d.name: int(v) for d, v in zip(layer.dims, values)}
-        if _all_extents_positive(layer, dims):
+        if _all_extents_positive(layer, dims) and _too_large(layer, dims, limits) is None:
             return dims
     raise SymflopsError(f"cannot find dim sizes in {low}..{high} that make every axis of "
-                        f"{layer.name} positive", hint="check the shape expressions")
+                        f"{layer.name} positive and every tensor small", hint="check the shape "
+                        "expressions")
 
 
 def random_leaves(layer: Layer, dims: Mapping[str, int],
@@ -379,10 +419,12 @@ def torch_einsum(torch: Any, e: Einsum, tensors: Mapping[str, Any],
     present = [i for i in e.output.indices if any(i in f for f in operands)]
     if len(args) > 2 and len(args) == len(e.operands):
         out = _written_order(torch, args, operands, present, letters)
-    else:
+    elif args:
         spec = ",".join("".join(letters[i] for i in f) for f in operands)
-        spec += "->" + "".join(letters[i] for i in present)
-        out = torch.einsum(spec, *args)
+        out = torch.einsum(spec + "->" + "".join(letters[i] for i in present), *args)
+    else:  # a constant term (Y = X + 1): a scalar, broadcast to the output by torch_op
+        device = next(iter(tensors.values())).device if tensors else None
+        out = torch.ones((), dtype=torch.float64, device=device)
     coefficient = e.coefficient
     if coefficient.free_symbols:
         coefficient = coefficient.subs({dim_symbol(k): v for k, v in (dims or {}).items()})
@@ -736,9 +778,12 @@ def verify(derivation: Derivation, seed: int = 0, use_torch: bool = True) -> Rep
     """Every check of the module doc on ``derivation``; never raises for a
     wrong rule (that is a failed check in the report)."""
     layer = derivation.layer
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise SymflopsError(f"--seed must be a whole number 0 or more, got {seed!r}",
+                            hint="give e.g. --seed 0 or --seed 12345")
     rng = np.random.default_rng(seed)
     small = small_sizes(layer, rng)
-    medium = choose_sizes(layer, rng, *MEDIUM)
+    medium = choose_sizes(layer, rng, *MEDIUM, MEDIUM_LIMITS)
     torch = load_torch() if use_torch else None
     leaves = random_leaves(layer, small, rng)
     values = _forward_with(layer, leaves, small)

@@ -87,7 +87,7 @@ def test_hostile_shape_is_not_executed():
 @pytest.mark.parametrize("values,fragment", [
     (["B=10", "D=4"], "no value for dimension(s) F"),
     (["B=10", "D=4", "F=3", "Q=2"], "has no dimension 'Q'"),
-    (["B=10", "D=4", "F=0"], "must be positive"),
+    (["B=10", "D=4", "F=0"], "must be a positive integer"),
     (["B=10", "D=4", "F"], "expected NAME=VALUE"),
     (["B=10", "D=4", "F=__import__('os')"], "error"),
 ])
@@ -156,7 +156,7 @@ BAD_CLAIMS = [
     (["params > 0", "flops.total >= B D"], [], "<claim 2>:1:18", "missing operator"),
     (["params > 0"], ["B=1,D=2"], None, "no value for dimension(s) F"),
     (["params > 0"], ["B=1,D=2,F=3,Q=4"], None, "has no dimension 'Q'"),
-    (["params > 0"], ["B=1,D=2,F=0"], None, "must be positive"),
+    (["params > 0"], ["B=1,D=2,F=0"], None, "must be a positive integer"),
     (["params > 0"], ["B=1,D=2,F"], None, "expected NAME=VALUE"),
 ]
 
