@@ -37,6 +37,7 @@ import sympy
 
 from .cost import costs
 from .derive import derive
+from .evaluate import check_definitions
 from .errors import SymflopsError, Terminated, shorten
 from .output import directory, write_file
 from .render import render
@@ -117,8 +118,10 @@ class Outcome:
 
 
 def fits(config: Mapping[str, sympy.Expr], path: str) -> bool:
+    """Whether ``config`` gives exactly the dims of ``path`` that take values
+    (a dim defined by a formula takes its formula's value)."""
     layer = load(path)
-    return set(config) == {d.name for d in layer.dims}
+    return set(config) == {d.name for d in layer.free_dims}
 
 
 def build(src: str = "derivations", out: str = "build", *, pdf: bool | None = None,
@@ -279,7 +282,13 @@ def _sheets(path: str, *, configs: Sequence[Mapping[str, sympy.Expr]], templates
     name = os.path.splitext(os.path.basename(path))[0]
     try:
         mine = [c for c in configs if fits(c, path)]
-        derivation = derive(load(path))
+        layer = load(path)
+        for config in mine:  # a defined dim (R = N/G) must come out whole at the values
+            try:
+                check_definitions(layer, config)
+            except SymflopsError as exc:
+                raise SymflopsError(f"{path}: with --at, {exc.message}", hint=exc.hint) from None
+        derivation = derive(layer)
         c = costs(derivation, unit, precision)
         sheets: dict[str, str] = {}
         errors: list[str] = []

@@ -114,10 +114,15 @@ def bounds_of(e: Einsum) -> tuple[Bound, ...]:
 
 def pattern(e: Einsum) -> Pattern:
     chosen = selections(e.operands)
-    leaves = tuple(frozenset(j for i in f.indices for j in chosen.get(i, (i,))) for f in e.factors)
+    leaves = [frozenset(j for i in f.indices for j in chosen.get(i, (i,))) for f in e.factors]
     out = frozenset(e.output.indices)
     scatter = frozenset(j for i in out if i in chosen for j in chosen[i])
-    return Pattern(leaves, out, bounds_of(e), scatter - out)
+    # A letter only a lookup carries (j in dYe[x,c,e] = dY[t,e] where x = ex[t,j])
+    # still ranges: the first operand is read once for each of its values.
+    alone = scatter - out - frozenset().union(*leaves)
+    if alone and leaves:
+        leaves[0] = leaves[0] | alone
+    return Pattern(tuple(leaves), out, bounds_of(e), scatter - out)
 
 
 def size(letters: frozenset[str] | set[str], extents: Mapping[str, sympy.Expr],

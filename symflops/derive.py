@@ -294,7 +294,7 @@ def term_rules(op: Contraction, term: int, op_number: int, wrt: str,
     # A[b,d] B[d,f] share one derivation).
     names = list(dict.fromkeys(f.tensor for f in (e.output, *e.operands)))
     placeholder = {n: f"\0{k}\0" for k, n in enumerate(names)}
-    letters = {i for f in e.factors for i in f.indices} | set(e.output.indices)
+    letters = {i for f in e.operands for i in f.indices} | set(e.output.indices)  # lookups too
     pattern = Contraction((rename(e, placeholder, {}),),
                           tuple((i, d) for i, d in op.index_dims if i in letters))
     back = {p: n for n, p in placeholder.items()}

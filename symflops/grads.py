@@ -33,6 +33,7 @@ import argparse
 import difflib
 import math
 import os
+import stat
 import sys
 import zipfile
 import zlib
@@ -43,7 +44,7 @@ import numpy as np
 import sympy
 
 from .derive import Derivation, derive, grad_name
-from .errors import SymflopsError
+from .errors import SymflopsError, file_kind
 from .ir import Layer, Tensor, dim_symbol, index_ranges
 from .numeric import backward, forward
 from .output import STDOUT, open_output
@@ -71,7 +72,18 @@ def _refuse(path: str, detail: str, hint: str = "save the arrays with numpy.save
 def check_headers(path: str) -> None:
     """Refuse an archive whose arrays' headers claim more than
     :data:`MAX_ELEMENTS` elements (one array or all together), or hold
-    objects, without reading any array's data."""
+    objects, without reading any array's data.  Only a regular file is
+    opened (a FIFO would block, a device never end)."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise SymflopsError(f"{path}: no such file", hint="give the .npz of the inputs") from None
+    except OSError as exc:
+        raise SymflopsError(f"{path}: cannot read: {exc.strerror or exc}",
+                            hint="give a readable .npz file") from None
+    if not stat.S_ISREG(mode):
+        raise SymflopsError(f"{path}: is {file_kind(mode)}, not a regular file",
+                            hint="give the path of an .npz file (a FIFO or a device is never read)")
     if not zipfile.is_zipfile(path):
         with open(path, "rb") as fh:
             if fh.read(len(_NPY_MAGIC)) == _NPY_MAGIC:  # never loaded: it may be huge

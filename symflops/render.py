@@ -22,8 +22,11 @@ refused, naming the character and its place, for text pdflatex cannot set
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
+import signal
+import threading
 import unicodedata
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence, TypedDict
@@ -632,7 +635,10 @@ def _at_each_size(derivation: Derivation, c: Costs) -> Costs:
     return costs(derivation, c.unit, c.precision, "minimum")
 
 
-def _numbers(c: Costs, configs: Sequence[Mapping[str, sympy.Expr]], esc: Any) -> dict[str, Any] | None:
+def _numbers(c: Costs, configs: Sequence[Mapping[str, sympy.Expr]], esc: Any,
+             subs: Mapping[sympy.Symbol, sympy.Expr]) -> dict[str, Any] | None:
+    """The numbers table at each configuration (values of the free dims; a
+    defined dim takes its formula's value)."""
     if not configs:
         return None
     mem = c.memory()
@@ -651,7 +657,8 @@ def _numbers(c: Costs, configs: Sequence[Mapping[str, sympy.Expr]], esc: Any) ->
                               + (_group(int(v)) if abs(v) < 10**21 else _sci(int(v)))
                               for k, v in cfg.items())
                   for cfg in configs],
-        "rows": [{"label": esc(label), "cells": [_sci(number(expr, cfg)) for cfg in configs]}
+        "rows": [{"label": esc(label), "cells": [_sci(number(substitute(expr, subs), cfg))
+                                                 for cfg in configs]}
                  for label, expr in rows],
     }
 
@@ -957,7 +964,7 @@ def sheet_context(derivation: Derivation, costs: Costs, fmt: str,
         inference_candidates=[poly(a) for a in (peak.args if isinstance(peak, sympy.Max)
                                                  else (peak,))],
         batch_dims=batch_dims,
-        numbers=_numbers(_at_each_size(derivation, costs), configs, esc),
+        numbers=_numbers(_at_each_size(derivation, costs), configs, esc, layer.substitutions),
         model=_model(derivation, costs, poly, m, esc),
     )
 
@@ -1005,9 +1012,69 @@ def environment(fmt: str, user_templates: str | None = None) -> jinja2.Environme
                        variable_start_string="(((", variable_end_string=")))",
                        comment_start_string="((=", comment_end_string="=))",
                        line_comment_prefix="%%")
-    return jinja2.sandbox.SandboxedEnvironment(
-        loader=_Loader(dirs), undefined=jinja2.StrictUndefined, autoescape=False,
-        keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True, **options)
+    return _Bounded(loader=_Loader(dirs), undefined=jinja2.StrictUndefined, autoescape=False,
+                    keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True, **options)
+
+
+#: A rendered sheet may be at most this long, and take at most this long to
+#: render; a user template beyond either is stopped (the shipped sheets are
+#: under 200 kB and render in well under a second).
+MAX_SHEET_CHARACTERS = 32 * 1024 * 1024
+MAX_RENDER_SECONDS = 60
+
+
+class _Bounded(jinja2.sandbox.SandboxedEnvironment):
+    """The sandbox, with bounded arithmetic: ``'x' * 10**10`` or ``9**9**9``
+    in a template is refused before Python builds it (the sandbox already
+    bounds ``range``)."""
+
+    intercepted_binops = frozenset(["*", "**"])
+
+    def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
+        if operator == "**" and isinstance(right, int) and abs(right) > 64 and left not in (0, 1, -1):
+            raise _Limit(f"the power {left!r} ** {right!r} is too large")
+        if operator == "*":
+            for seq, n in ((left, right), (right, left)):
+                if isinstance(seq, (str, list, tuple)) and isinstance(n, int) \
+                        and len(seq) * n > MAX_SHEET_CHARACTERS:
+                    raise _Limit("a repetition longer than a sheet may be")
+        return super().call_binop(context, operator, left, right)
+
+
+def _bounded_render(template: jinja2.Template, context: Mapping[str, Any]) -> str:
+    """``template.render`` with the sheet's length and render time bounded."""
+    parts, length = [], 0
+    with _deadline(MAX_RENDER_SECONDS):
+        for piece in template.generate(**context):
+            length += len(piece)
+            if length > MAX_SHEET_CHARACTERS:
+                raise _Limit(
+                    f"the sheet grew beyond {MAX_SHEET_CHARACTERS:,} characters")
+            parts.append(piece)
+    return "".join(parts)
+
+
+class _Limit(jinja2.sandbox.SecurityError):
+    """A template went past the sheet's bounds of length or time."""
+
+
+@contextlib.contextmanager
+def _deadline(seconds: float) -> Any:
+    """Raise :class:`_Limit` in the main thread after ``seconds`` (elsewhere: no bound)."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+        yield
+        return
+
+    def stop(signum: int, frame: Any) -> None:
+        raise _Limit(f"rendering took longer than {seconds:g} s")
+
+    previous = signal.signal(signal.SIGALRM, stop)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def _template_line(exc: BaseException, dirs: Sequence[str]) -> str | None:
@@ -1046,6 +1113,10 @@ def _template_error(exc: Exception, fmt: str, user_templates: str | None) -> Sym
     if not isinstance(exc, jinja2.TemplateError) and not _in_user_templates(where, user_templates):
         return None
     at = f"template {where}" if where else f"template {TEMPLATE_NAMES[fmt]}"
+    if isinstance(exc, _Limit):
+        return SymflopsError(f"{at}: {exc}", hint=f"a sheet renders in at most "
+                             f"{MAX_RENDER_SECONDS} s and {MAX_SHEET_CHARACTERS:,} characters; "
+                             "loop over the sheet's lists rather than over large ranges")
     if isinstance(exc, jinja2.sandbox.SecurityError):
         return SymflopsError(f"{at}: refused by the sandbox: {exc}",
                              hint="a template places the sheet's strings; it cannot reach "
@@ -1078,7 +1149,7 @@ def render(derivation: Derivation, costs: Costs, fmt: str,
     env = environment(fmt, user_templates)
     context = sheet_context(derivation, costs, fmt, configs)
     try:
-        return env.get_template(TEMPLATE_NAMES[fmt]).render(**context)
+        return _bounded_render(env.get_template(TEMPLATE_NAMES[fmt]), context)
     except SymflopsError:
         raise
     except Exception as exc:

@@ -289,3 +289,18 @@ def test_promised_quotients_are_single_positive_terms():
     assert not promised_quotient((N + 1) / G)
     assert not promised_quotient(-N / G)
     assert not promised_quotient(sympy.Rational(1, 2))  # no dims: never whole
+
+
+def test_grads_inputs_that_are_not_regular_files_are_never_opened(tmp_path):
+    """A FIFO would block zipfile and numpy forever; a device would never end."""
+    import os
+
+    fifo = tmp_path / "in.npz"
+    os.mkfifo(fifo)
+    for inputs, fragment in ((fifo, "is a FIFO (named pipe), not a regular file"),
+                             ("/dev/zero", "is a character device, not a regular file")):
+        result = subprocess.run([sys.executable, "-m", "symflops", "grads", "derivations/ffn.yaml",
+                                 "--inputs", str(inputs), "--out", str(tmp_path / "g.npz")],
+                                capture_output=True, text=True, timeout=30)
+        assert result.returncode == 2 and fragment in result.stderr, result.stderr
+        assert "Traceback" not in result.stderr

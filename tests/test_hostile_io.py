@@ -394,6 +394,11 @@ TEMPLATES = [
     ("first\n{{ no_such_variable }}\n", "sheet.md.j2:2: 'no_such_variable' is undefined"),
     ("first\n\n{% include 'nope.j2' %}\n", "sheet.md.j2:3: template not found: nope.j2"),
     ("first\n{% if %}\n", "sheet.md.j2:2: syntax error"),
+    ("{{ 'x' * 10**10 }}\n", "sheet.md.j2:1: a repetition longer than a sheet may be"),
+    ("{{ 2 ** 100000000 }}\n", "sheet.md.j2:1: the power 2 ** 100000000 is too large"),
+    ("{% for i in range(100000) %}{{ 'x' * 1000 }}{% endfor %}"
+     "{% for i in range(100000) %}{{ 'x' * 1000 }}{% endfor %}\n",
+     "the sheet grew beyond 33,554,432 characters"),
 ]
 
 

@@ -282,3 +282,23 @@ ops:
 """, "outer.yaml")
     c = costs(symflops.derive(layer))
     assert c.forward[0].flops + c.forward[0].elementwise == 2 * I**2 * K + 2 * I * K
+
+
+def test_a_letter_only_a_lookup_carries_is_summed_and_scattered():
+    """Y1[t,e] = sum_j Ye[ex[t,j], sl[t,j], e] (an MoE combine without gates): the
+    forward reads T K E elements, one add each; its gradient adds each of the T E
+    elements of dY1 into the K slots its token went to: T K E adds.  (This raised
+    KeyError 'j' before.)"""
+    layer = loads("""
+dims: {T: tokens, K: chosen, X: experts, C: slots, E: width}
+tensors:
+  Ye: {shape: [X, C, E], role: input}
+  ex: {shape: [T, K], role: index}
+  sl: {shape: [T, K], role: index}
+ops:
+  - Y1[t,e] = Ye[ex[t,j], sl[t,j], e]
+""", "combine.yaml")
+    c = costs(symflops.derive(layer))
+    T_, K_, E_ = (dim_symbol(n) for n in "TKE")
+    assert (c.flops_forward, c.elementwise_forward) == (0, T_ * K_ * E_)
+    assert (c.flops_backward, c.elementwise_backward) == (0, T_ * K_ * E_)

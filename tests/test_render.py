@@ -212,3 +212,25 @@ def test_at_naming_an_unknown_dim_is_an_error():
 def test_notebook_display_is_the_sheet():
     d = symflops.derive(symflops.load(ROOT / "derivations" / "ffn.yaml"))
     assert d._repr_markdown_().startswith("# Transformer feed-forward block")
+
+
+def test_numbers_table_of_a_layer_with_a_defined_dim(tmp_path):
+    """llama_block defines R = N/G: --at gives the free dims and R follows.
+    Parameters by hand at D=64, N=32, G=8 (R=4), E=2, F=16: W_q and W_o
+    D G R E = 4096 each, W_k and W_v D G E = 1024 each, three MLP matrices
+    3 D F = 3072, two gains 2 D = 128: 13,440."""
+    from symflops.cli import main
+
+    out = tmp_path / "sheet.md"
+    assert main(["render", "derivations/llama_block.yaml", "--at",
+                 "B=1,S=8,D=64,N=32,G=8,E=2,F=16", "-o", str(out)]) == 0
+    assert "| parameters (elements) | $13{,}440$ |" in out.read_text()
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "llama_block.yaml").write_text(open("derivations/llama_block.yaml").read())
+    assert main(["build", "--src", str(src), "--out", str(tmp_path / "b"), "--no-pdf",
+                 "--at", "B=1,S=8,D=64,N=32,G=8,E=2,F=16"]) == 0
+    assert "$13{,}440$" in (tmp_path / "b" / "llama_block.md").read_text()
+    # G = 5 makes R = 6.4: refused, naming the declaration, not silently left out
+    assert main(["build", "--src", str(src), "--out", str(tmp_path / "c"), "--no-pdf",
+                 "--at", "B=1,S=8,D=64,N=32,G=5,E=2,F=16"]) == 2
