@@ -698,7 +698,9 @@ def test_ctrl_c_during_start_up_is_not_a_traceback(tmp_path):
     fake = tmp_path / "fake"
     (fake / "sympy").mkdir(parents=True)
     (fake / "sympy" / "__init__.py").write_text(
-        "import os, signal, time\nos.kill(os.getpid(), signal.SIGINT)\ntime.sleep(30)\n")
+        # (SIGINT's handler set first: a process started in the background inherits it ignored)
+        "import os, signal, time\nsignal.signal(signal.SIGINT, signal.default_int_handler)\n"
+        "os.kill(os.getpid(), signal.SIGINT)\ntime.sleep(30)\n")
     path = os.pathsep.join([str(fake), *filter(None, [os.environ.get("PYTHONPATH")])])
     for command in ([sys.executable, "-m", "symflops", "derive", FFN],
                     [sys.executable, "-c", "import sys; from symflops.__main__ import main; "
