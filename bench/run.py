@@ -38,13 +38,13 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
 import sympy  # noqa: E402
 
-from symflops.cost import costs, einsum_flops, rule_copies  # noqa: E402
-from symflops.derive import derive  # noqa: E402
-from symflops.evaluate import number  # noqa: E402
-from symflops.ir import Contraction  # noqa: E402
-from symflops.spec import load  # noqa: E402
-from symflops.summary import summary  # noqa: E402
-from symflops import sweep as sweep_module  # noqa: E402
+from symflops.count.cost import costs, einsum_flops, rule_copies  # noqa: E402
+from symflops.derive.backward import derive  # noqa: E402
+from symflops.count.evaluate import number  # noqa: E402
+from symflops.core.ir import Contraction  # noqa: E402
+from symflops.lang.spec import load  # noqa: E402
+from symflops.count.summary import summary  # noqa: E402
+from symflops.commands import sweep as sweep_module  # noqa: E402
 
 DERIVATIONS = ROOT / "derivations"
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT),
@@ -104,7 +104,7 @@ def largest_declaration(paths: Sequence[Path] | None = None) -> Path:
 def section_build(repeats: int) -> None:
     files = shipped()
     print(f"(a) cold `symflops build --no-pdf`, fresh interpreter, median of {repeats}")
-    startup = median_seconds(command("-c", "import symflops.cli"), repeats)
+    startup = median_seconds(command("-c", "import symflops.commands.cli"), repeats)
     with tempfile.TemporaryDirectory(prefix="symflops-bench-") as tmp:
         whole = median_seconds(command("-m", "symflops", "build", "--src", str(DERIVATIONS),
                                        "--out", os.path.join(tmp, "all"), "--no-pdf"), repeats)
@@ -126,7 +126,7 @@ def section_build(repeats: int) -> None:
     rows.append((f"all at once (build -j 0, {cores} workers)", "", f"{parallel:.2f}",
                  f"{parallel - startup:.2f}"))
     table(rows)
-    print(f"  interpreter start-up and imports (python -c 'import symflops.cli'): {startup:.2f} s; "
+    print(f"  interpreter start-up and imports (python -c 'import symflops.commands.cli'): {startup:.2f} s; "
           f"{len(files)} sheets, {whole / len(files):.2f} s per sheet in one build")
 
 

@@ -25,8 +25,9 @@ __all__ = ["declare", "load", "loads", "derive", "costs", "SymflopsError", "Span
 # command imports this package before anything else, and SymPy takes about
 # a second to import; a Ctrl-C in that second must reach the command's
 # handler (symflops/__main__.py), not print a traceback.
-_HOME = {"declare": "spec", "load": "spec", "loads": "spec", "derive": "derive", "costs": "cost",
-         "SymflopsError": "errors", "Span": "errors"}
+_HOME = {"declare": "lang.spec", "load": "lang.spec", "loads": "lang.spec",
+         "derive": "derive.backward", "costs": "count.cost",
+         "SymflopsError": "core.errors", "Span": "core.errors"}
 
 
 def __getattr__(name: str):
@@ -42,13 +43,13 @@ def __dir__():
 
 
 class _Package(_types.ModuleType):
-    """``symflops.derive`` is the function, as it was when this file imported
-    it eagerly, even after the submodule ``symflops.derive`` is imported (the
+    """``symflops.derive.backward`` is the function, as it was when this file imported
+    it eagerly, even after the submodule ``symflops.derive.backward`` is imported (the
     import system then sets the package's attribute to the module)."""
 
     @property
     def derive(self):
-        from .derive import derive
+        from .derive.backward import derive
 
         return derive
 

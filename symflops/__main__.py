@@ -12,7 +12,7 @@ import sys
 
 def main(argv=None) -> int:
     try:
-        from .cli import main as run
+        from .commands.cli import main as run
     except KeyboardInterrupt:
         print("symflops: interrupted", file=sys.stderr)
         return 130

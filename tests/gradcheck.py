@@ -11,9 +11,9 @@ from __future__ import annotations
 import numpy as np
 import sympy
 
-from symflops.derive import derive
-from symflops.ir import Layer, index_ranges
-from symflops.numeric import backward, forward
+from symflops.derive.backward import derive
+from symflops.core.ir import Layer, index_ranges
+from symflops.checks.numeric import backward, forward
 
 
 def random_dims(layer: Layer, rng: np.random.Generator, low: int = 2, high: int = 4) -> dict[str, int]:

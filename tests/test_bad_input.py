@@ -18,9 +18,9 @@ import pytest
 import sympy
 
 import symflops
-from symflops import cli
-from symflops.check import check
-from symflops.statement import MAX_FACTORS, MAX_LETTERS, MAX_TENSORS
+from symflops.commands import cli
+from symflops.checks.check import check
+from symflops.lang.statement import MAX_FACTORS, MAX_LETTERS, MAX_TENSORS
 
 BAD = Path(__file__).resolve().parent / "bad"
 CASES = sorted(BAD.glob("*.yaml"))

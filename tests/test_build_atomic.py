@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from symflops import build as build_module
-from symflops.build import build
-from symflops.output import write_file as atomic_write
+from symflops.commands import build as build_module
+from symflops.commands.build import build
+from symflops.commands.output import write_file as atomic_write
 
 ROOT = Path(__file__).resolve().parent.parent
 SMALL = ["attention_scores", "dropout", "embedding", "ffn"]  # quick to derive
@@ -121,7 +121,7 @@ def test_parallel_build_writes_the_same_files(tmp_path):
     sequential build's, and a failing declaration is still reported."""
     import shutil
 
-    from symflops.build import build as build_all
+    from symflops.commands.build import build as build_all
 
     src = tmp_path / "src"
     src.mkdir()

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import sympy
 
-from symflops import check
-from symflops.errors import SymflopsError
-from symflops.ir import dim_symbol
+from symflops.checks import check
+from symflops.core.errors import SymflopsError
+from symflops.core.ir import dim_symbol
 
 ROOT = Path(__file__).resolve().parent.parent
 FFN = str(ROOT / "derivations" / "ffn.yaml")

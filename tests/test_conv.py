@@ -13,10 +13,10 @@ import pytest
 import sympy
 
 import symflops
-from symflops.cost import costs, einsum_flops
-from symflops.errors import SymflopsError
-from symflops.numeric import backward, forward
-from symflops.statement import parse_statement
+from symflops.count.cost import costs, einsum_flops
+from symflops.core.errors import SymflopsError
+from symflops.checks.numeric import backward, forward
+from symflops.lang.statement import parse_statement
 from gradcheck import gradient_errors
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -155,8 +155,7 @@ def test_sheet_says_the_input_gradient_is_a_full_correlation(fmt):
 
 def test_grads_solves_the_output_positions_from_the_input_axis():
     torch = pytest.importorskip("torch")
-    from symflops import grads
-
+    from symflops.checks import grads
     layer = shipped()
     rng = np.random.default_rng(1)
     x, w = rng.standard_normal((2, 3, 7)), rng.standard_normal((4, 3, 3))

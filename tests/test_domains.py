@@ -18,9 +18,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import symflops
-from symflops.cost import costs
-from symflops.domain import Bound, domain_size
-from symflops.ir import dim_symbol
+from symflops.count.cost import costs
+from symflops.core.domain import Bound, domain_size
+from symflops.core.ir import dim_symbol
 
 S, T, U, E = (dim_symbol(n) for n in "STUE")
 

@@ -9,7 +9,7 @@ import pytest
 import sympy
 
 import symflops
-from symflops.cost import costs
+from symflops.count.cost import costs
 from gradcheck import gradient_errors
 
 CASES = [

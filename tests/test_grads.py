@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from symflops import grads
-from symflops.errors import SymflopsError
+from symflops.checks import grads
+from symflops.core.errors import SymflopsError
 
 ROOT = Path(__file__).resolve().parent.parent
 FFN = str(ROOT / "derivations" / "ffn.yaml")

@@ -6,8 +6,8 @@ from fractions import Fraction
 
 import pytest
 
-from symflops.errors import SymflopsError
-from symflops.hfconfig import Architecture, load
+from symflops.core.errors import SymflopsError
+from symflops.planner.hfconfig import Architecture, load
 
 # The keys of the published config.json files (abridged: extra keys kept to
 # show they are ignored).

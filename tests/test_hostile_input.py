@@ -24,8 +24,8 @@ import numpy as np
 import pytest
 import sympy
 
-from symflops import cli
-from symflops.sizes import promised_quotient, size_problem
+from symflops.commands import cli
+from symflops.core.sizes import promised_quotient, size_problem
 
 ROOT = Path(__file__).resolve().parent.parent
 FFN = ROOT / "derivations" / "ffn.yaml"
@@ -212,9 +212,9 @@ def test_constant_term_is_verified_with_torch(files, capsys):
     (by hand) in PyTorch and NumPy, and its derived rule dX = dY passes
     finite differences and autograd."""
     torch = pytest.importorskip("torch")
-    from symflops.numeric import forward
-    from symflops.spec import load
-    from symflops.verify import torch_op
+    from symflops.checks.numeric import forward
+    from symflops.lang.spec import load
+    from symflops.checks.verify import torch_op
 
     layer = load(files / "constant.yaml")
     X = np.arange(6.0).reshape(2, 3)

@@ -26,10 +26,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from symflops import cli
-from symflops import build as build_module
-from symflops.build import build, pdflatex_available
-from symflops.render import TEX_SETTABLE
+from symflops.commands import cli
+from symflops.commands import build as build_module
+from symflops.commands.build import build, pdflatex_available
+from symflops.sheets.render import TEX_SETTABLE
 
 ROOT = Path(__file__).resolve().parent.parent
 FFN = ROOT / "derivations" / "ffn.yaml"

@@ -12,13 +12,13 @@ import re
 import pytest
 import sympy
 
-from symflops.cli import main
-from symflops.cost import costs
-from symflops.derive import derive
-from symflops.errors import SymflopsError
-from symflops.evaluate import evaluate
-from symflops.spec import load, loads
-from symflops.summary import summary
+from symflops.commands.cli import main
+from symflops.count.cost import costs
+from symflops.derive.backward import derive
+from symflops.core.errors import SymflopsError
+from symflops.count.evaluate import evaluate
+from symflops.lang.spec import load, loads
+from symflops.count.summary import summary
 
 HERE = os.path.dirname(__file__)
 DERIVATIONS = os.path.join(HERE, "..", "derivations")

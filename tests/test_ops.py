@@ -12,9 +12,9 @@ import pytest
 import sympy
 
 import symflops
-from symflops import functions as F
-from symflops.cost import costs
-from symflops.evaluate import number
+from symflops.ops import functions as F
+from symflops.count.cost import costs
+from symflops.count.evaluate import number
 
 ROOT = Path(__file__).resolve().parent.parent
 S, H, D, N, E, G, R, B, FF = sympy.symbols("S H D N E G R B F", positive=True, integer=True)

@@ -1,7 +1,7 @@
 """Contraction orders and the two FLOP buckets, against counts made here.
 
 Every expected value is computed in this file, independently of
-symflops.contraction: by hand for the named layers, and for random products
+symflops.core.contraction: by hand for the named layers, and for random products
 by a brute-force count written below (each pairwise product costs 2 FLOPs per
 index tuple when it sums over a letter, 1 when it sums over none), taking the
 written order for forward terms and the minimum over every pairwise order
@@ -19,11 +19,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import symflops
-from symflops.cli import main
-from symflops.cost import costs, einsum_flops
-from symflops.ir import dim_symbol
-from symflops.spec import loads
-from symflops.summary import summary
+from symflops.commands.cli import main
+from symflops.count.cost import costs, einsum_flops
+from symflops.core.ir import dim_symbol
+from symflops.lang.spec import loads
+from symflops.count.summary import summary
 
 B, I, J, K, O, S, E, F = (dim_symbol(n) for n in "BIJKOSEF")
 
@@ -107,7 +107,7 @@ def test_forward_order_cheapest(tmp_path):
 
 # ------------------------------------------------------------- buckets --
 
-def _declare(ops: list[str], tensors: dict, dims: str = "BCPD") -> symflops.ir.Layer:
+def _declare(ops: list[str], tensors: dict, dims: str = "BCPD") -> symflops.core.ir.Layer:
     return symflops.declare("t", dims={d: d for d in dims}, tensors=tensors, ops=ops)
 
 

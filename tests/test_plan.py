@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from symflops.cli import run as cli_run
-from symflops.errors import SymflopsError
-from symflops.hardware import PRESETS, preset
-from symflops.plan import (Formula, Model, TokenFlops, compute, inference, make_plan, memory,
+from symflops.commands.cli import run as cli_run
+from symflops.core.errors import SymflopsError
+from symflops.planner.hardware import PRESETS, preset
+from symflops.planner.plan import (Formula, Model, TokenFlops, compute, inference, make_plan, memory,
                            model_from_declaration, model_from_params, rate, run_from_phases,
                            run_from_steps, run_from_tokens, timing)
-from symflops.precision import POLICIES
+from symflops.count.precision import POLICIES
 
 MIXED = POLICIES["mixed-adam"]
 DERIVATIONS = Path(__file__).resolve().parent.parent / "derivations"
@@ -305,7 +305,7 @@ def test_plot_writes_a_png(tmp_path, capsys):
 
 def test_plot_of_a_model_with_attention(tmp_path):
     pytest.importorskip("matplotlib")
-    from symflops.planplot import _crossover, write_plot
+    from symflops.planner.plot import _crossover, write_plot
     p = make_plan(hand_model(), MIXED, run=run_from_tokens(10**12, 4096),
                   accelerator=preset("h100"))
     # attention (6 L T W) overtakes 6N where 6 × 32 × T × 4096 >= 6 × 7e9:
@@ -481,11 +481,11 @@ def test_gpt2_embedding_dropout_keeps_one_mask_byte_per_element(tmp_path):
 def test_activation_functions_are_the_config_s():
     """GPT-2's gelu_new is the tanh approximation, 14 operations per element by the
     README's count (the exact erf form: 8); Llama's hidden_act gelu makes a GeGLU."""
-    from symflops.cost import costs
-    from symflops.derive import derive
-    from symflops.hfconfig import architecture
-    from symflops.planmodel import architecture_layer
-    from symflops.summary import summary
+    from symflops.count.cost import costs
+    from symflops.derive.backward import derive
+    from symflops.planner.hfconfig import architecture
+    from symflops.planner.model import architecture_layer
+    from symflops.count.summary import summary
 
     _, layer, _ = architecture_layer(architecture(GPT2_SMALL))
     d = derive(layer)

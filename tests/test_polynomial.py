@@ -26,9 +26,9 @@ import sympy
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from symflops.ir import dim_symbol
-from symflops.polynomial import common_factor, exact_quotient, largest, monomials, substituted
-from symflops.printing import readable
+from symflops.core.ir import dim_symbol
+from symflops.core.polynomial import common_factor, exact_quotient, largest, monomials, substituted
+from symflops.sheets.printing import readable
 
 DIMS = [dim_symbol(n) for n in "BDFSV"]
 QUICK = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

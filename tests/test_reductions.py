@@ -22,9 +22,9 @@ import sympy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from symflops.derive import IndexTerm
-from symflops.ir import Factor
-from symflops.reductions import (
+from symflops.derive.backward import IndexTerm
+from symflops.core.ir import Factor
+from symflops.ops.reductions import (
     EPS, STAGES, Reduction, cross_entropy_rule, in_range, layernorm_rule, rmsnorm_rule,
     softmax_rule,
 )

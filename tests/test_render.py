@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 import symflops
-from symflops.build import build, compile_pdf
-from symflops.cost import costs
-from symflops.render import escape_md, escape_tex, render
+from symflops.commands.build import build, compile_pdf
+from symflops.count.cost import costs
+from symflops.sheets.render import escape_md, escape_tex, render
 
 ROOT = Path(__file__).resolve().parent.parent
 DERIVATIONS = sorted((ROOT / "derivations").glob("*.yaml"))
@@ -94,9 +94,9 @@ def test_inference_candidates_on_the_sheet_are_those_of_the_json():
     # every c, k >= 1 (Dkc >= D, 3k >= 2k), so neither lists it.
     import sympy
 
-    from symflops.derive import derive
-    from symflops.spec import load
-    from symflops.summary import summary
+    from symflops.derive.backward import derive
+    from symflops.lang.spec import load
+    from symflops.count.summary import summary
 
     path = ROOT / "derivations" / "moe.yaml"
     d = derive(load(str(path)))
@@ -219,7 +219,7 @@ def test_numbers_table_of_a_layer_with_a_defined_dim(tmp_path):
     Parameters by hand at D=64, N=32, G=8 (R=4), E=2, F=16: W_q and W_o
     D G R E = 4096 each, W_k and W_v D G E = 1024 each, three MLP matrices
     3 D F = 3072, two gains 2 D = 128: 13,440."""
-    from symflops.cli import main
+    from symflops.commands.cli import main
 
     out = tmp_path / "sheet.md"
     assert main(["render", "derivations/llama_block.yaml", "--at",

@@ -13,8 +13,8 @@ import pytest
 import sympy
 
 import symflops
-from symflops.cost import costs
-from symflops.ir import dim_symbol
+from symflops.count.cost import costs
+from symflops.core.ir import dim_symbol
 
 BLOCK = """
 dims: {B: batch, D: width}

@@ -9,8 +9,8 @@ from pathlib import Path
 import sympy
 
 import symflops
-from symflops.cost import costs
-from symflops.evaluate import number
+from symflops.count.cost import costs
+from symflops.count.evaluate import number
 
 ROOT = Path(__file__).resolve().parent.parent
 B, D, F = sympy.symbols("B D F", positive=True, integer=True)

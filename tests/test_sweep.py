@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 import sympy
 
-from symflops import cli
-from symflops.cost import costs
-from symflops.derive import derive
-from symflops.evaluate import evaluate
-from symflops.spec import load
-from symflops.summary import summary
-from symflops.sweep import Axis, BLOCK, blocks, parse_axes, parse_values, sweep
+from symflops.commands import cli
+from symflops.count.cost import costs
+from symflops.derive.backward import derive
+from symflops.count.evaluate import evaluate
+from symflops.lang.spec import load
+from symflops.count.summary import summary
+from symflops.commands.sweep import Axis, BLOCK, blocks, parse_axes, parse_values, sweep
 
 ROOT = Path(__file__).resolve().parent.parent
 FFN = ROOT / "derivations" / "ffn.yaml"
@@ -171,8 +171,7 @@ def test_bad_range_from_the_shell(tmp_path):
 
 
 def test_interrupted_sweep_keeps_the_old_file_and_no_temporary(tmp_path, monkeypatch):
-    from symflops import sweep as sweep_module
-
+    from symflops.commands import sweep as sweep_module
     out = tmp_path / "out.csv"
     out.write_text("old")
     calls = []

@@ -15,9 +15,9 @@ import pytest
 import sympy
 
 import symflops
-from symflops import verify
-from symflops.errors import SymflopsError
-from symflops.ir import Einsum, Factor
+from symflops.checks import verify
+from symflops.core.errors import SymflopsError
+from symflops.core.ir import Einsum, Factor
 
 ROOT = Path(__file__).resolve().parent.parent
 FFN = str(ROOT / "derivations" / "ffn.yaml")
@@ -125,7 +125,7 @@ def test_bad_file_exits_2(capsys, tmp_path):
     ("Y[i,l] = A[i,j] B[j,k] C[k,l]", False),
 ])
 def test_plain_contractions(statement, plain):
-    from symflops.statement import parse_statement
+    from symflops.lang.statement import parse_statement
 
     st = parse_statement(statement)
     e = Einsum(Factor(st.lhs.name, st.lhs.indices),

@@ -13,10 +13,10 @@ import pytest
 import sympy
 
 import symflops
-from symflops.cost import costs
-from symflops.errors import SymflopsError
-from symflops.grads import compute
-from symflops.numeric import forward
+from symflops.count.cost import costs
+from symflops.core.errors import SymflopsError
+from symflops.checks.grads import compute
+from symflops.checks.numeric import forward
 from gradcheck import gradient_errors
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -240,7 +240,7 @@ def test_lookup_table_sizes_must_agree():
 # ------------------------------------------------------------------- sheets --
 
 def _sheet(name, fmt="md"):
-    from symflops.render import render
+    from symflops.sheets.render import render
 
     d = symflops.derive(symflops.load(ROOT / "derivations" / f"{name}.yaml"))
     return render(d, costs(d), fmt)
@@ -265,8 +265,7 @@ def test_causal_sheet_shows_the_domain(fmt):
 
 
 def test_verify_notes_the_masked_products():
-    from symflops import verify
-
+    from symflops.checks import verify
     report = verify.verify(symflops.derive(scores(" where t <= s")))
     assert report.passed
     if report.flops:  # with PyTorch: it multiplies the full square by a mask

@@ -1,0 +1,323 @@
+"""Writing sheets to disk: ``symflops build`` and ``symflops render -o``.
+
+Every file is written atomically by :mod:`symflops.commands.output` (a temporary file
+in the target directory, then ``os.replace``), so an interrupted or failing
+build leaves the previous file intact.
+
+Each declaration is built on its own: whatever goes wrong with one (bad
+input, a configuration its sheet cannot take, even a bug) is reported and
+the others are still built; the caller exits 2 (70 when one of the failures
+was an internal error).  A declaration whose Markdown renders but whose
+LaTeX does not (a character pdflatex cannot set) gets its Markdown sheet;
+its ``.tex`` and ``.pdf`` are left as they were.
+
+With ``-j N`` the declarations are derived in worker processes.  A SIGTERM
+or Ctrl-C stops them: a worker busy with a sheet unwinds (its pdflatex is
+killed, its ``symflops-tex-*`` scratch directory removed), an idle one
+exits, and the parent waits for them before it exits.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import functools
+import glob
+import multiprocessing
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import traceback
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Mapping, Sequence, TextIO
+
+import sympy
+
+from ..count.cost import costs
+from ..derive.backward import derive
+from ..count.evaluate import check_definitions
+from ..core.errors import SymflopsError, Terminated, shorten
+from .output import directory, write_file
+from ..sheets.render import render
+from ..lang.spec import load
+
+#: pdflatex gets this long per sheet before it is stopped.
+PDF_TIMEOUT_S = 120
+
+
+def pdflatex_available() -> bool:
+    return shutil.which("pdflatex") is not None
+
+
+def compile_pdf(tex: str, name: str) -> bytes:
+    """Compile a LaTeX sheet in a scratch directory; return the PDF's bytes.
+
+    Raises SymflopsError with the first LaTeX error and the line of the
+    ``.tex`` where pdflatex stopped.  The scratch directory is removed
+    whatever happens (a SIGTERM too: the CLI turns it into an exception)."""
+    with tempfile.TemporaryDirectory(prefix="symflops-tex-") as tmp:
+        src = os.path.join(tmp, f"{name}.tex")
+        with open(src, "w", encoding="utf-8") as fh:
+            fh.write(tex)
+        try:
+            subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error",
+                            "-no-shell-escape", f"{name}.tex"], stdin=subprocess.DEVNULL,
+                           cwd=tmp, capture_output=True, timeout=PDF_TIMEOUT_S, check=False)
+        except subprocess.TimeoutExpired:
+            raise SymflopsError(f"pdflatex took longer than {PDF_TIMEOUT_S} s on {name}.tex",
+                                hint="build without --pdf, or check the template") from None
+        log_path = os.path.join(tmp, f"{name}.log")
+        log = ""
+        if os.path.exists(log_path):
+            with open(log_path, "rb") as fh:  # pdfTeX writes the document's UTF-8 bytes as they are
+                log = fh.read().decode("utf-8", errors="replace")
+        pdf = os.path.join(tmp, f"{name}.pdf")
+        lines = log.splitlines()
+        errors = [k for k, line in enumerate(lines) if line.startswith("!")]
+        if errors or not os.path.exists(pdf):
+            first = lines[errors[0]].lstrip("! ") if errors else "no PDF was produced"
+            at = next((line.split()[0] for line in lines[errors[0]:errors[0] + 30]
+                       if line.startswith("l.")), None) if errors else None
+            where = f" at line {at[2:]} of the .tex" if at else ""
+            raise SymflopsError(f"LaTeX failed on {name}.tex{where}: {shorten(first, 200)}",
+                                hint=f"no .tex or .pdf was written for {name}; to see the whole "
+                                     f"log, write the LaTeX with 'symflops render FILE --format "
+                                     f"tex -o {name}.tex' and run pdflatex on it")
+        with open(pdf, "rb") as fh:
+            return fh.read()
+
+
+def render_file(path: str, fmt: str, configs: Sequence[Mapping[str, sympy.Expr]] = (),
+                templates: str | None = None, unit: str = "FLOPs",
+                precision: str | None = None) -> str:
+    """Load, derive and render one declaration in ``fmt``; template errors
+    are SymflopsErrors naming the template and line (see :func:`render`)."""
+    derivation = derive(load(path))
+    return render(derivation, costs(derivation, unit, precision), fmt, configs, templates)
+
+
+@dataclass
+class BuildResult:
+    written: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+    #: the failures that were internal errors (bugs), a subset of ``failed``
+    internal: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one declaration gave: the sheets to write (a format is absent
+    when it failed), the PDF, the error lines, and whether one was a bug."""
+
+    sheets: dict[str, str]
+    pdf: bytes | None
+    errors: tuple[str, ...]
+    internal: bool = False
+
+
+def fits(config: Mapping[str, sympy.Expr], path: str) -> bool:
+    """Whether ``config`` gives exactly the dims of ``path`` that take values
+    (a dim defined by a formula takes its formula's value)."""
+    layer = load(path)
+    return set(config) == {d.name for d in layer.free_dims}
+
+
+def build(src: str = "derivations", out: str = "build", *, pdf: bool | None = None,
+          configs: Sequence[Mapping[str, sympy.Expr]] = (), templates: str | None = None,
+          unit: str = "FLOPs", precision: str | None = None, jobs: int = 1,
+          stdout: TextIO | None = None, stderr: TextIO | None = None) -> BuildResult:
+    """Render every ``*.yaml`` in ``src`` to ``out/NAME.md`` and ``out/NAME.tex``,
+    and ``out/NAME.pdf`` when pdflatex is available (or ``pdf`` is True).
+    ``jobs`` worker processes derive declarations side by side (0: one per
+    core); files are written by this process, in name order.  Progress goes
+    to ``stdout``, failures to ``stderr`` (default: the current sys.stdout
+    and sys.stderr)."""
+    stdout, stderr = stdout or sys.stdout, stderr or sys.stderr
+    if not os.path.isdir(src):
+        raise SymflopsError(f"{src}: no such directory",
+                            hint="run symflops build from the project root, or give --src DIR")
+    files = sorted(glob.glob(os.path.join(src, "*.yaml")) + glob.glob(os.path.join(src, "*.yml")))
+    if not files:
+        raise SymflopsError(f"{src}: no declarations (*.yaml) found",
+                            hint="put one layer declaration per file in this directory")
+    if pdf is None:
+        pdf = pdflatex_available()
+    elif pdf and not pdflatex_available():
+        raise SymflopsError("--pdf was asked for but pdflatex is not on the path",
+                            hint="install TeX Live (Debian: texlive-latex-base "
+                                 "texlive-latex-recommended lmodern) or drop --pdf")
+    directory(out, "--out")
+    result = BuildResult()
+    work = functools.partial(_sheets, configs=configs, templates=templates, unit=unit,
+                             precision=precision, pdf=pdf)
+    pool = None
+    try:
+        if jobs == 1 or len(files) == 1:
+            outcomes: Iterable[Outcome] = map(work, files)
+        else:
+            # fork: the workers share the parent's loaded modules (and nothing is pickled but text)
+            pool = concurrent.futures.ProcessPoolExecutor(
+                max_workers=jobs or os.cpu_count(), mp_context=multiprocessing.get_context("fork"),
+                initializer=_worker_start)
+            # Declarations that read the same file (a model and its block) go to
+            # one worker, which then derives their shared ops once; the largest
+            # groups first, so that no worker is left with a big one at the end.
+            futures = {}
+            for group in _groups(files):
+                future = pool.submit(_each, work, group)
+                futures.update({path: (future, k) for k, path in enumerate(group)})
+            outcomes = (_result(futures[path][0], futures[path][1], path) for path in files)
+        for path, outcome in zip(files, outcomes):
+            errors = list(outcome.errors)
+            try:
+                _write(path, out, outcome, result, stdout)
+            except SymflopsError as exc:  # this sheet's output path, or a full disk
+                errors.append(str(exc))
+            for error in errors:
+                print(f"symflops: {error}", file=stderr)
+            if errors:
+                result.failed.append(path)
+            if outcome.internal:
+                result.internal.append(path)
+    except BaseException:
+        if pool is not None:
+            _stop(pool)
+            pool = None
+        raise
+    finally:
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
+    return result
+
+
+def _result(future: concurrent.futures.Future, k: int, path: str) -> Outcome:
+    """A worker's outcome for its ``k``-th declaration; a worker that died
+    (killed, out of memory) fails its declarations, not the build."""
+    try:
+        return future.result()[k]
+    except concurrent.futures.process.BrokenProcessPool as exc:
+        return Outcome({}, None, (f"{path}: internal error: the worker process building it "
+                                  f"stopped ({exc})",), True)
+
+
+def _stop(pool: concurrent.futures.ProcessPoolExecutor) -> None:
+    """Stop the workers now (the build was interrupted) and wait for them: a
+    worker cleans up what it had started before it exits."""
+    procs = list((getattr(pool, "_processes", None) or {}).values())
+    for proc in procs:
+        if proc.is_alive():
+            proc.terminate()  # SIGTERM: see _worker_signal
+    for proc in procs:
+        proc.join(timeout=PDF_TIMEOUT_S)
+    pool.shutdown(wait=False, cancel_futures=True)
+
+
+#: True in a worker while it builds (a signal then unwinds the build, so that
+#: its scratch directory and pdflatex are cleaned up), False while it waits.
+_busy = False
+
+
+def _worker_signal(signum: int, frame: Any) -> None:
+    if _busy:
+        raise Terminated(signum)
+    os._exit(128 + signum)
+
+
+def _worker_start() -> None:
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, _worker_signal)
+
+
+def _groups(files: Sequence[str]) -> list[list[str]]:
+    """``files`` in groups that share a declaration (a model and the blocks it
+    includes, as the spec reads them), the group with the most ops first.
+    A declaration that does not load stands alone; its worker reports it."""
+    reads: dict[str, set[str]] = {}
+    ops: dict[str, int] = {}
+    for path in files:
+        try:
+            layer = load(path)
+        except Exception:  # reported by the worker that builds it
+            layer = None
+        reads[path] = {os.path.abspath(path)} | {os.path.abspath(b.source)
+                                                for b in (layer.blocks if layer else ())}
+        ops[path] = len(layer.ops) if layer else 0
+    groups: list[tuple[set[str], list[str]]] = []
+    for path in files:
+        joined = [g for g in groups if g[0] & reads[path]]
+        merged = (reads[path].union(*(g[0] for g in joined)),
+                  [p for g in joined for p in g[1]] + [path])
+        groups = [g for g in groups if g not in joined] + [merged]
+    return sorted((sorted(g[1]) for g in groups), key=lambda g: sum(ops[p] for p in g),
+                  reverse=True)
+
+
+def _each(work: Callable[[str], Any], paths: Sequence[str]) -> list[Any]:
+    """A worker's job: its group of declarations, one after the other."""
+    global _busy
+    _busy = True
+    try:
+        return [work(p) for p in paths]
+    except Terminated as exc:  # everything it had started is cleaned up by now
+        os._exit(128 + exc.signum)
+    finally:
+        _busy = False
+
+
+def _internal(path: str, exc: BaseException) -> str:
+    text = (f"{path}: internal error: {type(exc).__name__}: {shorten(str(exc), 300)} (this is a "
+            "bug; rerun with SYMFLOPS_DEBUG=1 and report the traceback)")
+    if os.environ.get("SYMFLOPS_DEBUG"):
+        text = "".join(traceback.format_exception(exc)) + text
+    return text
+
+
+def _sheets(path: str, *, configs: Sequence[Mapping[str, sympy.Expr]], templates: str | None,
+            unit: str, precision: str | None, pdf: bool) -> Outcome:
+    """One declaration's sheets and PDF, and what failed: what a worker
+    returns.  Nothing but an interruption escapes: one declaration's
+    failure, of whatever kind, is its own."""
+    name = os.path.splitext(os.path.basename(path))[0]
+    try:
+        mine = [c for c in configs if fits(c, path)]
+        layer = load(path)
+        for config in mine:  # a defined dim (R = N/G) must come out whole at the values
+            try:
+                check_definitions(layer, config)
+            except SymflopsError as exc:
+                raise SymflopsError(f"{path}: with --at, {exc.message}", hint=exc.hint) from None
+        derivation = derive(layer)
+        c = costs(derivation, unit, precision)
+        sheets: dict[str, str] = {}
+        errors: list[str] = []
+        for fmt in ("md", "tex"):
+            try:
+                sheets[fmt] = render(derivation, c, fmt, mine, templates)
+            except SymflopsError as exc:
+                errors.append(str(exc))
+        pdf_bytes = None
+        if pdf and "tex" in sheets:
+            try:
+                pdf_bytes = compile_pdf(sheets["tex"], name)
+            except SymflopsError as exc:  # the .tex and the .pdf go together, or neither
+                errors.append(str(exc))
+                del sheets["tex"]
+        return Outcome(sheets, pdf_bytes, tuple(errors))
+    except SymflopsError as exc:
+        return Outcome({}, None, (str(exc),))
+    except Exception as exc:  # a bug, but one declaration's: the others are still built
+        return Outcome({}, None, (_internal(path, exc),), True)
+
+
+def _write(path: str, out: str, outcome: Outcome, result: BuildResult, stdout: TextIO) -> None:
+    name = os.path.splitext(os.path.basename(path))[0]
+    files = [(fmt, text) for fmt, text in outcome.sheets.items()]
+    if outcome.pdf is not None:
+        files.append(("pdf", outcome.pdf))
+    for fmt, data in files:
+        target = os.path.join(out, f"{name}.{fmt}")
+        write_file(target, data, "--out")
+        result.written.append(target)
+        print(f"wrote {target}", file=stdout)

@@ -1,0 +1,248 @@
+"""``symflops plan``: options -> :mod:`symflops.planner.plan` -> table, Markdown, JSON, plot.
+
+Every number on the command line goes through the whitelisting reader
+(:func:`symflops.core.expr.parse_number`): ``2e12``, ``2**20``, ``0.4``; an MFU
+may also be written ``40%``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from fractions import Fraction
+
+from ..planner import hfconfig
+from ..core.errors import SymflopsError
+from ..count.evaluate import parse_configs
+from ..core.expr import parse_number
+from ..planner.hardware import PRESETS, preset
+from ..planner.plan import (RECOMPUTE, make_plan, model_from_architecture, model_from_declaration,
+                   model_from_params, rate, run_from_phases, run_from_steps, run_from_tokens)
+from ..planner.report import check_finite, markdown_report, text_report, to_json
+from ..count.precision import DEFAULT_POLICY, POLICIES
+
+DESCRIPTION = """\
+Plan a training run: FLOPs (model and executed), time on a number of
+accelerators, memory per accelerator (weights, gradients, optimizer state,
+master weights, activations) under a precision policy and a ZeRO stage, and
+bandwidth-bound decoding. Every figure is printed with the formula that
+produced it.
+
+Conventions: MFU counts model FLOPs, so time = C_model / (n x peak x MFU); a
+--sustained rate per accelerator counts useful work too: time = C_model /
+(n x sustained). ZeRO-1 shards optimizer state and master weights over the
+data-parallel degree, ZeRO-2 also gradients, ZeRO-3 also weights.
+"""
+
+EPILOG = """\
+examples:
+  symflops plan --params 7e9 --tokens 2e12 -n 1024 --sustained 4e14 --precision mixed-adam
+  symflops plan --params 70.6e9 --tokens 15e12 -n 16384 --accelerator h100-sxm --mfu 0.4
+  symflops plan --params 7e9 --phase 1.2e13@4096 --phase 3e11@131072 --accelerator h100 --mfu 40%
+  symflops plan --params 7.5e9 --precision mixed-adam --zero 1 -n 64 --accelerator a100 --json
+  symflops plan --params 7e9 --accelerator h100 --decode-batch 8 --context 4096 --plot plan.png
+
+presets: """ + ", ".join(PRESETS)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("declaration", nargs="*", metavar="FILE [DIM=V ...]",
+                   help="a whole-model declaration and its dims (not yet available: use "
+                        "--params)")
+    m = p.add_argument_group("model (give one)")
+    m.add_argument("--params", metavar="N", help="a dense model of N parameters: 6N FLOPs per "
+                                                 "token, attention not counted")
+    m.add_argument("--hf-config", metavar="PATH", help="a Hugging Face config.json (Llama, "
+                                                       "Mistral, Mixtral, GPT-2)")
+    r = p.add_argument_group("run")
+    r.add_argument("--tokens", metavar="D", help="training tokens, e.g. 2e12")
+    r.add_argument("--steps", metavar="S", help="optimizer steps (with --batch and --seq: "
+                                                "D = S B T)")
+    r.add_argument("--batch", metavar="B", help="sequences per optimizer step")
+    r.add_argument("--seq", metavar="T", help="sequence length in tokens")
+    r.add_argument("--phase", action="append", default=[], metavar="D@T",
+                   help="a phase of D tokens at sequence length T (repeatable), e.g. "
+                        "--phase 1.2e13@4096 --phase 3e11@131072")
+    a = p.add_argument_group("accelerators")
+    a.add_argument("-n", "--accelerators", default="1", metavar="N",
+                   help="number of accelerators (default 1)")
+    a.add_argument("--accelerator", metavar="PRESET",
+                   help=f"peak, memory and bandwidth of one of: {', '.join(PRESETS)}")
+    a.add_argument("--peak", metavar="FLOP/S", help="peak dense FLOP/s per accelerator "
+                                                     "(overrides the preset's)")
+    a.add_argument("--mfu", metavar="FRACTION", help="model FLOPs utilisation in (0, 1], e.g. "
+                                                     "0.4 or 40%%")
+    a.add_argument("--sustained", metavar="FLOP/S", help="useful (model) FLOP/s each "
+                                                         "accelerator sustains, instead of "
+                                                         "--mfu")
+    t = p.add_argument_group("memory")
+    t.add_argument("--precision", choices=sorted(POLICIES), default=DEFAULT_POLICY,
+                   help=f"bytes per element policy (default {DEFAULT_POLICY}; mixed-adam is "
+                        f"16 bytes per parameter)")
+    t.add_argument("--zero", type=int, choices=(0, 1, 2, 3), default=0,
+                   help="ZeRO stage: 1 shards optimizer state and master weights, 2 also "
+                        "gradients, 3 (FSDP) also weights (default 0)")
+    t.add_argument("--dp", metavar="D", help="data-parallel degree (default: the accelerator "
+                                             "count)")
+    t.add_argument("--recompute", choices=RECOMPUTE, default="none",
+                   help="activation recomputation (default none; full: the forward runs "
+                        "twice, 8N executed per token)")
+    t.add_argument("--micro-batch", default="1", metavar="B",
+                   help="sequences per micro-batch, for activations (default 1)")
+    i = p.add_argument_group("inference (decoding)")
+    i.add_argument("--bandwidth", metavar="B/S", help="memory bandwidth, bytes/s (overrides "
+                                                       "the preset's)")
+    i.add_argument("--decode-batch", metavar="B", help="sequences decoded together (default 1)")
+    i.add_argument("--context", metavar="T", help="tokens of context held in the KV cache "
+                                                  "(default: --seq)")
+    o = p.add_argument_group("output")
+    fmt = o.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true", help="one JSON object, numbers unscaled")
+    fmt.add_argument("--markdown", action="store_true", help="a Markdown table")
+    o.add_argument("--plot", metavar="FILE.png", help="also draw memory and FLOPs per token "
+                                                      "(needs matplotlib: pip install "
+                                                      "'symflops[plot]'); '-' writes the PNG "
+                                                      "to standard output and the report to "
+                                                      "standard error")
+
+
+#: Every number of a plan lies within 10**±30 of 1 (or is 0): far beyond any
+#: real run, and the figures computed from a few of them stay within a
+#: float's range (about 1.8e308), in which they are printed.
+MAX_PLAN_NUMBER = 10**30
+
+
+def _number(text: str | None, option: str) -> Fraction | None:
+    if text is None:
+        return None
+    if "%" in text:
+        raise SymflopsError(f"{option}: {text.strip()!r} is not a number",
+                            hint="give a number; only --mfu also takes a percentage (40%)")
+    try:
+        value = parse_number(text.strip())
+    except SymflopsError as exc:
+        raise SymflopsError(f"{option}: {exc.message}", hint=exc.hint) from None
+    value = Fraction(int(value.p), int(value.q))
+    if value and not Fraction(1, MAX_PLAN_NUMBER) <= abs(value) <= MAX_PLAN_NUMBER:
+        raise SymflopsError(f"{option} {text.strip()} is outside the range the planner "
+                            f"takes, 1e-30 to 1e30", hint=f"give {option} in sensible units")
+    return value
+
+
+def _whole(text: str | None, option: str, example: str) -> int | None:
+    value = _number(text, option)
+    if value is None:
+        return None
+    if value.denominator != 1 or value < 1:
+        raise SymflopsError(f"{option} must be a positive whole number, got {text.strip()!r}",
+                            hint=f"give e.g. {option} {example}")
+    return int(value)
+
+
+def _fraction(text: str | None, option: str) -> Fraction | None:
+    """A fraction, ``0.4`` or ``40%``."""
+    if text is not None and text.strip().endswith("%"):
+        if text.count("%") > 1:
+            raise SymflopsError(f"{option} {text.strip()!r}: a percentage has one '%'",
+                                hint=f"write e.g. {option} 40% or {option} 0.4")
+        value = _number(text.strip()[:-1], option)
+        return value / 100
+    return _number(text, option)
+
+
+def _phase(text: str) -> tuple[Fraction, Fraction]:
+    tokens, sep, seq = text.partition("@")
+    if not sep:
+        raise SymflopsError(f"--phase {text!r}: expected TOKENS@SEQ",
+                            hint="give e.g. --phase 1.2e13@4096")
+    return _number(tokens, "--phase"), _number(seq, "--phase")
+
+
+def _model(args: argparse.Namespace, precision):
+    given = [name for name, present in (("--params", args.params is not None),
+                                        ("--hf-config", args.hf_config is not None),
+                                        ("a declaration", bool(args.declaration))) if present]
+    if not given:
+        raise SymflopsError("no model given",
+                            hint="give --params N (e.g. --params 7e9), --hf-config PATH, or a "
+                                 "declaration FILE with its dims")
+    if len(given) > 1:
+        raise SymflopsError(f"several models given ({', '.join(given)})",
+                            hint="give one of --params, --hf-config, a declaration")
+    if args.params is not None:
+        return model_from_params(_whole(args.params, "--params", "7e9"), args.recompute)
+    if args.hf_config is not None:
+        arch = hfconfig.load(args.hf_config)
+        return model_from_architecture(arch, args.recompute, precision)
+    path, *dims = args.declaration
+    values = {k: Fraction(int(v.p), int(v.q)) for k, v in parse_configs(dims).items()}
+    return model_from_declaration(path, values, args.recompute, precision)
+
+
+def _run(args: argparse.Namespace):
+    if args.phase:
+        clash = [o for o, v in (("--tokens", args.tokens), ("--steps", args.steps),
+                                ("--batch", args.batch), ("--seq", args.seq)) if v is not None]
+        if clash:
+            raise SymflopsError(f"--phase and {', '.join(clash)} both given",
+                                hint="each phase carries its own tokens and sequence length")
+        return run_from_phases([_phase(text) for text in args.phase])
+    if args.steps is not None or args.batch is not None:
+        if args.tokens is not None:
+            raise SymflopsError("--tokens and --steps/--batch both given",
+                                hint="give either --tokens D or --steps S --batch B --seq T")
+        missing = [o for o, v in (("--steps", args.steps), ("--batch", args.batch),
+                                  ("--seq", args.seq)) if v is None]
+        if missing:
+            raise SymflopsError(f"{', '.join(missing)} missing",
+                                hint="D = S B T needs --steps S --batch B --seq T")
+        return run_from_steps(_number(args.steps, "--steps"), _number(args.batch, "--batch"),
+                              _number(args.seq, "--seq"))
+    if args.tokens is not None:
+        return run_from_tokens(_number(args.tokens, "--tokens"), _number(args.seq, "--seq"))
+    return None
+
+
+def run(args: argparse.Namespace) -> int:
+    precision = POLICIES[args.precision]
+    accelerator = preset(args.accelerator) if args.accelerator is not None else None
+    accelerators = _whole(args.accelerators, "--accelerators", "1024")
+    peak = _number(args.peak, "--peak")
+    mfu = _fraction(args.mfu, "--mfu")
+    sustained = _number(args.sustained, "--sustained")
+    if peak is not None and mfu is None and sustained is None:
+        raise SymflopsError("--peak given without --mfu",
+                            hint="give --mfu (e.g. 0.4) to turn the peak into a time, or "
+                                 "--sustained instead")
+    if peak is None and accelerator is not None:
+        peak = accelerator.peak_flops
+    throughput = rate(accelerators, peak, mfu, sustained)
+    model = _model(args, precision)
+    the_run = _run(args)
+    seq = _whole(args.seq, "--seq", "4096") if the_run is None else None
+    decode = any(v is not None for v in (args.decode_batch, args.context, args.bandwidth))
+    plan = make_plan(
+        model, precision, run=the_run, seq_len=seq, throughput=throughput,
+        accelerator=accelerator, zero=args.zero, dp=_whole(args.dp, "--dp", "64"),
+        micro_batch=_whole(args.micro_batch, "--micro-batch", "1"), decode=decode,
+        context=_whole(args.context, "--context", "4096"),
+        decode_batch=_whole(args.decode_batch, "--decode-batch", "8") or 1,
+        bandwidth=_number(args.bandwidth, "--bandwidth"))
+    plot_to_stdout = args.plot == "-"
+    if args.plot is not None:
+        from ..planner.plot import write_plot
+        write_plot(plan, args.plot)
+    if args.json:
+        data = to_json(plan)
+        check_finite(data)
+        out = json.dumps(data, indent=2) + "\n"
+    elif args.markdown:
+        out = markdown_report(plan)
+    else:
+        out = text_report(plan)
+    report = sys.stderr if plot_to_stdout else sys.stdout  # standard output holds the PNG
+    report.write(out if out.endswith("\n") else out + "\n")
+    if args.plot is not None and not plot_to_stdout:
+        print(f"wrote {args.plot}", file=sys.stderr)
+    return 0

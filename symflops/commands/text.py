@@ -1,0 +1,68 @@
+"""Plain-text report of a derivation, for ``symflops derive`` and ``eval``.
+
+The sheets (Markdown, LaTeX) are rendered by :mod:`symflops.sheets.render`; this is
+the terminal view: aligned columns, formulas in SymPy's plain syntax.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sympy
+
+from ..sheets.printing import readable
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, sympy.Basic):
+        return sympy.sstr(readable(value)) if value.free_symbols else sympy.sstr(value)
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return str(value)
+
+
+def table(rows: list[tuple[str, ...]], indent: str = "  ") -> list[str]:
+    """Left-aligned columns, two spaces apart."""
+    widths = [max(len(r[k]) for r in rows) for k in range(len(rows[0]))] if rows else []
+    return [indent + "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+
+
+def text_report(s: dict[str, Any], at: dict[str, Any] | None = None) -> str:
+    """Render a :func:`symflops.count.summary.summary` (symbolic or evaluated)."""
+    unit = s["unit"]
+    lines = [f"{s['name']}: {s['title']}"]
+    if at:
+        lines.append("at " + ", ".join(f"{k} = {_fmt(v)}" for k, v in at.items()))
+    else:
+        lines.append("dims: " + ", ".join(f"{k} ({v})" if v else k for k, v in s["dims"].items()))
+    lines += [f"convention: {s['conventions']}", "", f"forward ({unit})"]
+    lines += table([(f["op"], f["matrix_form"] or "", _fmt(f["flops"])) for f in s["forward"]])
+    lines += ["", f"backward, in the order computed ({unit})"]
+    lines += table([(b["rule"], b["matrix_form"] or "", _fmt(b["flops"]))
+                     for b in s["backward"]] or [("(no gradient is needed)",)])
+    fl, pp = s["flops"], s["flops_per_param"]
+    lines += ["", f"totals ({unit}, contractions only)"]
+    rows = []
+    for key in ("forward", "backward", "total"):
+        extra = f"= {_fmt(pp[key])} * params" if pp and not at else ""
+        rows.append((key, _fmt(fl[key]), extra))
+    rows.append(("elementwise (apart)", _fmt(s["flops_elementwise"]["total"]), ""))
+    lines += table(rows)
+    m = s["memory"]
+    saved = ", ".join(f"{d['tensor']} (read by {', '.join(d['needed_by'])})" for d in s["saved_detail"])
+    lines += ["", "memory (elements)"]
+    lines += table([("params", _fmt(s["params"])), ("trainable params", _fmt(s["trainable_params"])),
+                     ("saved for backward", saved or "nothing"),
+                     ("activations (training)", _fmt(m["activations"])),
+                     ("live at peak (inference)", _fmt(m["inference_peak"]))])
+    p = s["precision"]
+    lines += ["", f"memory (bytes, precision '{p['name']}': {p['description']})"]
+    lines += table([("params", _fmt(m["params_bytes"])), ("grads", _fmt(m["grads_bytes"])),
+                     ("optimizer state", _fmt(m["optimizer_bytes"])),
+                     ("master weights", _fmt(m["master_bytes"])),
+                     ("fixed (model)", _fmt(m["fixed_bytes"])),
+                     ("activations (batch)", _fmt(m["activation_bytes"])),
+                     ("total", _fmt(m["total_bytes"]))])
+    return "\n".join(lines) + "\n"

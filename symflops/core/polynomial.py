@@ -1,0 +1,259 @@
+"""Small operations on polynomials in the dims that SymPy does slowly.
+
+SymPy's own ``Max`` compares every pair of its arguments symbolically when it
+is built (seconds for a few dozen polynomials), and rebuilds itself that way
+whenever a dim is substituted.  :func:`largest` keeps only the candidates that
+no other one bounds, by a cheap sufficient test on their coefficients, and
+:func:`substitute_max` substitutes inside a Max without SymPy's comparisons.
+The others read an expanded polynomial's terms straight from SymPy's term
+dictionary (:func:`monomials`): exact division (long division on exponent
+tuples) instead of ``cancel`` or ``div``, a defined dim's single-term formula
+substituted term by term instead of ``expand``, and the common factor a sheet
+prints outside a sum instead of ``factor``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, Sequence
+
+import sympy
+
+Monomial = dict[sympy.Expr, int]  # {symbol: power}
+
+
+def terms(e: sympy.Expr, gens: tuple[sympy.Symbol, ...]) -> dict | None:
+    """``e`` as ``{exponents: coefficient}``; None if it is not a polynomial."""
+    found = monomials(sympy.expand(e))
+    return None if found is None else by_exponents(found, gens)
+
+
+def by_exponents(found: list[tuple[sympy.Rational, Monomial]], gens: Sequence[sympy.Symbol]
+                 ) -> dict[tuple[int, ...], sympy.Rational]:
+    """Terms from :func:`monomials` as ``{exponents of gens: coefficient}``."""
+    return {tuple(powers.get(g, 0) for g in gens): c for c, powers in found}
+
+
+def dominated(a: dict | None, b: dict | None) -> bool:
+    """Whether ``a <= b`` for all dims >= 1, by a cheap sufficient test: each
+    negative term of ``b - a`` is paid for by positive terms of ``b - a`` whose
+    monomials it divides (``B <= B V`` since ``V >= 1``)."""
+    if a is None or b is None:
+        return False
+    diff = {m: b.get(m, 0) - a.get(m, 0) for m in set(a) | set(b)}
+    credit = {m: c for m, c in diff.items() if c > 0}
+    for m, c in sorted(((m, -c) for m, c in diff.items() if c < 0), key=lambda t: t[0]):
+        for p in sorted(credit):
+            if c <= 0:
+                break
+            if credit[p] > 0 and all(x <= y for x, y in zip(m, p)):
+                used = min(c, credit[p])
+                credit[p] -= used
+                c -= used
+        if c > 0:
+            return False
+    return True
+
+
+def largest(candidates: list[sympy.Expr]) -> sympy.Expr:
+    """The largest of polynomials, keeping only those no other one bounds
+    coefficient by coefficient (SymPy's own Max compares every pair
+    symbolically, which takes seconds for a few dozen)."""
+    unique = list(dict.fromkeys(candidates))
+    gens = tuple(sorted(set().union(*(c.free_symbols for c in unique)), key=str))
+    coefficients = [terms(c, gens) for c in unique]
+    keep = [a for k, a in enumerate(unique)
+            if not any(j != k and dominated(coefficients[k], coefficients[j])
+                       and not (dominated(coefficients[j], coefficients[k]) and j > k)
+                       for j in range(len(unique)))]
+    if not keep:
+        return sympy.Integer(0)
+    return keep[0] if len(keep) == 1 else sympy.Max(*keep, evaluate=False)
+
+
+def substitute_max(expr: sympy.Expr, substitute: Callable[[sympy.Expr], sympy.Expr]) -> sympy.Expr:
+    """``substitute`` applied to each argument of a Max (or to ``expr`` itself
+    when it is not one), and the Max rebuilt with :func:`largest`."""
+    if isinstance(expr, sympy.Max):
+        return largest([substitute(a) for a in expr.args])
+    return substitute(expr)
+
+
+def substituted(expr: sympy.Expr, mapping: dict[sympy.Symbol, sympy.Expr]) -> sympy.Expr:
+    """``sympy.expand(expr.xreplace(mapping))``, term by term when ``expr`` is
+    an expanded polynomial and every value is a single term (a defined dim
+    such as ``R = N/G``): no expansion of products is needed then."""
+    top = monomials(expr)
+    values = {s: monomials(v, negative=True) for s, v in mapping.items()}
+    if top is None or any(v is None or len(v) != 1 for v in values.values()):
+        return sympy.expand(expr.xreplace(mapping))
+    collected: dict[tuple, sympy.Rational] = {}
+    for c, powers in top:
+        exponents: dict[sympy.Expr, int] = {}
+        for b, e in powers.items():
+            if b in values:
+                vc, vp = values[b][0]
+                c *= vc ** e
+                for vb, ve in vp.items():
+                    exponents[vb] = exponents.get(vb, 0) + ve * e
+            else:
+                exponents[b] = exponents.get(b, 0) + e
+        key = tuple(sorted(((b, e) for b, e in exponents.items() if e), key=lambda x: x[0].name))
+        collected[key] = collected.get(key, 0) + c
+    return sympy.Add(*(sympy.Mul(c, *(b ** e for b, e in key))
+                       for key, c in collected.items() if c != 0))
+
+
+def quotient(a: sympy.Expr, b: sympy.Expr) -> sympy.Expr:
+    """``a / b`` expanded: a polynomial when ``b`` divides ``a``, else a sum
+    of terms some of which keep a denominator."""
+    exact = exact_quotient(a, b)
+    return exact if exact is not None else sympy.expand(a / b)
+
+
+
+def monomials(expr: sympy.Expr, negative: bool = False
+              ) -> list[tuple[sympy.Rational, Monomial]] | None:
+    """An expanded polynomial with rational coefficients as its terms,
+    ``(coefficient, {symbol: power})``; None when ``expr`` is not one (with
+    ``negative``, powers may be negative integers: ``N/G``).  Reads SymPy's
+    own term dictionary, so it costs next to nothing.
+
+    >>> B, D = sympy.symbols("B D")
+    >>> monomials(3*B**2)
+    [(3, {B: 2})]
+    >>> monomials(D + 1/B) is None, monomials(sympy.Integer(0))
+    (True, [])
+    """
+    out = []
+    for monomial, c in expr.as_coefficients_dict().items():
+        if c == 0:  # zero has no terms
+            continue
+        powers = {} if monomial == 1 else monomial.as_powers_dict()
+        if not c.is_Rational or not all(b.is_Symbol and e.is_Integer and (negative or e > 0)
+                                        for b, e in powers.items()):
+            return None
+        out.append((c, {b: int(e) for b, e in powers.items()}))
+    return out
+
+
+def from_monomials(terms: list[tuple[sympy.Rational, Monomial]]) -> sympy.Expr:
+    return sympy.Add(*(sympy.Mul(c, *(b ** e for b, e in powers.items())) for c, powers in terms))
+
+
+def exact_quotient(a: sympy.Expr, b: sympy.Expr) -> sympy.Expr | None:
+    """``a / b`` expanded when it is a polynomial in the dims (rational
+    coefficients allowed: ``3*B*D / (2*D)`` is ``3*B/2``), else None.  By
+    polynomial long division, much faster than ``sympy.cancel``; a quotient
+    of expressions that are not polynomials goes through ``cancel``."""
+    top, bottom = monomials(sympy.expand(a)), monomials(sympy.expand(b))
+    if top is not None and bottom:
+        gens = tuple(sorted({s for _, t in top + bottom for s in t}, key=lambda s: s.name))
+        q = _divide(by_exponents(top, gens), by_exponents(bottom, gens))
+        return None if q is None else from_monomials(
+            [(c, {g: e for g, e in zip(gens, m) if e}) for m, c in q.items()])
+    gens = tuple(sorted(a.free_symbols | b.free_symbols, key=str))
+    if gens and a.is_polynomial(*gens) and b.is_polynomial(*gens):
+        quotient, remainder = sympy.div(sympy.Poly(a, *gens, domain="QQ"),
+                                        sympy.Poly(b, *gens, domain="QQ"))
+        return sympy.expand(quotient.as_expr()) if remainder.is_zero else None
+    num, den = sympy.fraction(sympy.cancel(a / b))
+    return sympy.expand(num / den) if den.is_number else None
+
+
+def _divide(top: dict[tuple[int, ...], sympy.Rational], bottom: dict[tuple[int, ...], sympy.Rational]
+            ) -> dict[tuple[int, ...], sympy.Rational] | None:
+    """The quotient of two polynomials given as ``{exponents: coefficient}``
+    when the division leaves no remainder, else None.  Long division in
+    lexicographic order: if ``bottom`` divides ``top``, each step's leading
+    term of what is left is a multiple of ``bottom``'s leading term."""
+    lead = max(bottom)
+    left, quotient = dict(top), {}
+    while left:
+        head = max(left)
+        shift = tuple(x - y for x, y in zip(head, lead))
+        if min(shift, default=0) < 0:
+            return None
+        c = left[head] / bottom[lead]
+        quotient[shift] = c
+        for m, k in bottom.items():
+            at = tuple(x + y for x, y in zip(m, shift))
+            value = left.get(at, 0) - c * k
+            if value == 0:
+                left.pop(at, None)
+            else:
+                left[at] = value
+    return quotient
+
+
+def common_factor(poly: sympy.Expr) -> tuple[sympy.Rational, sympy.Expr, sympy.Expr] | None:
+    """An expanded polynomial with rational coefficients split as
+    ``coefficient * monomial * rest``: the coefficient is the rational gcd of
+    its coefficients (negative when all of them are), the monomial the common
+    power of each dim; None when ``poly`` is not such a polynomial.
+
+    >>> B, D, F = sympy.symbols("B D F")
+    >>> common_factor(4*B*D + 2*B*F)
+    (2, B, 2*D + F)
+    """
+    terms = monomials(poly)
+    if not terms:
+        return None
+    numerators = [c.p for c, _ in terms]
+    coefficient = sympy.Rational(math.gcd(*numerators), math.lcm(*(c.q for c, _ in terms)))
+    if all(n < 0 for n in numerators):
+        coefficient = -coefficient
+    common = dict(terms[0][1])
+    for _, powers in terms[1:]:
+        common = {b: min(e, powers[b]) for b, e in common.items() if b in powers}
+    rest = from_monomials([(c / coefficient, {b: e - common.get(b, 0) for b, e in powers.items()})
+                           for c, powers in terms])
+    return coefficient, sympy.Mul(*(b ** e for b, e in common.items())), rest
+
+
+class Least(sympy.Min):
+    """``Min`` of counts already pruned of any that another bounds (the
+    cheapest orders of a product, :mod:`symflops.core.contraction`): SymPy's own
+    ``Min`` compares every pair of its arguments symbolically each time it is
+    rebuilt (by ``expand``, ``subs``, ``xreplace``), seconds for a dozen
+    polynomials; this one compares them only once they are numbers.  It
+    prints as ``Min`` (``--json`` formulas parse back with SymPy) and
+    evaluates as ``Min`` in NumPy."""
+
+    def __new__(cls, *args: sympy.Expr, **options: object) -> sympy.Expr:
+        values = [sympy.sympify(a) for a in args]
+        if all(v.is_number for v in values):
+            return sympy.Min(*values)
+        return super().__new__(cls, *values, evaluate=False)
+
+    def _sympystr(self, printer: object) -> str:
+        return "Min(" + ", ".join(printer._print(a) for a in self.args) + ")"
+
+    def _latex(self, printer: object) -> str:
+        return r"\min\left(" + ", ".join(printer._print(a) for a in self.args) + r"\right)"
+
+
+class Cheapest(sympy.Piecewise):
+    """The count of whichever candidate is cheapest, ``Piecewise((a1, c1),
+    (a2, c2), ..., (an, True))`` with each ``ci`` saying that candidate i
+    costs least: like :class:`Least`, it is not simplified while symbolic
+    (SymPy distributes its conditions on every rebuild, minutes for a few
+    candidates), and evaluates as ``Piecewise`` once the dims are numbers."""
+
+    def __new__(cls, *args: object, **options: object) -> sympy.Expr:
+        pairs = [sympy.functions.elementary.piecewise.ExprCondPair(*a) for a in args]
+        if all(p.cond.is_Boolean and not p.cond.free_symbols for p in pairs):
+            return sympy.Piecewise(*pairs)
+        return super().__new__(cls, *pairs, evaluate=False)
+
+    def _sympystr(self, printer: object) -> str:
+        return "Piecewise(" + ", ".join(f"({printer._print(e)}, {printer._print(c)})"
+                                        for e, c in self.args) + ")"
+
+    # SymPy's printers skip a parent's method for a renamed subclass of a
+    # function: print as the Piecewise it is.
+    def _numpycode(self, printer: object) -> str:
+        return printer._print_Piecewise(self)
+
+    def _latex(self, printer: object) -> str:
+        return printer._print_Piecewise(self)

@@ -1,0 +1,108 @@
+"""Serving quantities: the key/value cache and the bytes a decoded token reads.
+
+In a causal op (a where-clause ``t <= s``) the position ``s`` attends to the
+positions ``t`` before it.  An operand indexed by the earlier position ``t``
+and not by ``s`` (the keys ``K[b,t,n,e]`` and values ``V[b,t,n,e]``), that is
+not a parameter, is what autoregressive decoding keeps from one step to the
+next: the key/value cache.  Its size is the tensor's elements (at the
+declared context ``S``) times the copies of its block, so grouped-query
+attention's smaller ``K`` and ``V`` give a smaller cache without any special
+case.
+
+Decoding one token of one sequence reads the weights that token reads (the
+parameter elements :mod:`symflops.count.params` counts per token as ``read``:
+the shared weights, the k of M experts it is routed to, one row of each
+lookup table) and the whole cache of its sequence, once each; memory
+bandwidth over these bytes bounds the decode rate.  :func:`decode_step_bytes`
+is that sum for a step of several sequences; ``symflops derive`` (one
+sequence, symbolically) and ``symflops plan`` (b sequences, in numbers) both
+compute it here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import sympy
+
+from .cost import Costs
+from ..derive.backward import Derivation
+from ..core.ir import Contraction, comparison
+from .precision import Precision
+
+
+@dataclass(frozen=True)
+class Inference:
+    cache: tuple[tuple[str, sympy.Expr], ...]   # (tensor, elements of one copy)
+    cache_elements: sympy.Expr                   # every copy, for the declared sequences
+    cache_bytes: sympy.Expr
+    weights_bytes: sympy.Expr                    # every weight, stored
+    weights_bytes_read: sympy.Expr | None        # the weights one token reads; None without tokens
+    sequences: sympy.Expr | None
+
+    @property
+    def cache_elements_per_sequence(self) -> sympy.Expr | None:
+        return None if self.sequences is None else sympy.expand(self.cache_elements / self.sequences)
+
+    @property
+    def cache_bytes_per_sequence(self) -> sympy.Expr | None:
+        return None if self.sequences is None else sympy.expand(self.cache_bytes / self.sequences)
+
+    @property
+    def bytes_per_decoded_token(self) -> sympy.Expr | None:
+        """One sequence decoding at the declared context: the weights a token
+        reads and the sequence's whole cache, once each."""
+        per = self.cache_bytes_per_sequence
+        if per is None or self.weights_bytes_read is None:
+            return None
+        return sympy.expand(decode_step_bytes(self.weights_bytes_read, per, 1))
+
+
+def weights_read_bytes(read: Any, precision: Precision) -> Any:
+    """Bytes of the weights one decoded token reads: ``read`` parameter
+    elements at the policy's bytes per parameter."""
+    return read * precision.params
+
+
+def decode_step_bytes(weights_read: Any, cache_per_sequence: Any, sequences: int = 1) -> Any:
+    """Bytes one decoding step of ``sequences`` sequences reads: the weights a
+    token reads, once for the step, and each sequence's cache.  Exact for one
+    sequence; for several it is a lower bound, since each sequence reads its
+    own rows of a lookup table and may be routed to other experts."""
+    return weights_read + sequences * cache_per_sequence
+
+
+def cached_tensors(derivation: Derivation) -> tuple[str, ...]:
+    layer = derivation.layer
+    tensors = layer.tensor_map
+    found: list[str] = []
+    for op in layer.ops:
+        if not isinstance(op, Contraction):
+            continue
+        for term in op.terms:
+            for low, high, _ in (comparison(f) for f in term.operands if f.is_comparison):
+                for f in term.operands:
+                    if (f.is_indicator or not f.tensor or tensors[f.tensor].is_param
+                            or tensors[f.tensor].role == "index"):
+                        continue
+                    if low in f.indices and high not in f.indices and f.tensor not in found:
+                        found.append(f.tensor)
+    return tuple(found)
+
+
+def inference(derivation: Derivation, costs: Costs, read: sympy.Expr | None) -> Inference | None:
+    """The cache of a causal layer and the bytes a decoded token reads (``read``:
+    the parameter elements one token reads); None when nothing is causal."""
+    layer = derivation.layer
+    names = cached_tensors(derivation)
+    if not names:
+        return None
+    tensors = layer.tensor_map
+    p = costs.precision
+    cache = tuple((n, tensors[n].elements) for n in names)
+    elements = sympy.expand(sum((e * layer.copies(n) for n, e in cache), sympy.Integer(0)))
+    return Inference(cache, elements, sympy.expand(elements * p.activations),
+                     sympy.expand(costs.params * p.params),
+                     None if read is None else sympy.expand(weights_read_bytes(read, p)),
+                     layer.sequences)

@@ -1,0 +1,1 @@
+"""Backward rules: derived from each op, chained in reverse order."""

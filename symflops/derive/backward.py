@@ -1,0 +1,486 @@
+"""Backward rules, derived symbolically from each op's index expression.
+
+For a contraction ``Y[o] = c * A[a] B[b] ...`` the op's share of the first-order
+change of the loss is the scalar ``sum over all indices of dY[o] * c * A[a] B[b] ...``
+(the chain rule: ``dL = sum dY * dY_op``).  The gradient of an operand ``T`` is
+the derivative of that scalar with respect to a generic element ``T[i', j', ...]``:
+
+1. *contribution*: write the scalar;
+2. *differentiate*: product rule over every occurrence of ``T``; SymPy
+   differentiates the occurrence, ``d T[i,j] / d T[i',j'] = delta(i,i') delta(j,j')``;
+3. *contract*: each Kronecker delta with a summed index removes that sum
+   (substitute the index); deltas between two generic indices remain and mean
+   the gradient lives on a diagonal;
+4. *rename*: the generic indices get the operand's own letters back, and the
+   result is read out as an einsum statement, ``dT[i,j] = ...``.
+
+No table of cases is consulted, so any einsum (batch indices, outer products,
+several contracted indices, broadcast, diagonals, a tensor used twice) derives
+the same way.  Each step is kept as a :class:`Step` record for the sheets, and
+the product-rule terms are checked against SymPy's own derivative of the whole
+scalar.  Rules are chained in reverse op order; a tensor read by several ops
+gets one rule per op, to be summed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from dataclasses import dataclass
+from typing import Iterable
+
+import sympy
+
+from ..ops.functions import FUNCTIONS
+from ..core.ir import Contraction, Einsum, Factor, Layer, fresh_letter, rename
+
+
+def grad_name(tensor: str) -> str:
+    return "d" + tensor
+
+
+@dataclass(frozen=True)
+class IndexTerm:
+    """``coefficient * prod(factors) * prod(delta(a, b))``, summed over ``summed``."""
+
+    coefficient: sympy.Expr
+    factors: tuple[Factor, ...]
+    deltas: tuple[tuple[str, str], ...] = ()
+    summed: tuple[str, ...] = ()
+
+    def sympy(self) -> sympy.Expr:
+        """The summand as a SymPy expression of Indexed objects (no Sum)."""
+        expr = self.coefficient
+        for f in self.factors:
+            if f.is_indicator:  # an Iverson bracket: a function SymPy never differentiates
+                head = sympy.IndexedBase(f.tensor)[tuple(_sym(i) for i in f.indices[1:])] \
+                    if f.is_select else _sym(f.indices[1]) + _sym(f.indices[2]) if f.is_shift \
+                    else _sym(f.indices[1])
+                expr *= sympy.Function(_INDICATOR_NAMES[f.fn])(_sym(f.indices[0]), head)
+                continue
+            element = sympy.IndexedBase(f.tensor)[tuple(_sym(i) for i in f.indices)] if f.indices \
+                else sympy.Symbol(f.tensor)
+            expr *= sympy.Function(f.fn)(element) if f.fn else element
+        for a, b in self.deltas:
+            expr *= sympy.KroneckerDelta(_sym(a), _sym(b))
+        return expr
+
+
+@dataclass(frozen=True)
+class Step:
+    """One line of a derivation: ``lhs = sum(terms)``.  ``kind`` is one of
+    'contribution', 'differentiate', 'contract', 'rename'."""
+
+    kind: str
+    lhs: Factor
+    terms: tuple[IndexTerm, ...]
+    note: str
+    #: a step that is a SymPy expression rather than index terms (the
+    #: forward formula and the derivative of a normalisation)
+    expr: sympy.Expr | None = None
+
+
+@dataclass(frozen=True)
+class MatrixProduct:
+    """A rule or op that is an ordinary matrix product, e.g. ``dW = X^T dY``:
+    ``output = coefficient * F1 F2`` with each factor possibly transposed."""
+
+    output: str
+    coefficient: sympy.Expr
+    factors: tuple[tuple[str, bool], ...]  # (tensor, transposed)
+
+    def __str__(self) -> str:
+        parts = [name + ("^T" if t else "") for name, t in self.factors]
+        coef = "" if self.coefficient == 1 else sympy.sstr(self.coefficient) + " "
+        return f"{self.output} = {coef}{' '.join(parts)}"
+
+
+@dataclass(frozen=True)
+class Rule:
+    """The gradient contribution that forward op ``op`` sends to ``wrt``.
+
+    ``terms`` are einsums to be added (several when ``wrt`` occurs more than
+    once in the op with different index patterns).  ``index_dims`` gives the
+    extent of every letter used by the terms."""
+
+    wrt: str
+    op: int
+    terms: tuple[Einsum, ...]
+    index_dims: tuple[tuple[str, sympy.Expr], ...]
+    steps: tuple[Step, ...]
+    #: whether the forward term it comes from sums over an index (matmul-type
+    #: work, counted in ``flops``) rather than being elementwise.
+    matmul: bool = True
+
+    @property
+    def grad(self) -> str:
+        return grad_name(self.wrt)
+
+    @property
+    def statement(self) -> str:
+        text = ""
+        for k, t in enumerate(self.terms):
+            rhs = t.statement(where=False).split(" = ", 1)[1]
+            if k:
+                text += " - " + rhs[1:] if rhs.startswith("-") else " + " + rhs
+            else:
+                text = rhs
+        # One clause for the whole sum: a condition restricts each term carrying both letters.
+        clauses = tuple(dict.fromkeys(c for t in self.terms for c in t.where()))
+        return f"{self.terms[0].output} = {text}" + (" where " + ", ".join(clauses) if clauses else "")
+
+    @property
+    def reads(self) -> tuple[str, ...]:
+        """Tensors the rule reads, in order of first appearance."""
+        return tuple(dict.fromkeys(f.tensor for t in self.terms for f in t.operands
+                                   if f.reads_tensor))
+
+    @property
+    def matrix_form(self) -> MatrixProduct | None:
+        return matrix_form(self.terms[0]) if len(self.terms) == 1 else None
+
+    def dims(self) -> dict[str, sympy.Expr]:
+        return dict(self.index_dims)
+
+
+@dataclass(frozen=True)
+class Derivation:
+    """A layer with its backward rules in the order they are computed."""
+
+    layer: Layer
+    rules: tuple[Rule, ...]
+    needs_grad: frozenset[str]
+
+    @property
+    def saved(self) -> tuple[str, ...]:
+        """Forward tensors (not parameters) that some backward rule reads, in
+        forward order: the activations training must keep."""
+        read = {name for r in self.rules for name in r.reads}
+        return tuple(t.name for t in self.layer.tensors
+                     if t.name in read and not t.is_param)
+
+    def _repr_markdown_(self) -> str:
+        """In a notebook, a derived layer shows its derivation sheet."""
+        from ..count.cost import costs  # display only: the pipeline itself never reaches back
+        from ..sheets.render import render
+
+        return render(self, costs(self), "md")
+
+    def needed_by(self, tensor: str) -> tuple[str, ...]:
+        """The gradients whose rules read ``tensor``."""
+        return tuple(dict.fromkeys(r.grad for r in self.rules if tensor in r.reads))
+
+
+# ----------------------------------------------------------------- helpers --
+
+_INDICATOR_NAMES = {"<=": "le", "<": "lt", ">=": "ge", ">": "gt", "=": "select", "=+": "shift"}
+
+
+def _sym(letter: str) -> sympy.Symbol:
+    return sympy.Symbol(letter, integer=True)
+
+
+def _fresh(used: set[str], preferred: Iterable[str] = ()) -> str:
+    return fresh_letter(used, preferred)
+
+
+def _rename_factor(f: Factor, mapping: dict[str, str]) -> Factor:
+    return Factor(f.tensor, tuple(mapping.get(i, i) for i in f.indices), fn=f.fn)
+
+
+def _rename_term(t: IndexTerm, mapping: dict[str, str]) -> IndexTerm:
+    return IndexTerm(
+        t.coefficient,
+        tuple(_rename_factor(f, mapping) for f in t.factors),
+        tuple((mapping.get(a, a), mapping.get(b, b)) for a, b in t.deltas),
+        tuple(mapping.get(i, i) for i in t.summed),
+    )
+
+
+def _delta_pairs(occurrence: Factor, generic: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    """Let SymPy differentiate one occurrence with respect to the generic
+    element, and read the Kronecker deltas off its answer."""
+    base = sympy.IndexedBase(occurrence.tensor)
+    letters = tuple(_sym(i) for i in occurrence.indices)
+    element = tuple(_sym(g) for g in generic)
+    derivative = base[letters].diff(base[element]) if letters else sympy.Integer(1)
+    pairs = []
+    for factor in sympy.Mul.make_args(derivative):
+        if isinstance(factor, sympy.KroneckerDelta):
+            a, b = (str(s) for s in factor.args)
+            # SymPy orders the arguments canonically; keep (summed letter, generic).
+            pairs.append((a, b) if b in generic else (b, a))
+        elif factor != 1:
+            raise AssertionError(f"unexpected factor {factor} in d{occurrence}")
+    return tuple(pairs)
+
+
+def _contract(term: IndexTerm, generic: set[str]) -> IndexTerm:
+    """Remove every delta that pairs a summed index with another index."""
+    factors, deltas, summed = list(term.factors), list(term.deltas), list(term.summed)
+    changed = True
+    while changed:
+        changed = False
+        for k, (a, b) in enumerate(deltas):
+            if a == b:
+                del deltas[k]
+                changed = True
+                break
+            victim, keep = (a, b) if a in summed else (b, a) if b in summed else (None, None)
+            if victim is None:
+                continue
+            mapping = {victim: keep}
+            factors = [_rename_factor(f, mapping) for f in factors]
+            deltas = [(mapping.get(x, x), mapping.get(y, y)) for x, y in deltas[:k] + deltas[k + 1:]]
+            summed.remove(victim)
+            changed = True
+            break
+    return IndexTerm(term.coefficient, tuple(factors), tuple(deltas), tuple(summed))
+
+
+def _merge(terms: list[tuple[Factor, IndexTerm]]) -> list[tuple[Factor, IndexTerm]]:
+    """Add the coefficients of terms that are the same einsum."""
+    merged: dict[tuple, tuple[Factor, IndexTerm]] = {}
+    for out, t in terms:
+        # The same factors in another order are the same einsum.
+        key = (out, tuple(sorted(t.factors, key=lambda f: (f.tensor, f.indices, f.fn or ""))),
+               frozenset(t.summed))
+        if key in merged:
+            prev = merged[key][1]
+            t = IndexTerm(prev.coefficient + t.coefficient, prev.factors, prev.deltas, prev.summed)
+        merged[key] = (out, t)
+    return [v for v in merged.values() if v[1].coefficient != 0]
+
+
+# -------------------------------------------------------------- the rule --
+
+def _derivative_factor(op: Contraction, occurrence: Factor,
+                       output_form: bool = True) -> tuple[Factor, ...]:
+    """What differentiating ``occurrence`` leaves besides Kronecker deltas:
+    nothing for a plain tensor, f'(X) for f(X) -- or f' written in the output
+    Y when the op is exactly Y = f(X) and f's convention saves its output."""
+    if not occurrence.fn:
+        return ()
+    function = FUNCTIONS[occurrence.fn]
+    e = op.terms[0]
+    lone = (output_form and len(op.terms) == 1 and len(e.operands) == 1 and e.coefficient == 1
+            and occurrence.indices == e.output.indices
+            and len(set(occurrence.indices)) == len(occurrence.indices))
+    if function.saves == "output" and lone:
+        return (Factor(e.output.tensor, e.output.indices, fn=f"{function.name}'@out"),)
+    return (Factor(occurrence.tensor, occurrence.indices, fn=f"{function.name}'"),)
+
+
+def contraction_rules(op: Contraction, op_number: int, wrt: str,
+                      output_form: bool = True) -> tuple[Rule, ...]:
+    """Every gradient contribution that ``op`` sends to ``wrt``: per term that
+    reads ``wrt``, one rule per index pattern of the result (several only when
+    ``wrt`` occurs both on and off a diagonal)."""
+    return tuple(rule for k, term in enumerate(op.terms)
+                 if any(f.tensor == wrt for f in term.factors)
+                 for rule in term_rules(op, k, op_number, wrt, output_form))
+
+
+@functools.lru_cache(maxsize=4096)
+def term_rules(op: Contraction, term: int, op_number: int, wrt: str,
+               output_form: bool = True) -> tuple[Rule, ...]:
+    """Derive the gradient that term ``term`` of ``op`` sends to ``wrt``.
+    Remembered: a sheet derives its generic patterns again, and a model
+    shares ops with its blocks and with other models."""
+    e = op.terms[term]
+    # Derived once per pattern: tensors renamed to placeholders in order of
+    # appearance, the other terms and the op's text left out, and the
+    # placeholders named back in the rules (two sheets' X[b,d] W[d,f] and
+    # A[b,d] B[d,f] share one derivation).
+    names = list(dict.fromkeys(f.tensor for f in (e.output, *e.operands)))
+    placeholder = {n: f"\0{k}\0" for k, n in enumerate(names)}
+    letters = {i for f in e.operands for i in f.indices} | set(e.output.indices)  # lookups too
+    pattern = Contraction((rename(e, placeholder, {}),),
+                          tuple((i, d) for i, d in op.index_dims if i in letters))
+    back = {p: n for n, p in placeholder.items()}
+    back.update({grad_name(p): grad_name(n) for p, n in back.items()})
+    try:
+        # A lone term of a one-term op may write f' in its output (see _derivative_factor).
+        rules = _term_rules(pattern, 0, placeholder[wrt], output_form and len(op.terms) == 1)
+    except AssertionError as exc:
+        raise AssertionError(f"{_named_text(str(exc), back)} ({op.text})") from None
+    return tuple(_named_back(r, back, op_number) for r in rules)
+
+
+def _named_text(s: str, back: dict[str, str]) -> str:
+    for p, n in back.items():
+        s = s.replace(p, n)
+    return s
+
+
+def _named_back(rule: Rule, back: dict[str, str], op_number: int) -> Rule:
+    renamed = rename(rule, back, {})
+    steps = tuple(dataclasses.replace(s, note=_named_text(s.note, back)) for s in renamed.steps)
+    return dataclasses.replace(renamed, wrt=back[rule.wrt], op=op_number, steps=steps)
+
+
+@functools.lru_cache(maxsize=4096)
+def _term_rules(op: Contraction, term: int, wrt: str, output_form: bool) -> tuple[Rule, ...]:
+    op_number = 0  # set by term_rules
+    e = op.terms[term]
+    extents = op.dims()
+    upstream = Factor(grad_name(e.output.tensor), e.output.indices)
+    # Sums are written over the operands' letters in reading order (X[i,j] W[j,k]: i, j, k).
+    letters = tuple(dict.fromkeys([*(i for f in e.operands for i in f.indices),
+                                   *e.output.indices]))
+    # An indicator ([t <= s], [v = tok[b]]) is never differentiated: it rides along.
+    occurrences = [k for k, f in enumerate(e.operands) if f.tensor == wrt and not f.is_indicator]
+    first = e.operands[occurrences[0]]
+    used = set(letters)
+    generic = tuple(_fresh(used, [f"{i}'", f"{i}''", f"{i}'''"]) for i in first.indices)
+    element = Factor(grad_name(wrt), generic)
+    for g, i in zip(generic, first.indices):
+        extents[g] = extents[i]
+
+    # 1. The op's contribution to dL, summed over every index.
+    scalar = IndexTerm(e.coefficient, (upstream, *e.operands), (), letters)
+    # 2. Product rule: one term per occurrence, the occurrence replaced by its
+    #    derivative (Kronecker deltas) and the upstream gradient put in its place.
+    differentiated = []
+    for k in occurrences:
+        others: list[Factor] = []
+        for j, f in enumerate(e.operands):
+            others += [upstream, *_derivative_factor(op, f, output_form)] if j == k else [f]
+        plain = Factor(e.operands[k].tensor, e.operands[k].indices)
+        differentiated.append(IndexTerm(e.coefficient, tuple(others),
+                                        _delta_pairs(plain, generic), letters))
+    has_fn = any(f.fn for f in e.factors)
+    check = sympy.expand(scalar.sympy().diff(
+        sympy.IndexedBase(wrt)[tuple(_sym(g) for g in generic)]) if generic and not has_fn else 0)
+    if generic and not has_fn and sympy.expand(sum(t.sympy() for t in differentiated) - check) != 0:
+        raise AssertionError(f"product rule disagrees with SymPy for d{wrt}")
+    # 3. Contract the deltas.
+    contracted = [_contract(t, set(generic)) for t in differentiated]
+    # 4. Rename generic indices to the operand's own letters; read out einsums.
+    renamed: list[tuple[Factor, IndexTerm]] = []
+    for t in contracted:
+        parent = {g: g for g in generic}
+        for a, b in t.deltas:
+            parent[parent[b]] = parent[a]
+        taken = set(t.summed) | {i for f in t.factors for i in f.indices if i not in generic}
+        mapping: dict[str, str] = {}
+        chosen: set[str] = set()
+        for g, letter in zip(generic, first.indices):
+            root = parent[g]
+            if root in mapping:
+                mapping[g] = mapping[root]
+                continue
+            name = letter if letter not in chosen else _fresh(chosen | taken | set(letters))
+            mapping[g] = mapping[root] = name
+            chosen.add(name)
+        # A summed letter that now collides with an output letter moves aside.
+        for s in t.summed:
+            if s in chosen:
+                mapping[s] = _fresh(chosen | taken | set(letters) | set(mapping.values()))
+                extents[mapping[s]] = extents[s]
+        out = Factor(grad_name(wrt), tuple(mapping[g] for g in generic))
+        r = _rename_term(t, mapping)
+        renamed.append((out, IndexTerm(r.coefficient, r.factors, (), r.summed)))
+    renamed = _merge(renamed)
+    for out, _ in renamed:
+        for letter, g in zip(out.indices, generic):
+            extents.setdefault(letter, extents[g])
+
+    steps = (
+        Step("contribution", Factor("L", ()), (scalar,),
+             f"the op's share of dL: d{e.output.tensor} times the op, summed over every index"),
+        Step("differentiate", element, tuple(differentiated),
+             f"product rule over the {len(occurrences)} occurrence(s) of {wrt}; "
+             f"d{wrt}[..]/d{wrt}[..'] is a product of Kronecker deltas"),
+        Step("contract", element, tuple(contracted),
+             "each delta with a summed index removes that sum"),
+        Step("rename", renamed[0][0] if renamed else element,
+             tuple(t for _, t in renamed), f"back to the letters of {wrt}"),
+    )
+    terms = [Einsum(out, t.factors, t.coefficient) for out, t in renamed]
+    if not terms:  # the contributions cancel: the gradient is zero
+        terms = [Einsum(Factor(grad_name(wrt), first.indices), (), sympy.Integer(0))]
+    groups: dict[Factor, list[Einsum]] = {}
+    for t in terms:
+        groups.setdefault(t.output, []).append(t)
+    rules = []
+    for group in groups.values():
+        used_letters = {i for t in group for i in t.indices}
+        index_dims = tuple((i, extents[i]) for i in sorted(used_letters, key=str))
+        rules.append(Rule(wrt, op_number, tuple(group), index_dims, steps, bool(e.contracted)))
+    return tuple(rules)
+
+
+def matrix_form(e: Einsum) -> MatrixProduct | None:
+    """``e`` as a product of two matrices with transposes, when it is one."""
+    if len(e.operands) != 2 or len(e.output.indices) != 2 or any(f.is_indicator for f in e.operands):
+        return None
+    (u, v), (r, c) = e.operands, e.output.indices
+    summed = e.summed
+    if (len(u.indices) != 2 or len(v.indices) != 2 or len(summed) != 1 or r == c
+            or len(set(u.indices)) != 2 or len(set(v.indices)) != 2):
+        return None
+    k = summed[0]
+    if k not in u.indices or k not in v.indices:
+        return None
+    if r in u.indices and c in v.indices:
+        left, right = u, v
+    elif r in v.indices and c in u.indices:
+        left, right = v, u
+    else:
+        return None
+    return MatrixProduct(e.output.tensor, e.coefficient,
+                         ((left.tensor, left.indices == (k, r)),
+                          (right.tensor, right.indices == (c, k))))
+
+
+def needs_gradient(layer: Layer, repeats: bool = True) -> frozenset[str]:
+    """Tensors whose gradient is computed: those that want one, and every
+    activation through which a gradient must flow to reach one.
+
+    With ``repeats``, the data input of a repeated block with trained
+    parameters needs one too: every copy but the first takes the previous
+    copy's output, through which the earlier copies' gradients flow (see
+    :func:`repeat_only_gradients`)."""
+    need = {t.name for t in layer.tensors if t.role != "activation" and t.requires_grad}
+    forced = set()
+    if repeats:
+        tensors = layer.tensor_map
+        for b in layer.blocks:
+            if b.repeat != 1 and any(tensors[n].is_param and tensors[n].requires_grad
+                                     for n in b.tensors):
+                forced.update(n for n in b.inputs if tensors[n].role != "index")
+    # A forced input needs its gradient like any other, so the ops reading it
+    # pass one back (through a norm as much as through a residual).
+    need |= {n for n in forced if layer.tensor(n).role == "input"}
+    for op in layer.ops:  # topological order: operands are decided first
+        if op.output in forced or any(name in need for name in op.inputs):
+            need.add(op.output)
+    return frozenset(need)
+
+
+def repeat_only_gradients(layer: Layer) -> frozenset[str]:
+    """Block inputs whose gradient only the copies after the first need (the
+    first copy's input has nothing upstream that wants a gradient)."""
+    return needs_gradient(layer) - needs_gradient(layer, repeats=False)
+
+
+def derive(layer: Layer) -> Derivation:
+    """All backward rules of ``layer``, in the order backprop computes them:
+    ops in reverse; within an op, weight gradients before the gradient that
+    flows further back."""
+    need = needs_gradient(layer)
+    tensors = layer.tensor_map
+    rules = []
+    for number in reversed(range(len(layer.ops))):
+        op = layer.ops[number]
+        if op.output not in need:
+            continue
+        if not isinstance(op, Contraction):  # an op that knows its own rule
+            rules.extend(op.rules(number))
+            continue
+        targets = sorted((n for n in op.inputs if n in need),
+                         key=lambda n: not tensors[n].is_param)
+        for name in targets:
+            rules.extend(contraction_rules(op, number, name))
+    return Derivation(layer, tuple(rules), need)

@@ -1,0 +1,446 @@
+"""The grammar of one op statement.
+
+::
+
+    statement := ref "=" rhs ["where" condition ("," condition)*]
+    rhs       := ["-"] term (("+" | "-") term)*
+    term      := factor (["*"] factor | "/" constant)*
+    factor    := ref | NAME "(" ref ["," constant] ")" | constant
+    ref       := NAME "[" [index ("," index)*] "]"
+    index     := INDEX | NAME "[" INDEX ("," INDEX)* "]"       (a lookup: E[tok[b], d])
+               | INDEX "+" INDEX                             (a shift: X[b,c,p+k])
+    condition := INDEX ("<=" | "<" | ">=" | ">") INDEX          (t <= s)
+    constant  := NUMBER | NAME | NAME "(" ... ")" | "(" ... ")"     (no brackets inside)
+
+Examples: ``H[b,f] = X[b,d] W_in[d,f]``, ``A[s,t] = Q[s,h] K[t,h] / sqrt(H)``,
+``Y[b,d] = X[b,d] + F[b,d]``, ``G[b,f] = silu(A[b,f]) * U[b,f]``,
+``Z[b,d] = dropout(A[b,d], 0.1)``, ``X[b,d] = E[tok[b], d]``,
+``A[s,t] = Q[s,e] K[t,e] / sqrt(E) where t <= s``.  Juxtaposition and ``*`` both multiply.
+A call whose argument is an indexed tensor applies a function (or an op such
+as ``softmax_t``) to it; any other parenthesised or named factor is a
+constant, kept as text with its column and read later by the whitelisting
+:mod:`symflops.core.expr`.  Nothing here evaluates anything.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ..core.errors import Span, SymflopsError
+
+_TOKEN = re.compile(
+    r"(?P<space>\s+)|(?P<name>[A-Za-z_][A-Za-z0-9_]*)"
+    r"|(?P<number>\d[\d_]*(?:\.\d*)?(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?)"
+    r"|(?P<punct>\*\*|<=|>=|[\[\],=*/()+\-^<>])"
+)
+
+
+@dataclass(frozen=True)
+class Token:
+    kind: str  # 'name' | 'number' | 'punct' | 'end'
+    text: str
+    column: int  # 0-based offset in the statement
+
+
+@dataclass(frozen=True)
+class Ref:
+    """``NAME[i, j]`` with the 0-based column of the name and of each index.
+    A looked-up position (``E[tok[b], d]``) has ``""`` in ``indices`` and its
+    index tensor's reference in ``gathers``, as ``(position, Ref)``.  A shifted
+    position (``X[b,c,p+k]``) has ``""`` in ``indices`` and its two letters in
+    ``shifts``, as ``(position, p, p's column, k, k's column)``."""
+
+    name: str
+    column: int
+    indices: tuple[str, ...]
+    index_columns: tuple[int, ...]
+    gathers: tuple[tuple[int, "Ref"], ...] = ()
+    shifts: tuple[tuple[int, str, int, str, int], ...] = ()
+
+
+@dataclass(frozen=True)
+class Condition:
+    """``left op right`` in a where-clause, with the columns of both letters."""
+
+    left: str
+    op: str
+    right: str
+    column: int
+    right_column: int
+
+
+@dataclass(frozen=True)
+class Call:
+    """``name(ref[, constant])``: a pointwise function or an op applied to a tensor."""
+
+    name: str
+    column: int
+    ref: Ref
+    argument: "Constant | Ref | None" = None
+
+
+@dataclass(frozen=True)
+class Constant:
+    """Constant text (``sqrt(H)``, ``0.125``, ``D``) and its column; ``divide``
+    when it follows ``/``."""
+
+    text: str
+    column: int
+    divide: bool = False
+
+
+@dataclass(frozen=True)
+class Term:
+    """A signed product of factors."""
+
+    negative: bool
+    factors: tuple[Ref | Call | Constant, ...]
+    column: int
+
+
+@dataclass(frozen=True)
+class Statement:
+    lhs: Ref
+    terms: tuple[Term, ...]
+    text: str
+    where: tuple[Condition, ...] = ()
+
+    @property
+    def refs(self) -> tuple[Ref, ...]:
+        """Every tensor reference on the right side, in order (an index
+        tensor of a lookup right after the tensor it looks up)."""
+        out: list[Ref] = []
+        for term in self.terms:
+            for f in term.factors:
+                ref = f if isinstance(f, Ref) else f.ref if isinstance(f, Call) else None
+                if ref is not None:
+                    out.append(ref)
+                    out += [inner for _, inner in ref.gathers]
+        return tuple(out)
+
+
+EXAMPLE = "'H[b,f] = X[b,d] W[d,f]'"
+
+#: Limits on one op, checked as soon as it is parsed.  Deriving and pricing an
+#: op grows fast with its size (the product rule writes each operand's
+#: gradient as a product of all the others, which SymPy multiplies out and
+#: checks; the costs factor polynomials in every dim an op spans), so an op
+#: beyond these would run for minutes instead of failing.  Real layers stay
+#: far below them: a transformer block's ops have at most 3 operands and 5
+#: letters.
+MAX_LETTERS = 16  # distinct index letters in one op, output included
+MAX_FACTORS = 16  # factors in one product (tensors, calls and constants)
+MAX_TERMS = 64    # products added in one op
+#: Tensors (plain or through a function) in one product: its backward rules
+#: search every pairwise order over subsets of them (3**n / 2 splits).
+MAX_TENSORS = 8
+
+
+def tokenize(text: str, span: Span | None = None) -> list[Token]:
+    tokens: list[Token] = []
+    pos = 0
+    while pos < len(text):
+        m = _TOKEN.match(text, pos)
+        if m is None:
+            raise SymflopsError(
+                f"unexpected character {text[pos]!r} in op {text!r}", _at(span, pos),
+                f"an op is written like {EXAMPLE}: tensor names, index letters in square "
+                "brackets, '=', and '*' or spaces between factors")
+        if m.lastgroup != "space":
+            tokens.append(Token(m.lastgroup or "", m.group(), pos))
+        pos = m.end()
+    tokens.append(Token("end", "", len(text)))
+    return tokens
+
+
+def _at(span: Span | None, column: int) -> Span | None:
+    return span.shifted(column) if span is not None else None
+
+
+class _Parser:
+    def __init__(self, text: str, span: Span | None, tensors: frozenset[str] = frozenset()):
+        self.text = text
+        self.span = span
+        self.tensors = tensors
+        self.tokens = tokenize(text, span)
+        self.pos = 0
+
+    @property
+    def tok(self) -> Token:
+        return self.tokens[self.pos]
+
+    def peek(self, k: int = 1) -> Token:
+        return self.tokens[min(self.pos + k, len(self.tokens) - 1)]
+
+    def error(self, message: str, hint: str, token: Token | None = None) -> SymflopsError:
+        token = token or self.tok
+        return SymflopsError(message, _at(self.span, token.column), hint)
+
+    @staticmethod
+    def describe(token: Token) -> str:
+        return "the end of the op" if token.kind == "end" else repr(token.text)
+
+    def expect(self, text: str, message: str, hint: str) -> Token:
+        if self.tok.text != text or self.tok.kind == "end":
+            raise self.error(f"{message}, found {self.describe(self.tok)}", hint)
+        token = self.tok
+        self.pos += 1
+        return token
+
+    def at_where(self) -> bool:
+        """The keyword ``where`` (a name not followed by '[' or '(')."""
+        return (self.tok.kind == "name" and self.tok.text == "where"
+                and self.peek().text not in ("[", "("))
+
+    def ref(self, inner: bool = False) -> Ref:
+        name = self.tok
+        if name.kind != "name":
+            raise self.error(f"expected a tensor name, found {self.describe(name)}",
+                             "each factor is a tensor with its indices, e.g. 'X[b,d]'")
+        self.pos += 1
+        if self.tok.text != "[":
+            raise self.error(
+                f"expected '[' after tensor {name.text!r}, found {self.describe(self.tok)}",
+                f"give the indices of {name.text} in square brackets, e.g. '{name.text}[b,d]'")
+        opening = self.tok
+        self.pos += 1
+        indices: list[str] = []
+        columns: list[int] = []
+        gathers: list[tuple[int, Ref]] = []
+        shifts: list[tuple[int, str, int, str, int]] = []
+        while self.tok.text != "]":
+            if self.tok.kind == "end":
+                raise self.error(f"'[' after {name.text!r} is never closed",
+                                 "close the index list with ']'", opening)
+            if indices:
+                self.expect(",", f"expected ',' or ']' in the indices of {name.text!r}",
+                            "separate index letters with commas, e.g. 'X[b,d]'")
+            if self.tok.kind != "name":
+                raise self.error(
+                    f"expected an index name in {name.text}[...], found {self.describe(self.tok)}",
+                    "indices are names such as b, d, head, t1, or a shift of two letters "
+                    "such as p+k; other arithmetic on indices is not allowed")
+            if self.peek().text == "[":  # a lookup through an index tensor: E[tok[b], d]
+                if inner:
+                    raise self.error(f"a lookup inside the lookup {name.text}[...]",
+                                     "index tensors take plain letters, e.g. E[tok[b], d]")
+                gathers.append((len(indices), self.ref(inner=True)))
+                indices.append("")
+                columns.append(gathers[-1][1].column)
+                continue
+            if self.peek().text == "+":  # a shifted index: X[b,c,p+k]
+                first = self.tok
+                if inner:
+                    raise self.error(f"a shifted index inside the lookup {name.text}[...]",
+                                     "index tensors take plain letters, e.g. E[tok[b], d]")
+                self.pos += 2
+                second = self.tok
+                if second.kind != "name" or self.peek().text in ("[", "(", "+"):
+                    raise self.error(f"expected an index letter after '{first.text}+', found "
+                                     f"{self.describe(second)}",
+                                     "a shifted index adds two letters, e.g. X[b,c,p+k]")
+                self.pos += 1
+                shifts.append((len(indices), first.text, first.column, second.text, second.column))
+                indices.append("")
+                columns.append(first.column)
+                continue
+            indices.append(self.tok.text)
+            columns.append(self.tok.column)
+            self.pos += 1
+        self.pos += 1
+        if inner and not indices:
+            raise self.error(f"the index tensor {name.text} has no index", "give it letters, "
+                             f"e.g. {name.text}[b]", name)
+        return Ref(name.text, name.column, tuple(indices), tuple(columns), tuple(gathers),
+                   tuple(shifts))
+
+    def _balanced(self) -> Constant:
+        """Raw text from here to the matching ')' (the current token is '(' or
+        a name followed by '('); it must hold no tensor reference."""
+        start = self.tok
+        if self.tok.kind == "name":
+            self.pos += 1
+        depth = 0
+        while True:
+            tok = self.tok
+            if tok.kind == "end":
+                raise self.error("'(' is never closed", "add the missing ')'", start)
+            if tok.text == "[":
+                raise self.error("a tensor inside a constant factor",
+                                 "functions apply to one tensor, e.g. gelu(H[b,f]); sums of "
+                                 "tensors inside parentheses are not supported: write them "
+                                 "as a separate op", tok)
+            self.pos += 1
+            if tok.text == "(":
+                depth += 1
+            elif tok.text == ")":
+                depth -= 1
+                if depth == 0:
+                    end = tok.column + 1
+                    return Constant(self.text[start.column:end], start.column)
+
+    def constant_or_call(self) -> Ref | Call | Constant:
+        tok = self.tok
+        if tok.kind == "number":
+            self.pos += 1
+            return Constant(tok.text, tok.column)
+        if tok.kind == "name" and self.peek().text == "[":
+            return self.ref()
+        if tok.kind == "name" and self.peek().text == "(":
+            # A call on an indexed tensor is a function or an op; else a constant.
+            if self.peek(2).kind == "name" and self.peek(3).text == "[":
+                self.pos += 2
+                ref = self.ref()
+                argument = None
+                if self.tok.text == ",":
+                    self.pos += 1
+                    argument = self.constant_or_call()
+                    if isinstance(argument, Call):
+                        raise self.error("the second argument must be a constant or a tensor",
+                                         "e.g. dropout(A[b,d], 0.1) or "
+                                         "cross_entropy_v(Z[b,v], y[b])")
+                self.expect(")", f"expected ')' to close {tok.text}(...)",
+                            f"a call takes one tensor, e.g. {tok.text}(X[b,d])")
+                return Call(tok.text, tok.column, ref, argument)
+            return self._balanced()
+        if tok.kind == "name":
+            if tok.text in self.tensors:  # a tensor without its indices
+                return self.ref()
+            self.pos += 1
+            return Constant(tok.text, tok.column)
+        if tok.text == "(":
+            return self._balanced()
+        raise self.error(f"unexpected {self.describe(tok)}",
+                         f"the right side is a sum of products of tensors, e.g. {EXAMPLE}")
+
+    def term(self, negative: bool) -> Term:
+        start = self.tok.column
+        factors: list[Ref | Call | Constant] = [self.constant_or_call()]
+        while self.tok.kind != "end" and self.tok.text not in ("+", "-") and not self.at_where():
+            if self.tok.text == "/":
+                slash = self.tok
+                self.pos += 1
+                divisor = self.constant_or_call()
+                if not isinstance(divisor, Constant):
+                    raise self.error("division by a tensor is not supported", "divide by "
+                                     "constants only, e.g. '/ sqrt(H)'", slash)
+                factors.append(Constant(divisor.text, divisor.column, divide=True))
+                continue
+            if self.tok.text == "*":
+                self.pos += 1
+                if self.tok.kind == "end":
+                    raise self.error("the op ends after '*'", "put a factor after '*' or remove it")
+            if self.tok.text in ("**", "^"):
+                raise self.error("powers of tensors are not supported",
+                                 "write a product, e.g. X[b,d] X[b,d]")
+            factors.append(self.constant_or_call())
+        return Term(negative, tuple(factors), start)
+
+    def statement(self) -> Statement:
+        if self.tok.kind == "end":
+            raise self.error("empty op", f"write an op like {EXAMPLE}")
+        lhs = self.ref()
+        self.expect("=", "expected '=' after the output tensor",
+                    f"an op assigns one output, e.g. {EXAMPLE}")
+        if self.tok.kind == "end":
+            raise self.error("nothing after '='", f"write an op like {EXAMPLE}")
+        terms = []
+        negative = False
+        if self.tok.text == "-":
+            negative = True
+            self.pos += 1
+        terms.append(self.term(negative))
+        while self.tok.kind != "end" and not self.at_where():
+            negative = self.tok.text == "-"
+            self.pos += 1
+            if self.tok.kind == "end":
+                raise self.error("the op ends after '+' or '-'", "add the missing term")
+            terms.append(self.term(negative))
+        where: list[Condition] = []
+        if self.at_where():
+            self.pos += 1
+            where.append(self.condition())
+            while self.tok.text == ",":
+                self.pos += 1
+                where.append(self.condition())
+            if self.tok.kind != "end":
+                raise self.error(f"unexpected {self.describe(self.tok)} in the where-clause",
+                                 "separate conditions with commas, e.g. 'where t <= s, u < t'; "
+                                 "the where-clause ends the op")
+        statement = Statement(lhs, tuple(terms), self.text, tuple(where))
+        self.check_size(statement)
+        return statement
+
+    def check_size(self, st: Statement) -> None:
+        """Refuse an op larger than MAX_TERMS, MAX_TENSORS, MAX_FACTORS or MAX_LETTERS,
+        pointing at the first term, factor or letter past the limit."""
+        if len(st.terms) > MAX_TERMS:
+            raise SymflopsError(
+                f"the op adds {len(st.terms)} products, more than the limit of {MAX_TERMS}",
+                _at(self.span, st.terms[MAX_TERMS].column),
+                f"add them in several ops of at most {MAX_TERMS} products each, e.g. "
+                "'S1[b,d] = X1[b,d] + X2[b,d]' then 'Y[b,d] = S1[b,d] + X3[b,d]'")
+        for term in st.terms:
+            tensors = [f for f in term.factors if not isinstance(f, Constant)]
+            if len(tensors) > MAX_TENSORS:
+                raise SymflopsError(
+                    f"a product of {len(tensors)} tensors, more than the limit of {MAX_TENSORS}",
+                    _at(self.span, tensors[MAX_TENSORS].column),
+                    "contract it in steps through intermediate tensors, e.g. "
+                    "'T[i,k] = A[i,j] B[j,k]' then 'Y[i,l] = T[i,k] C[k,l]'")
+            if len(term.factors) > MAX_FACTORS:
+                raise SymflopsError(
+                    f"a product of {len(term.factors)} factors, more than the limit of "
+                    f"{MAX_FACTORS}", _at(self.span, term.factors[MAX_FACTORS].column),
+                    "contract it in steps through intermediate tensors, e.g. "
+                    "'T[i,k] = A[i,j] B[j,k]' then 'Y[i,l] = T[i,k] C[k,l]'")
+        letters: list[tuple[int, str]] = list(zip(st.lhs.index_columns, st.lhs.indices))
+        for ref in st.refs:
+            letters += [(c, i) for c, i in zip(ref.index_columns, ref.indices) if i]
+            letters += [(c, i) for _, a, ca, b, cb in ref.shifts for c, i in ((ca, a), (cb, b))]
+        seen: set[str] = set()
+        for column, letter in sorted(letters):
+            seen.add(letter)
+            if len(seen) > MAX_LETTERS:
+                count = len({i for _, i in letters})
+                raise SymflopsError(
+                    f"the op has {count} distinct index letters, more than the limit of "
+                    f"{MAX_LETTERS}", _at(self.span, column),
+                    f"split it into ops of at most {MAX_LETTERS} letters (contract some "
+                    "operands into an intermediate tensor first), or merge axes that always "
+                    "go together into one dim")
+
+    def condition(self) -> Condition:
+        """``t <= s``: two index letters and a comparison."""
+        hint = "a condition compares two index letters of the op, e.g. 'where t <= s'"
+        left = self.tok
+        if left.kind != "name":
+            raise self.error(f"expected an index letter in the where-clause, found "
+                             f"{self.describe(left)}", hint)
+        self.pos += 1
+        op = self.tok
+        if op.text not in ("<=", "<", ">=", ">"):
+            raise self.error(f"expected <=, <, >= or > after {left.text!r}, found "
+                             f"{self.describe(op)}", hint)
+        self.pos += 1
+        right = self.tok
+        if right.kind != "name" or self.peek().text in ("[", "("):
+            raise self.error(f"expected an index letter after {op.text!r}, found "
+                             f"{self.describe(right)}", hint)
+        self.pos += 1
+        return Condition(left.text, op.text, right.text, left.column, right.column)
+
+
+def parse_statement(text: str, span: Span | None = None,
+                    tensors: frozenset[str] = frozenset()) -> Statement:
+    """Parse one op.  ``span`` is where ``text`` starts in its file; errors
+    point at the offending column.  Names in ``tensors`` must carry indices
+    (so a forgotten bracket is reported as such, not read as a constant)."""
+    return _Parser(text, span, tensors).statement()
+
+
+def output_name(text: str) -> str | None:
+    """The output tensor's name, read off the start of a statement, if any."""
+    m = re.match(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*\[", text)
+    return m.group(1) if m else None

@@ -1,0 +1,176 @@
+"""Pointwise functions: each defined once by its SymPy formula.
+
+The derivative of every function is derived by SymPy (``sympy.diff``), never
+typed in.  A function's backward rule ``dX = dY * f'(X)`` reads either the
+input X or, where the derivative is a function of the output (sigmoid, tanh,
+exp), the output Y: that is the convention each entry declares (``saves``),
+and for output-reading functions the derivative in terms of Y is derived too
+(SymPy inverts ``y = f(x)`` or spots ``f(x)`` inside ``f'(x)``) and checked
+numerically against ``f'(x)``.
+
+Cost convention: FLOPs per element are the number of operations in the SymPy
+formula (``sympy.count_ops``: each add, multiply, divide, power and each
+evaluation of exp, erf, tanh or max counts 1).  The same count of the
+derivative's formula, plus 1 for the multiply by dY, is the backward cost.
+These are model counts of the formula as written, not of any kernel.
+
+A factor in an einsum may carry a function name (:attr:`symflops.core.ir.Factor.fn`):
+``"gelu"`` applies the function, ``"gelu'"`` its derivative at the input, and
+``"sigmoid'@out"`` the derivative written in terms of the output.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import cached_property, lru_cache
+from typing import Callable, Iterator
+
+import numpy as np
+import sympy
+
+X = sympy.Symbol("x", real=True)
+Y = sympy.Symbol("y", real=True)
+
+
+@dataclass(frozen=True)
+class Function:
+    name: str
+    formula: sympy.Expr          # f(x) in the symbol X
+    saves: str                   # "input" or "output": what the derivative reads
+    latex: str                   # how its name prints, e.g. \operatorname{gelu}
+    description: str
+    torch_name: str              # the PyTorch function the verifier compares with
+
+    @cached_property
+    def derivative(self) -> sympy.Expr:
+        """f'(x), by SymPy."""
+        return sympy.diff(self.formula, X)
+
+    @cached_property
+    def derivative_of_output(self) -> sympy.Expr:
+        """f'(x) written as g(y) with y = f(x), for output-saving functions.
+
+        Tried in order, cheapest first: spot f(x) inside f'(x); solve
+        y = f(x) for one function of x in it (sigmoid: exp(-x) = (1 - y)/y),
+        when that equation is linear; solve y = f(x) for x.  Whatever the
+        route, the answer is kept only if g(f(x)) equals f'(x) at a few points.
+        """
+        if self.saves != "output":
+            raise ValueError(f"{self.name} saves its input")
+        d = self.derivative
+        spotted = d.subs(self.formula, Y)
+        for g in self._output_forms(d, spotted):
+            if X not in g.free_symbols and all(
+                    abs(complex(g.subs(Y, self.formula).subs(X, x) - d.subs(X, x))) < 1e-12
+                    for x in (sympy.Rational(-13, 10), sympy.Rational(2, 5), sympy.Rational(21, 10))):
+                return g
+        raise ValueError(f"cannot write {self.name}' in terms of its output")
+
+    def _output_forms(self, derivative: sympy.Expr, spotted: sympy.Expr) -> Iterator[sympy.Expr]:
+        """Candidates for f' in terms of y, most direct first.  A polynomial
+        in y is left as it is (``sympy.simplify`` costs 0.3 s on its first call)."""
+        def tidy(g: sympy.Expr) -> sympy.Expr:
+            return g if g.is_polynomial(Y) else sympy.simplify(g)
+
+        if X not in spotted.free_symbols:
+            yield tidy(spotted)
+            return
+        u = sympy.Dummy("u")
+        for atom in sorted(spotted.atoms(sympy.Function), key=sympy.default_sort_key):
+            in_u = self.formula.subs(atom, u)
+            if X in atom.free_symbols and X not in in_u.free_symbols:
+                numerator = sympy.numer(sympy.together(Y - in_u))
+                if numerator.is_polynomial(u) and sympy.degree(numerator, u) == 1:
+                    a, b = sympy.Poly(numerator, u).all_coeffs()
+                    yield tidy(spotted.subs(atom, -b / a))
+        # check=False skips SymPy's own (slow) check of each inverse.
+        for inverse in sympy.solve(sympy.Eq(Y, self.formula), X, check=False):
+            yield sympy.simplify(derivative.subs(X, inverse))
+
+    @cached_property
+    def cost(self) -> int:
+        """FLOPs per element of f (operations in its formula)."""
+        return int(sympy.count_ops(self.formula))
+
+    @cached_property
+    def derivative_cost(self) -> int:
+        """FLOPs per element of f' as the rule evaluates it (in x or in y)."""
+        expr = self.derivative_of_output if self.saves == "output" else self.derivative
+        return int(sympy.count_ops(expr))
+
+
+_SQRT_2_OVER_PI = sympy.sqrt(2 / sympy.pi)
+
+FUNCTIONS: dict[str, Function] = {f.name: f for f in (
+    Function("relu", sympy.Max(0, X), "input", r"\operatorname{relu}",
+             "rectified linear unit, max(0, x)", "relu"),
+    Function("sigmoid", 1 / (1 + sympy.exp(-X)), "output", r"\sigma",
+             "logistic sigmoid", "sigmoid"),
+    Function("tanh", sympy.tanh(X), "output", r"\tanh", "hyperbolic tangent", "tanh"),
+    Function("exp", sympy.exp(X), "output", r"\exp", "exponential", "exp"),
+    Function("silu", X / (1 + sympy.exp(-X)), "input", r"\operatorname{silu}",
+             "sigmoid-weighted linear unit (swish), x * sigmoid(x)", "silu"),
+    Function("gelu", X / 2 * (1 + sympy.erf(X / sympy.sqrt(2))), "input",
+             r"\operatorname{gelu}", "Gaussian error linear unit, exact (erf) form", "gelu"),
+    Function("gelu_tanh",
+             X / 2 * (1 + sympy.tanh(_SQRT_2_OVER_PI * (X + sympy.Rational(44715, 10**6) * X**3))),
+             "input", r"\operatorname{gelu}_{\tanh}",
+             "Gaussian error linear unit, tanh approximation", "gelu_tanh"),
+)}
+
+
+def known() -> str:
+    return ", ".join(sorted(FUNCTIONS))
+
+
+def parse_fn(fn: str) -> tuple[Function, str]:
+    """``"gelu'"`` -> (gelu, "derivative"); ``"sigmoid'@out"`` -> (sigmoid, "derivative@out");
+    ``"relu"`` -> (relu, "value")."""
+    if fn.endswith("'@out"):
+        return FUNCTIONS[fn[:-5]], "derivative@out"
+    if fn.endswith("'"):
+        return FUNCTIONS[fn[:-1]], "derivative"
+    return FUNCTIONS[fn], "value"
+
+
+def expression(fn: str) -> tuple[sympy.Expr, sympy.Symbol]:
+    """The SymPy formula a factor's function computes, and its variable."""
+    f, what = parse_fn(fn)
+    if what == "value":
+        return f.formula, X
+    if what == "derivative":
+        return f.derivative, X
+    return f.derivative_of_output, Y
+
+
+def cost(fn: str) -> int:
+    """FLOPs per element of evaluating ``fn`` (see the module's convention)."""
+    f, what = parse_fn(fn)
+    return f.cost if what == "value" else f.derivative_cost
+
+
+_NUMPY_EXTRA = {"erf": np.vectorize(math.erf, otypes=[float]),
+                "Heaviside": lambda x, h0=0.0: np.heaviside(x, h0)}
+
+
+@lru_cache(maxsize=None)
+def numpy_function(fn: str) -> Callable[[np.ndarray], np.ndarray]:
+    """A NumPy callable for ``fn``, compiled from its SymPy formula."""
+    expr, var = expression(fn)
+    # relu's derivative is Heaviside(x); at 0 take 0 (PyTorch's convention).
+    expr = expr.subs(sympy.Heaviside(var), sympy.Heaviside(var, 0))
+    compiled = sympy.lambdify(var, expr, modules=[_NUMPY_EXTRA, "numpy"])
+    return lambda a: np.broadcast_to(compiled(a), np.shape(a)).astype(float)
+
+
+def check_output_form(name: str, points: tuple[float, ...] = (-1.3, -0.2, 0.4, 2.1)) -> float:
+    """Largest |f'(x) - g(f(x))| at a few points: the derived output form is
+    the derivative."""
+    f = FUNCTIONS[name]
+    worst = 0.0
+    for p in points:
+        d = float(f.derivative.subs(X, p))
+        g = float(f.derivative_of_output.subs(Y, f.formula.subs(X, p)))
+        worst = max(worst, abs(d - g))
+    return worst

@@ -1,0 +1,157 @@
+"""The cross-entropy loss over a named index, where a model's backward pass starts.
+
+``L[] = cross_entropy_v(Z[b,v], y[b])`` sums, over the batch letters, the
+negative log-probability that the softmax over ``v`` gives the target class
+``y[b]`` (an integer tensor with ``role: index``);
+``cross_entropy_mean_v`` averages instead.  Everything this op knows is
+here: its forward pass (NumPy, PyTorch), its backward rule (derived by SymPy
+in :mod:`symflops.ops.reductions`: ``dZ = dL (P - onehot(y))``), its cost, and the
+probabilities ``P_<loss>`` it saves.  The one-hot of the targets is written as
+the selection ``[v = y_b]`` (an indicator factor), so the rule reads the
+targets (one integer per row), not a dense one-hot matrix.
+
+Cost per element of the logits, counted from the formula: exp, add into the
+row sum, divide for the probabilities (3); per row: log of the sum and the
+subtraction of the target's logit (2).  Elementwise work, apart from ``flops``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import numpy as np
+import sympy
+
+from ..count.cost import OpCost
+from ..derive.backward import IndexTerm, Rule, Step
+from ..core.errors import Span
+from ..core.ir import SELECT, Einsum, Factor
+from .reductions import Reduction, cross_entropy_rule
+
+PER_ELEMENT, PER_ROW = 3, 2
+
+
+@dataclass(frozen=True)
+class CrossEntropy:
+    """``out[] = cross_entropy_index(logits, target)``, summed (or averaged,
+    ``mean``) over the logits' other letters."""
+
+    out: Factor
+    logits: Factor
+    target: Factor
+    index: str
+    mean: bool
+    index_dims: tuple[tuple[str, sympy.Expr], ...]
+    text: str = ""
+    span: Span | None = field(default=None, compare=False)
+
+    terms = ()  # not a sum of einsums
+    kind = "cross_entropy"
+
+    @property
+    def output(self) -> str:
+        return self.out.tensor
+
+    @property
+    def inputs(self) -> tuple[str, ...]:
+        return (self.logits.tensor, self.target.tensor)
+
+    def dims(self) -> dict[str, sympy.Expr]:
+        return dict(self.index_dims)
+
+    @property
+    def probs(self) -> str:
+        return f"P_{self.out.tensor}"
+
+    @property
+    def aux(self) -> tuple[Factor, ...]:
+        return (Factor(self.probs, self.logits.indices),)
+
+    def statement(self) -> str:
+        name = "cross_entropy_mean" if self.mean else "cross_entropy"
+        return f"{self.out} = {name}_{self.index}({self.logits}, {self.target})"
+
+    def reduction(self) -> Reduction:
+        rows = [i for i in self.logits.indices if i != self.index]
+        return cross_entropy_rule(self.out.tensor, self.logits.tensor, self.target.tensor,
+                                  self.logits.indices, self.index, self.dims()[self.index],
+                                  tuple(self.dims()[i] for i in rows), self.mean, self.probs)
+
+    def _select(self, f: Factor) -> Factor:
+        """``onehot_y[b,v]`` as the selection ``[v = y_b]`` the rest of symflops reads."""
+        if f.tensor != f"onehot_{self.target.tensor}":
+            return f
+        letter = dict(zip(self.logits.indices, f.indices))  # the rule's letters for the logits'
+        return Factor(self.target.tensor,
+                      (letter[self.index], *(letter[i] for i in self.target.indices)), fn=SELECT)
+
+    def shown(self) -> Reduction:
+        """The derivation as the sheet shows it: the one-hot written as ``[v = y_b]``."""
+        red = self.reduction()
+
+        def select(value: Any) -> Any:
+            if not isinstance(value, tuple):
+                return value
+            return tuple(IndexTerm(t.coefficient, tuple(self._select(f) for f in t.factors),
+                                   t.deltas, t.summed) for t in value)
+
+        return dataclasses.replace(red, stages=tuple((n, select(v)) for n, v in red.stages),
+                                   terms=select(red.terms))
+
+    def rules(self, number: int) -> tuple[Rule, ...]:
+        red = self.reduction()
+        terms = tuple(Einsum(red.lhs, tuple(self._select(f) for f in t.factors), t.coefficient)
+                      for t in red.terms)
+        extents = {**self.dims(), **dict(red.index_dims)}
+        letters = {i for e in terms for i in e.indices}
+        steps = tuple(Step(name, red.lhs if name in ("scalar", "contracted", "rule") else red.output,
+                           tuple(IndexTerm(t.coefficient, tuple(self._select(f) for f in t.factors),
+                                           t.deltas, t.summed) for t in value)
+                           if isinstance(value, tuple) else (), name,
+                           None if isinstance(value, tuple) else value)
+                      for name, value in red.stages)
+        return (Rule(self.logits.tensor, number, terms,
+                     tuple((i, extents[i]) for i in sorted(letters)), steps, matmul=False),)
+
+    def cost(self, unit: str) -> OpCost:
+        d = self.dims()
+        elements = sympy.Mul(*(d[i] for i in self.logits.indices))
+        rows = sympy.Mul(*(d[i] for i in self.logits.indices if i != self.index))
+        return OpCost(sympy.Integer(0), sympy.expand(PER_ELEMENT * elements + PER_ROW * rows))
+
+    def _scale(self, z: Any) -> float:
+        rows = [n for i, n in zip(self.logits.indices, z.shape) if i != self.index]
+        return 1.0 / float(np.prod(rows)) if self.mean else 1.0
+
+    def run(self, values: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        z = values[self.logits.tensor]
+        y = np.asarray(values[self.target.tensor]).astype(int)
+        axis = self.logits.indices.index(self.index)
+        shifted = z - z.max(axis=axis, keepdims=True)
+        lse = np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
+        logp = shifted - lse
+        # The target's log-probability, row by row: y holds the rows' letters in
+        # the target's order; move them to the logits' order.
+        rows = [i for i in self.logits.indices if i != self.index]
+        order = [self.target.indices.index(i) for i in rows]
+        picked = np.take_along_axis(logp, np.expand_dims(np.transpose(y, order), axis), axis)
+        loss = -float(picked.sum()) * self._scale(z)
+        return {self.output: np.array(loss), self.probs: np.exp(logp)}
+
+    def torch(self, torch: Any, values: Mapping[str, Any]) -> dict[str, Any]:
+        """PyTorch's own cross-entropy, for the verifier."""
+        z = values[self.logits.tensor]
+        y = values[self.target.tensor]
+        axis = self.logits.indices.index(self.index)
+        rows = [i for i in self.logits.indices if i != self.index]
+        order = [self.target.indices.index(i) for i in rows]
+        reduction = "mean" if self.mean else "sum"
+        loss = torch.nn.functional.cross_entropy(z.movedim(axis, 1), y.permute(order).long(),
+                                                 reduction=reduction)
+        return {self.output: loss, self.probs: torch.softmax(z, dim=axis)}
+
+    def latex(self, ix: Any) -> str:
+        name = r"\operatorname{CE}" + (r"^{\text{mean}}" if self.mean else "")
+        return f"{ix(self.out)} = {name}_{{{self.index}}}({ix(self.logits)},\\ {ix(self.target)})"

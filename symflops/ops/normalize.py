@@ -1,0 +1,206 @@
+"""Ops that normalise over one named index: softmax, LayerNorm, RMSNorm.
+
+``P[s,t] = softmax_t(A[s,t])``, ``N[b,d] = layernorm_d(X[b,d])``,
+``R[b,d] = rmsnorm_d(X[b,d])``: each output element depends on a whole row of
+the input, so these are not einsums.  This module keeps everything one such op
+knows in one class: its forward pass (NumPy and PyTorch), its backward rule
+(derived by SymPy in :mod:`symflops.ops.reductions`, never typed in), its cost,
+and the auxiliary per-row tensor it saves (the reciprocal standard deviation
+``rstd_<out>`` of the norms).  A learnable gain and bias are ordinary
+elementwise products and adds around the op (``layernorm_d(X[b,d]) * g[d] + beta[d]``).
+
+Conventions: softmax saves its output; LayerNorm saves its output and
+``rstd`` (the memory-efficient convention, whose rule is the textbook
+``rstd (dN - mean(dN) - N mean(dN N))``); RMSNorm saves its input and
+``rstd``, as fused kernels do.  Forward cost per element, counted from the
+formula as written: softmax 3 (exp, add into the row sum, divide), LayerNorm 5
+(add into the mean, subtract it, square, add into the variance, multiply by
+rstd), RMSNorm 3 (square, add into the mean square, multiply by rstd); per
+row, the norms add 2 (add eps, reciprocal square root).  The backward cost is
+counted from the derived rule like any einsum.  All of it is elementwise
+work, apart from the matmul-type ``flops``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import numpy as np
+import sympy
+
+from ..count.cost import OpCost
+from ..derive.backward import Rule, Step
+from ..core.errors import Span
+from ..core.ir import Einsum, Factor
+from ..sheets.printing import iverson
+from .reductions import Reduction, layernorm_rule, rmsnorm_rule, softmax_rule
+
+KINDS = ("softmax", "layernorm", "rmsnorm")
+PER_ELEMENT = {"softmax": 3, "layernorm": 5, "rmsnorm": 3}
+PER_ROW = {"softmax": 0, "layernorm": 2, "rmsnorm": 2}
+EPS = 1e-5
+LATEX = {"softmax": r"\operatorname{softmax}", "layernorm": r"\operatorname{layernorm}",
+         "rmsnorm": r"\operatorname{rmsnorm}"}
+
+
+@dataclass(frozen=True)
+class Normalize:
+    """``out = kind_index(inp)``; ``aux`` are the per-row tensors it also
+    produces (``rstd`` for the norms)."""
+
+    kind: str
+    out: Factor
+    inp: Factor
+    index: str
+    index_dims: tuple[tuple[str, sympy.Expr], ...]
+    text: str = ""
+    span: Span | None = field(default=None, compare=False)
+    #: indicator factors of a where-clause (softmax only): outside the domain
+    #: the scores count as -infinity, so the probabilities there are 0.
+    conditions: tuple[Factor, ...] = ()
+
+    terms = ()  # not a sum of einsums
+
+    @property
+    def output(self) -> str:
+        return self.out.tensor
+
+    @property
+    def inputs(self) -> tuple[str, ...]:
+        return (self.inp.tensor,)
+
+    def dims(self) -> dict[str, sympy.Expr]:
+        return dict(self.index_dims)
+
+    @property
+    def rstd(self) -> str:
+        return f"rstd_{self.out.tensor}"
+
+    @property
+    def aux(self) -> tuple[Factor, ...]:
+        if self.kind == "softmax":
+            return ()
+        return (Factor(self.rstd, tuple(i for i in self.out.indices if i != self.index)),)
+
+    def statement(self) -> str:
+        where = ", ".join(f.condition() for f in self.conditions)
+        return f"{self.out} = {self.kind}_{self.index}({self.inp})" + (f" where {where}" if where else "")
+
+    def reduction(self) -> Reduction:
+        """The SymPy derivation of the backward rule, in this op's names."""
+        dim = self.dims()[self.index]
+        if self.kind == "softmax":
+            return softmax_rule(self.out.tensor, self.inp.tensor, self.out.indices, self.index, dim)
+        if self.kind == "layernorm":
+            return layernorm_rule(self.out.tensor, self.inp.tensor, self.out.indices, self.index,
+                                  dim, rstd=self.rstd, mean=f"mean_{self.out.tensor}")
+        return rmsnorm_rule(self.out.tensor, self.inp.tensor, self.out.indices, self.index, dim,
+                            rstd=self.rstd)
+
+    def shown(self) -> Reduction:
+        """The derivation as the sheet shows it."""
+        return self.reduction()
+
+    def rules(self, number: int) -> tuple[Rule, ...]:
+        red = self.reduction()
+        extents = {**self.dims(), **dict(red.index_dims)}
+        einsums = tuple(self._restricted(e) for e in red.einsums())
+        letters = {i for e in einsums for i in e.indices}
+        steps = tuple(Step(name, red.lhs if name in ("scalar", "contracted", "rule") else red.output,
+                           value if isinstance(value, tuple) else (), name, value
+                           if not isinstance(value, tuple) else None)
+                      for name, value in red.stages)
+        return (Rule(self.inp.tensor, number, einsums,
+                     tuple((i, extents[i]) for i in sorted(letters)), steps, matmul=False),)
+
+    def _restricted(self, e: Einsum) -> Einsum:
+        """A rule term with the where-clause on every pair of its letters that
+        the clause names (the summed letter ``u`` of ``sum_u P[s,u] dP[s,u]``
+        ranges over the domain too)."""
+        extra = []
+        for c in self.conditions:
+            a, b = c.indices
+            letters = {i for f in (e.output, *e.operands) for i in f.indices}
+            if a in letters and b in letters:
+                extra.append(c)
+            # the reduced index renamed to a fresh summed letter
+            fresh = [i for i in e.summed if i not in self.out.indices]
+            for u in fresh:
+                if a == self.index and b in letters:
+                    extra.append(Factor(c.tensor, (u, b), fn=c.fn))
+                elif b == self.index and a in letters:
+                    extra.append(Factor(c.tensor, (a, u), fn=c.fn))
+        return Einsum(e.output, (*e.operands, *extra), e.coefficient) if extra else e
+
+    def cost(self, unit: str) -> OpCost:
+        from ..core.contraction import bounds_of, size
+
+        elements = size(set(self.out.indices), self.dims(),
+                        bounds_of(Einsum(self.out, self.conditions)))
+        rows = sympy.Mul(*(self.dims()[i] for i in self.out.indices if i != self.index))
+        return OpCost(sympy.Integer(0),
+                      sympy.expand(PER_ELEMENT[self.kind] * elements + PER_ROW[self.kind] * rows))
+
+    def run(self, values: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The forward pass with NumPy: the output and the auxiliary tensors."""
+        x = values[self.inp.tensor]
+        axis = self.inp.indices.index(self.index)
+        # The output's letters may be in another order than the input's.
+        order = [self.inp.indices.index(i) for i in self.out.indices]
+        if self.kind == "softmax":
+            keep = self._mask(np.shape(x))
+            x = np.where(keep, x, -np.inf)
+            e = np.where(keep, np.exp(x - x.max(axis=axis, keepdims=True)), 0.0)
+            return {self.output: np.transpose(e / e.sum(axis=axis, keepdims=True), order)}
+        centred = x - x.mean(axis=axis, keepdims=True) if self.kind == "layernorm" else x
+        r = 1.0 / np.sqrt((centred ** 2).mean(axis=axis, keepdims=True) + EPS)
+        return {self.output: np.transpose(centred * r, order),
+                self.rstd: np.transpose(np.squeeze(r, axis=axis), self._row_order())}
+
+    def torch(self, torch: Any, values: Mapping[str, Any]) -> dict[str, Any]:
+        """The same with PyTorch's own kernels, for the verifier."""
+        x = values[self.inp.tensor]
+        axis = self.inp.indices.index(self.index)
+        order = [self.inp.indices.index(i) for i in self.out.indices]
+        if self.kind == "softmax":
+            keep = torch.as_tensor(self._mask(tuple(x.shape)), device=x.device)
+            x = x.masked_fill(~keep, float("-inf"))
+            return {self.output: torch.softmax(x, dim=axis).permute(order)}
+        moved = x.movedim(axis, -1)
+        n = moved.shape[-1]
+        if self.kind == "layernorm":
+            y = torch.nn.functional.layer_norm(moved, (n,), eps=EPS)
+            var = moved.var(dim=-1, unbiased=False)
+        else:
+            var = (moved ** 2).mean(dim=-1)
+            y = moved * torch.rsqrt(var.unsqueeze(-1) + EPS)
+        r = torch.rsqrt(var + EPS)
+        return {self.output: y.movedim(-1, axis).permute(order), self.rstd: r.permute(self._row_order())}
+
+    def _mask(self, shape: tuple[int, ...]) -> np.ndarray:
+        """True inside the where-clause's domain, over the input's axes."""
+        from ..checks.numeric import indicator
+
+        keep = np.ones(shape, dtype=bool)
+        extents = dict(zip(self.inp.indices, shape))
+        for c in self.conditions:
+            grid = indicator(c, {}, extents).astype(bool)  # over (a, b)
+            axes = [self.inp.indices.index(i) for i in c.indices]
+            full = grid.reshape([extents[i] if k in axes else 1
+                                 for k, i in enumerate(self.inp.indices)]) if axes == sorted(axes) \
+                else grid.T.reshape([extents[i] if k in axes else 1
+                                     for k, i in enumerate(self.inp.indices)])
+            keep = keep & full
+        return keep
+
+    def _row_order(self) -> list[int]:
+        """Axis order taking the input's row letters to the auxiliary tensor's."""
+        rows = [i for i in self.inp.indices if i != self.index]
+        return [rows.index(i) for i in self.aux[0].indices]
+
+    def latex(self, ix: Any) -> str:
+        """``P_{st} = \\operatorname{softmax}_t(A_{st})`` given an indexed-name printer."""
+        where = r",\ ".join(iverson(c) for c in self.conditions)
+        return (f"{ix(self.out)} = {LATEX[self.kind]}_{{{self.index}}}({ix(self.inp)})"
+                + (rf"\quad\text{{where }} {where}" if where else ""))

@@ -1,0 +1,1 @@
+"""Derivation sheets: the context the templates place, LaTeX printing, Jinja rendering."""
