@@ -26,7 +26,7 @@ __all__ = ["declare", "load", "loads", "derive", "costs", "SymflopsError", "Span
 # a second to import; a Ctrl-C in that second must reach the command's
 # handler (symflops/__main__.py), not print a traceback.
 _HOME = {"declare": "lang.spec", "load": "lang.spec", "loads": "lang.spec",
-         "derive": "derive.backward", "costs": "count.cost",
+         "derive": "notebook", "costs": "count.cost",
          "SymflopsError": "core.errors", "Span": "core.errors"}
 
 
@@ -49,7 +49,7 @@ class _Package(_types.ModuleType):
 
     @property
     def derive(self):
-        from .derive.backward import derive
+        from .notebook import derive
 
         return derive
 

@@ -22,7 +22,7 @@ import sympy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from symflops.derive.backward import IndexTerm
+from symflops.core.records import IndexTerm
 from symflops.core.ir import Factor
 from symflops.ops.reductions import (
     EPS, STAGES, Reduction, cross_entropy_rule, in_range, layernorm_rule, rmsnorm_rule,

@@ -49,7 +49,8 @@ import sympy
 from ..commands.text import table
 from ..core.sizes import NEGATIVE, NONNEGATIVE, NONPOSITIVE, POSITIVE, UNKNOWN, ZERO, sign  # noqa: F401
 from ..count.cost import costs
-from ..derive.backward import Derivation, derive
+from ..derive.backward import derive
+from ..core.records import Derivation
 from ..core.errors import Span, SymflopsError
 from ..count.evaluate import number, parse_assignments
 from ..core.expr import Comparison, parse_expression

@@ -43,7 +43,8 @@ from typing import Mapping, NoReturn
 import numpy as np
 import sympy
 
-from ..derive.backward import Derivation, derive, grad_name
+from ..derive.backward import derive
+from ..core.records import Derivation, grad_name
 from ..core.errors import SymflopsError, file_kind
 from ..core.ir import Layer, Tensor, dim_symbol, index_ranges
 from .numeric import backward, forward

@@ -16,7 +16,7 @@ from typing import Mapping
 
 import numpy as np
 
-from ..derive.backward import Derivation
+from ..core.records import Derivation
 from ..ops.functions import numpy_function
 from ..core.ir import Contraction, Einsum, Factor, Layer, dim_symbol
 

@@ -58,7 +58,8 @@ import sympy
 
 from ..commands.text import table
 from ..count.cost import Costs, costs
-from ..derive.backward import Derivation, Rule, derive, grad_name
+from ..derive.backward import derive
+from ..core.records import Derivation, Rule, grad_name
 from ..core.errors import SymflopsError
 from ..core.ir import Contraction, Einsum, Factor, Layer, dim_symbol, index_ranges
 from ..core.contraction import steps, written

@@ -257,3 +257,56 @@ class Cheapest(sympy.Piecewise):
 
     def _latex(self, printer: object) -> str:
         return printer._print_Piecewise(self)
+
+
+def less_than(a: sympy.Expr, b: sympy.Expr, dims: Sequence[sympy.Symbol]) -> sympy.Basic:
+    """``a < b`` for positive integer dims, solved for one dim where the
+    difference is a positive or negative multiple of a power of that dim
+    times a linear function of it: the linear order of linear attention is
+    cheaper when ``S > 2 E F / (E + F)``.  Else the inequality as it stands."""
+    difference = sympy.factor_terms(sympy.expand(a - b))
+    for x in dims:
+        if x not in difference.free_symbols:
+            continue
+        outside = sympy.Integer(1)   # factors free of x, and powers of x: their sign is known
+        inside = sympy.Integer(1)
+        for factor in sympy.Mul.make_args(difference):
+            base, _ = factor.as_base_exp()
+            if x not in factor.free_symbols:
+                outside *= factor
+            elif base != x:
+                inside *= factor
+        linear = sympy.expand(inside)
+        if not linear.is_polynomial(x) or sympy.degree(linear, x) != 1:
+            continue
+        slope, intercept = sympy.Poly(linear, x).all_coeffs()
+        sign = _sign(sympy.expand(outside * slope))
+        if sign == 0:
+            continue
+        threshold = sympy.factor(-intercept / slope)
+        return _integer(x, threshold, below=sign > 0)
+    # Factors that are positive at every size (numbers, powers of dims) do not change the sign.
+    kept = [f for f in sympy.Mul.make_args(difference)
+            if not ((f.is_number and f > 0) or f.as_base_exp()[0].is_Symbol)]
+    return sympy.StrictLessThan(sympy.Mul(*kept), 0)
+
+
+def _integer(x: sympy.Symbol, threshold: sympy.Expr, below: bool) -> sympy.Basic:
+    """``x < threshold`` (or ``>``) for an integer dim ``x >= 1``: a numeric
+    threshold as a bound on ``x`` itself (``S < 4/3`` is ``S = 1``)."""
+    if not threshold.is_number:
+        return x < threshold if below else x > threshold
+    if below:
+        top = sympy.ceiling(threshold) - 1
+        return sympy.false if top < 1 else sympy.Eq(x, 1) if top == 1 else x <= top
+    return sympy.Ge(x, max(sympy.floor(threshold) + 1, 1))
+
+
+def _sign(e: sympy.Expr) -> int:
+    """+1 or -1 when ``e`` has that sign at every value of the dims >= 1
+    (all its terms' coefficients share it), else 0."""
+    found = monomials(e)
+    if not found:
+        return 0
+    signs = {c > 0 for c, _ in found}
+    return 0 if len(signs) != 1 else 1 if True in signs else -1

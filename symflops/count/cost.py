@@ -29,10 +29,11 @@ from typing import Literal, Mapping, Sequence
 import sympy
 
 from ..core.contraction import Candidate, Order, bounds_of, candidate, cheapest, size, tree_text, written
-from ..derive.backward import Derivation, Rule, repeat_only_gradients
+from ..derive.backward import repeat_only_gradients
+from ..core.records import Derivation, OpCost, Rule, TermOrders
 from ..ops.functions import cost as function_cost
 from ..core.ir import Contraction, Einsum, Layer, dim_symbol
-from ..core.polynomial import Cheapest, Least, dominated, exact_quotient, largest, monomials, terms
+from ..core.polynomial import Cheapest, Least, dominated, exact_quotient, largest, terms
 from .precision import Precision, policy
 
 UNITS = ("FLOPs", "MACs")
@@ -75,80 +76,6 @@ def einsum_elementwise(e: Einsum, extents: Mapping[str, sympy.Expr]) -> sympy.Ex
         return total
     return total + size(set(e.output.indices) & {i for f in e.operands for i in f.indices},
                         extents, bounds)
-
-
-@dataclass(frozen=True)
-class TermOrders:
-    """The cheapest orders of one term when their costs cross: each costs
-    less than the others at some sizes.  ``chosen`` is the candidate counted
-    (the one cheapest at the declared ``sizes``), or None when the count is
-    the least of them."""
-
-    term: int
-    texts: tuple[str, ...]
-    candidates: tuple[Candidate, ...]
-    chosen: int | None
-    sizes: tuple[tuple[str, int], ...] = ()
-
-    def cheaper_when(self, dims: Sequence[str]) -> tuple[sympy.Basic, ...]:
-        """For each candidate, the condition under which it costs less than every other."""
-        return tuple(sympy.And(*(_less(c.total, o.total, dims)
-                                 for o in self.candidates if o is not c))
-                     for c in self.candidates)
-
-
-def _less(a: sympy.Expr, b: sympy.Expr, dims: Sequence[str]) -> sympy.Basic:
-    """``a < b`` for positive integer dims, solved for one dim where the
-    difference is a positive or negative multiple of a power of that dim
-    times a linear function of it: the linear order of linear attention is
-    cheaper when ``S > 2 E F / (E + F)``.  Else the inequality as it stands."""
-    difference = sympy.factor_terms(sympy.expand(a - b))
-    for name in dims:
-        x = dim_symbol(name)
-        if x not in difference.free_symbols:
-            continue
-        outside = sympy.Integer(1)   # factors free of x, and powers of x: their sign is known
-        inside = sympy.Integer(1)
-        for factor in sympy.Mul.make_args(difference):
-            base, _ = factor.as_base_exp()
-            if x not in factor.free_symbols:
-                outside *= factor
-            elif base != x:
-                inside *= factor
-        linear = sympy.expand(inside)
-        if not linear.is_polynomial(x) or sympy.degree(linear, x) != 1:
-            continue
-        slope, intercept = sympy.Poly(linear, x).all_coeffs()
-        sign = _sign(sympy.expand(outside * slope))
-        if sign == 0:
-            continue
-        threshold = sympy.factor(-intercept / slope)
-        return _integer(x, threshold, below=sign > 0)
-    # Factors that are positive at every size (numbers, powers of dims) do not change the sign.
-    kept = [f for f in sympy.Mul.make_args(difference)
-            if not ((f.is_number and f > 0) or f.as_base_exp()[0].is_Symbol)]
-    return sympy.StrictLessThan(sympy.Mul(*kept), 0)
-
-
-def _integer(x: sympy.Symbol, threshold: sympy.Expr, below: bool) -> sympy.Basic:
-    """``x < threshold`` (or ``>``) for an integer dim ``x >= 1``: a numeric
-    threshold as a bound on ``x`` itself (``S < 4/3`` is ``S = 1``)."""
-    if not threshold.is_number:
-        return x < threshold if below else x > threshold
-    if below:
-        top = sympy.ceiling(threshold) - 1
-        return sympy.false if top < 1 else sympy.Eq(x, 1) if top == 1 else x <= top
-    return sympy.Ge(x, max(sympy.floor(threshold) + 1, 1))
-
-
-def _sign(e: sympy.Expr) -> int:
-    """+1 or -1 when ``e`` has that sign at every value of the dims >= 1
-    (all its terms' coefficients share it), else 0."""
-    found = monomials(e)
-    if not found:
-        return 0
-    signs = {c > 0 for c, _ in found}
-    return 0 if len(signs) != 1 else 1 if True in signs else -1
 
 
 def _choose(found: tuple[Candidate, ...], sizes: tuple[tuple[str, int], ...]) -> list[int]:
@@ -199,16 +126,6 @@ def term_cost(e: Einsum, extents: Mapping[str, sympy.Expr], unit: str, order: Or
     flops, elementwise = _minimum([found[k] for k in left])
     return flops, elementwise, TermOrders(term, tuple(tree_text(e, c.tree) for c in found), found,
                                           chosen, sizes if chosen is not None else ())
-
-
-@dataclass(frozen=True)
-class OpCost:
-    """Cost of one forward op or one backward rule; ``orders`` lists its
-    terms whose cheapest orders cross (see :class:`TermOrders`)."""
-
-    flops: sympy.Expr
-    elementwise: sympy.Expr
-    orders: tuple[TermOrders, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from typing import Any
 import sympy
 
 from .cost import Costs
-from ..derive.backward import Derivation
+from ..core.records import Derivation
 from ..core.ir import Contraction, comparison
 from .precision import Precision
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import sympy
 
 from .cost import Costs, SavedTensor, saved_blocks
-from ..derive.backward import Derivation
+from ..core.records import Derivation
 from ..core.ir import RECOMPUTE_POLICIES
 
 

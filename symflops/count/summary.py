@@ -14,7 +14,7 @@ from typing import Any, Mapping
 import sympy
 
 from .cost import Costs, saved_blocks
-from ..derive.backward import Derivation
+from ..core.records import Derivation
 from .inference import inference
 from ..core.ir import RECOMPUTE_POLICIES, substitute
 from ..core.polynomial import quotient
@@ -236,7 +236,7 @@ def _orders(c: Any, layer: Any) -> dict[str, Any]:
 
 
 def _matrix(e: Any) -> str | None:
-    from ..derive.backward import matrix_form
+    from ..core.records import matrix_form
 
     m = matrix_form(e)
     return str(m) if m else None

@@ -24,8 +24,8 @@ from typing import Any, Mapping
 import numpy as np
 import sympy
 
-from ..count.cost import OpCost
-from ..derive.backward import IndexTerm, Rule, Step
+from ..core.records import OpCost
+from ..core.records import IndexTerm, Rule, Step
 from ..core.errors import Span
 from ..core.ir import SELECT, Einsum, Factor
 from .reductions import Reduction, cross_entropy_rule

@@ -29,8 +29,8 @@ from typing import Any, Mapping
 import numpy as np
 import sympy
 
-from ..count.cost import OpCost
-from ..derive.backward import Rule, Step
+from ..core.records import OpCost
+from ..core.records import Rule, Step
 from ..core.errors import Span
 from ..core.ir import Einsum, Factor
 from ..sheets.printing import iverson

@@ -69,7 +69,7 @@ import sympy
 from sympy.concrete.delta import deltasummation
 from sympy.core.function import AppliedUndef
 
-from ..derive.backward import IndexTerm
+from ..core.records import IndexTerm
 from ..core.ir import Einsum, Factor, dim_symbol
 
 Stage = tuple[str, "sympy.Expr | tuple[IndexTerm, ...]"]

@@ -20,7 +20,7 @@ from typing import Iterable, Sequence
 import sympy
 from sympy.core.mul import _keep_coeff
 
-from ..derive.backward import IndexTerm, MatrixProduct
+from ..core.records import IndexTerm, MatrixProduct
 from ..ops.functions import Y, parse_fn
 from ..core.ir import Factor
 from ..core.polynomial import by_exponents, common_factor, monomials

@@ -39,8 +39,8 @@ from jinja2.loaders import split_template_path
 from . import printing as P
 from ..core.contraction import bounds_of, size, steps, written
 from ..count.cost import Costs, einsum_flops
-from ..derive.backward import (Derivation, IndexTerm, MatrixProduct, Rule, contraction_rules, grad_name,
-                     matrix_form)
+from ..derive.backward import contraction_rules
+from ..core.records import Derivation, IndexTerm, MatrixProduct, Rule, grad_name, matrix_form
 from ..core.errors import Span, SymflopsError, printable, quote, read_text, shorten
 from ..count.evaluate import number
 from ..core.ir import Contraction, Einsum, Factor, Tensor, substitute

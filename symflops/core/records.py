@@ -1,0 +1,209 @@
+"""The records the stages hand each other: backward rules and the steps that
+justify them, a layer's derivation, and the cost of one op or rule.
+
+A rule is made of einsum terms (:class:`~symflops.core.ir.Einsum`) whatever
+op kind derived it; each derivation step is kept (:class:`Step`) so that a
+sheet can show it.  Every record is frozen.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import sympy
+
+from .contraction import Candidate
+from .ir import Einsum, Factor, Layer, dim_symbol
+from .polynomial import less_than
+
+
+def grad_name(tensor: str) -> str:
+    return "d" + tensor
+
+
+@dataclass(frozen=True)
+class IndexTerm:
+    """``coefficient * prod(factors) * prod(delta(a, b))``, summed over ``summed``."""
+
+    coefficient: sympy.Expr
+    factors: tuple[Factor, ...]
+    deltas: tuple[tuple[str, str], ...] = ()
+    summed: tuple[str, ...] = ()
+
+    def sympy(self) -> sympy.Expr:
+        """The summand as a SymPy expression of Indexed objects (no Sum)."""
+        expr = self.coefficient
+        for f in self.factors:
+            if f.is_indicator:  # an Iverson bracket: a function SymPy never differentiates
+                head = sympy.IndexedBase(f.tensor)[tuple(_sym(i) for i in f.indices[1:])] \
+                    if f.is_select else _sym(f.indices[1]) + _sym(f.indices[2]) if f.is_shift \
+                    else _sym(f.indices[1])
+                expr *= sympy.Function(_INDICATOR_NAMES[f.fn])(_sym(f.indices[0]), head)
+                continue
+            element = sympy.IndexedBase(f.tensor)[tuple(_sym(i) for i in f.indices)] if f.indices \
+                else sympy.Symbol(f.tensor)
+            expr *= sympy.Function(f.fn)(element) if f.fn else element
+        for a, b in self.deltas:
+            expr *= sympy.KroneckerDelta(_sym(a), _sym(b))
+        return expr
+
+
+@dataclass(frozen=True)
+class Step:
+    """One line of a derivation: ``lhs = sum(terms)``.  ``kind`` is one of
+    'contribution', 'differentiate', 'contract', 'rename'."""
+
+    kind: str
+    lhs: Factor
+    terms: tuple[IndexTerm, ...]
+    note: str
+    #: a step that is a SymPy expression rather than index terms (the
+    #: forward formula and the derivative of a normalisation)
+    expr: sympy.Expr | None = None
+
+
+@dataclass(frozen=True)
+class MatrixProduct:
+    """A rule or op that is an ordinary matrix product, e.g. ``dW = X^T dY``:
+    ``output = coefficient * F1 F2`` with each factor possibly transposed."""
+
+    output: str
+    coefficient: sympy.Expr
+    factors: tuple[tuple[str, bool], ...]  # (tensor, transposed)
+
+    def __str__(self) -> str:
+        parts = [name + ("^T" if t else "") for name, t in self.factors]
+        coef = "" if self.coefficient == 1 else sympy.sstr(self.coefficient) + " "
+        return f"{self.output} = {coef}{' '.join(parts)}"
+
+
+@dataclass(frozen=True)
+class Rule:
+    """The gradient contribution that forward op ``op`` sends to ``wrt``.
+
+    ``terms`` are einsums to be added (several when ``wrt`` occurs more than
+    once in the op with different index patterns).  ``index_dims`` gives the
+    extent of every letter used by the terms."""
+
+    wrt: str
+    op: int
+    terms: tuple[Einsum, ...]
+    index_dims: tuple[tuple[str, sympy.Expr], ...]
+    steps: tuple[Step, ...]
+    #: whether the forward term it comes from sums over an index (matmul-type
+    #: work, counted in ``flops``) rather than being elementwise.
+    matmul: bool = True
+
+    @property
+    def grad(self) -> str:
+        return grad_name(self.wrt)
+
+    @property
+    def statement(self) -> str:
+        text = ""
+        for k, t in enumerate(self.terms):
+            rhs = t.statement(where=False).split(" = ", 1)[1]
+            if k:
+                text += " - " + rhs[1:] if rhs.startswith("-") else " + " + rhs
+            else:
+                text = rhs
+        # One clause for the whole sum: a condition restricts each term carrying both letters.
+        clauses = tuple(dict.fromkeys(c for t in self.terms for c in t.where()))
+        return f"{self.terms[0].output} = {text}" + (" where " + ", ".join(clauses) if clauses else "")
+
+    @property
+    def reads(self) -> tuple[str, ...]:
+        """Tensors the rule reads, in order of first appearance."""
+        return tuple(dict.fromkeys(f.tensor for t in self.terms for f in t.operands
+                                   if f.reads_tensor))
+
+    @property
+    def matrix_form(self) -> MatrixProduct | None:
+        return matrix_form(self.terms[0]) if len(self.terms) == 1 else None
+
+    def dims(self) -> dict[str, sympy.Expr]:
+        return dict(self.index_dims)
+
+
+@dataclass(frozen=True)
+class Derivation:
+    """A layer with its backward rules in the order they are computed."""
+
+    layer: Layer
+    rules: tuple[Rule, ...]
+    needs_grad: frozenset[str]
+
+    @property
+    def saved(self) -> tuple[str, ...]:
+        """Forward tensors (not parameters) that some backward rule reads, in
+        forward order: the activations training must keep."""
+        read = {name for r in self.rules for name in r.reads}
+        return tuple(t.name for t in self.layer.tensors
+                     if t.name in read and not t.is_param)
+
+    def needed_by(self, tensor: str) -> tuple[str, ...]:
+        """The gradients whose rules read ``tensor``."""
+        return tuple(dict.fromkeys(r.grad for r in self.rules if tensor in r.reads))
+
+
+_INDICATOR_NAMES = {"<=": "le", "<": "lt", ">=": "ge", ">": "gt", "=": "select", "=+": "shift"}
+
+
+def _sym(letter: str) -> sympy.Symbol:
+    return sympy.Symbol(letter, integer=True)
+
+
+def matrix_form(e: Einsum) -> MatrixProduct | None:
+    """``e`` as a product of two matrices with transposes, when it is one."""
+    if len(e.operands) != 2 or len(e.output.indices) != 2 or any(f.is_indicator for f in e.operands):
+        return None
+    (u, v), (r, c) = e.operands, e.output.indices
+    summed = e.summed
+    if (len(u.indices) != 2 or len(v.indices) != 2 or len(summed) != 1 or r == c
+            or len(set(u.indices)) != 2 or len(set(v.indices)) != 2):
+        return None
+    k = summed[0]
+    if k not in u.indices or k not in v.indices:
+        return None
+    if r in u.indices and c in v.indices:
+        left, right = u, v
+    elif r in v.indices and c in u.indices:
+        left, right = v, u
+    else:
+        return None
+    return MatrixProduct(e.output.tensor, e.coefficient,
+                         ((left.tensor, left.indices == (k, r)),
+                          (right.tensor, right.indices == (c, k))))
+
+
+@dataclass(frozen=True)
+class OpCost:
+    """Cost of one forward op or one backward rule; ``orders`` lists its
+    terms whose cheapest orders cross (see :class:`TermOrders`)."""
+
+    flops: sympy.Expr
+    elementwise: sympy.Expr
+    orders: tuple[TermOrders, ...] = ()
+
+
+@dataclass(frozen=True)
+class TermOrders:
+    """The cheapest orders of one term when their costs cross: each costs
+    less than the others at some sizes.  ``chosen`` is the candidate counted
+    (the one cheapest at the declared ``sizes``), or None when the count is
+    the least of them."""
+
+    term: int
+    texts: tuple[str, ...]
+    candidates: tuple[Candidate, ...]
+    chosen: int | None
+    sizes: tuple[tuple[str, int], ...] = ()
+
+    def cheaper_when(self, dims: Sequence[str]) -> tuple[sympy.Basic, ...]:
+        """For each candidate, the condition under which it costs less than
+        every other, solved for the first of ``dims`` (names) that allows it."""
+        symbols = [dim_symbol(n) for n in dims]
+        return tuple(sympy.And(*(less_than(c.total, o.total, symbols)
+                                 for o in self.candidates if o is not c))
+                     for c in self.candidates)

@@ -1,0 +1,28 @@
+"""The public ``symflops.derive``: a derivation that shows its sheet in a notebook.
+
+The display is here, above every stage, so that no stage reaches back: the
+derivation record itself (:class:`~symflops.core.records.Derivation`) knows
+nothing of costs or sheets.
+"""
+
+from __future__ import annotations
+
+from .core.ir import Layer
+from .core.records import Derivation
+from .derive.backward import derive as _derive
+
+
+class ShownDerivation(Derivation):
+    """A :class:`~symflops.core.records.Derivation` that a notebook shows as its sheet."""
+
+    def _repr_markdown_(self) -> str:
+        from .count.cost import costs
+        from .sheets.render import render
+
+        return render(self, costs(self), "md")
+
+
+def derive(layer: Layer) -> ShownDerivation:
+    """All backward rules of ``layer`` (see :func:`symflops.derive.backward.derive`)."""
+    d = _derive(layer)
+    return ShownDerivation(d.layer, d.rules, d.needs_grad)
