@@ -38,10 +38,11 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
 import sympy  # noqa: E402
 
-from symflops.count.cost import costs, einsum_flops, rule_copies  # noqa: E402
+from symflops.count.cost import costs, rule_copies
+from symflops.ops.einsum.cost import einsum_flops
 from symflops.derive.backward import derive  # noqa: E402
 from symflops.count.evaluate import number  # noqa: E402
-from symflops.core.ir import Contraction  # noqa: E402
+from symflops.ops.einsum.node import Contraction
 from symflops.lang.spec import load  # noqa: E402
 from symflops.count.summary import summary  # noqa: E402
 from symflops.commands import sweep as sweep_module  # noqa: E402

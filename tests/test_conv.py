@@ -13,7 +13,8 @@ import pytest
 import sympy
 
 import symflops
-from symflops.count.cost import costs, einsum_flops
+from symflops.count.cost import costs
+from symflops.ops.einsum.cost import einsum_flops
 from symflops.core.errors import SymflopsError
 from symflops.checks.numeric import backward, forward
 from symflops.lang.statement import parse_statement

@@ -214,7 +214,7 @@ def test_constant_term_is_verified_with_torch(files, capsys):
     torch = pytest.importorskip("torch")
     from symflops.checks.numeric import forward
     from symflops.lang.spec import load
-    from symflops.checks.verify import torch_op
+    from symflops.ops.einsum.torch import torch_op
 
     layer = load(files / "constant.yaml")
     X = np.arange(6.0).reshape(2, 3)

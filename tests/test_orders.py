@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 
 import symflops
 from symflops.commands.cli import main
-from symflops.count.cost import costs, einsum_flops
+from symflops.count.cost import costs
+from symflops.ops.einsum.cost import einsum_flops
 from symflops.core.ir import dim_symbol
 from symflops.lang.spec import loads
 from symflops.count.summary import summary

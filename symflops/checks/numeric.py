@@ -11,87 +11,20 @@ of the integer index array.
 
 from __future__ import annotations
 
-import string
 from typing import Mapping
 
 import numpy as np
 
 from ..core.records import Derivation
-from ..ops.functions import numpy_function
-from ..core.ir import Contraction, Einsum, Factor, Layer, dim_symbol
-
-
-_COMPARE = {"<=": np.less_equal, "<": np.less, ">=": np.greater_equal, ">": np.greater}
-
-
-def indicator(f: Factor, arrays: Mapping[str, np.ndarray], extents: Mapping[str, int]) -> np.ndarray:
-    """The 0/1 array of an indicator factor over its letters: ``[t <= s]`` is
-    ``mask[t, s]``; ``[v = tok[b]]`` is ``onehot[v, b] = (tok[b] == v)``;
-    ``[q = p + k]`` is ``shift[q, p, k] = (q == p + k)``."""
-    if f.is_select:
-        tok = np.asarray(arrays[f.tensor])
-        values = np.arange(extents[f.indices[0]]).reshape((-1,) + (1,) * tok.ndim)
-        return (tok[np.newaxis] == values).astype(float)
-    if f.is_shift:  # [q = p + k] over (q, p, k)
-        q, p, k = (np.arange(extents[i]) for i in f.indices)
-        return (q[:, None, None] == p[None, :, None] + k[None, None, :]).astype(float)
-    a, b = f.indices
-    return _COMPARE[f.fn].outer(np.arange(extents[a]), np.arange(extents[b])).astype(float)
-
-
-def run_einsum(e: Einsum, arrays: Mapping[str, np.ndarray], extents: Mapping[str, int],
-               dims: Mapping[str, int] | None = None) -> np.ndarray:
-    """Evaluate ``e`` with NumPy; ``extents`` sizes every index letter and
-    ``dims`` gives the dims a coefficient may contain (``1/sqrt(H)``)."""
-    letters = {i: string.ascii_letters[k] for k, i in enumerate(e.indices)}
-    present = [i for i in dict.fromkeys(e.output.indices)
-               if any(i in f.indices for f in e.operands)]
-    values = [indicator(f, arrays, extents) if f.is_indicator
-              else numpy_function(f.fn)(arrays[f.tensor]) if f.fn else arrays[f.tensor]
-              for f in e.operands]
-    dtype = np.result_type(*values) if values else float
-    if e.operands:
-        spec = ",".join("".join(letters[i] for i in f.indices) for f in e.operands)
-        core = np.einsum(spec + "->" + "".join(letters[i] for i in present), *values,
-                         optimize=True)
-    else:
-        core = np.ones((), dtype=dtype)
-    coefficient = e.coefficient
-    if coefficient.free_symbols:
-        coefficient = coefficient.subs({dim_symbol(k): v for k, v in (dims or {}).items()})
-    core = core * float(coefficient)
-    unique = list(dict.fromkeys(e.output.indices))
-    # Broadcast along output indices that no operand carries.
-    full = np.broadcast_to(
-        core.reshape([extents[i] if i in present else 1 for i in unique]),
-        [extents[i] for i in unique],
-    )
-    if len(unique) == len(e.output.indices):
-        return np.array(full)
-    # A repeated output index: write onto the diagonal, zero elsewhere.
-    out = np.zeros([extents[i] for i in e.output.indices], dtype=full.dtype)
-    grids = np.indices(full.shape)
-    where = tuple(grids[unique.index(i)] for i in e.output.indices)
-    out[where] = full
-    return out
-
-
-def run_op(op: Contraction, values: Mapping[str, np.ndarray], extents: Mapping[str, int],
-           dims: Mapping[str, int] | None = None) -> np.ndarray:
-    """One forward op: the sum of its terms."""
-    return sum(run_einsum(t, values, extents, dims) for t in op.terms)
+from ..core.ir import Layer
+from ..ops.einsum.numeric import extents_at, run_einsum
 
 
 def forward(layer: Layer, arrays: Mapping[str, np.ndarray], dims: Mapping[str, int]) -> dict[str, np.ndarray]:
     """Run every forward op; returns inputs, params and activations by name."""
     values = dict(arrays)
     for op in layer.ops:
-        extents = {i: int(ext.subs({s: dims[str(s)] for s in ext.free_symbols}))
-                   for i, ext in op.index_dims}
-        if isinstance(op, Contraction):
-            values[op.output] = run_op(op, values, extents, dims)
-        else:  # an op with its own forward pass (softmax, norms)
-            values.update(op.run(values))
+        values.update(op.run(values, extents_at(op.index_dims, dims), dims))
     return values
 
 
@@ -103,8 +36,7 @@ def backward(derivation: Derivation, values: Mapping[str, np.ndarray],
     env.update(upstream)
     grads: dict[str, np.ndarray] = {}
     for rule in derivation.rules:
-        extents = {i: int(ext.subs({s: dims[str(s)] for s in ext.free_symbols}))
-                   for i, ext in rule.index_dims}
+        extents = extents_at(rule.index_dims, dims)
         total = sum(run_einsum(t, env, extents, dims) for t in rule.terms)
         grads[rule.grad] = grads.get(rule.grad, 0) + total
         env[rule.grad] = grads[rule.grad]

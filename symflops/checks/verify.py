@@ -48,7 +48,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import string
 import sys
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Mapping, Sequence
@@ -61,9 +60,9 @@ from ..count.cost import Costs, costs
 from ..derive.backward import derive
 from ..core.records import Derivation, Rule, grad_name
 from ..core.errors import SymflopsError
-from ..core.ir import Contraction, Einsum, Factor, Layer, dim_symbol, index_ranges
-from ..core.contraction import steps, written
-from .numeric import run_einsum, run_op
+from ..core.ir import Einsum, Factor, Layer, dim_symbol, index_ranges
+from ..ops.einsum.orders import steps, written
+from ..ops.einsum.numeric import extents_at, run_einsum
 from ..lang.spec import load
 
 FD_TOLERANCE = 1e-6      # central differences of a polynomial: rounding ~1e-10 at eps 1e-6
@@ -155,10 +154,6 @@ def small_sizes(layer: Layer, rng: np.random.Generator) -> dict[str, int]:
 
 def _shape(layer: Layer, name: str, dims: Mapping[str, int]) -> tuple[int, ...]:
     return tuple(_extent(e, dims) for e in layer.tensor(name).shape)
-
-
-def _extents(index_dims: Sequence[tuple[str, sympy.Expr]], dims: Mapping[str, int]) -> dict[str, int]:
-    return {i: _extent(e, dims) for i, e in index_dims}
 
 
 def relative_error(value: np.ndarray, reference: np.ndarray) -> float:
@@ -268,10 +263,8 @@ def _forward_with(layer: Layer, leaves: Mapping[str, np.ndarray], dims: Mapping[
     for op in layer.ops:
         if op.output in override:
             values[op.output] = override[op.output]
-        elif isinstance(op, Contraction):
-            values[op.output] = run_op(op, values, _extents(op.index_dims, dims), dims)
         else:
-            values.update(op.run(values))
+            values.update(op.run(values, extents_at(op.index_dims, dims), dims))
     return values
 
 
@@ -301,7 +294,7 @@ def _apply_rules(rules: Sequence[Rule], env: Mapping[str, np.ndarray],
                  dims: Mapping[str, int]) -> np.ndarray:
     total: Any = 0
     for rule in rules:
-        extents = _extents(rule.index_dims, dims)
+        extents = extents_at(rule.index_dims, dims)
         for term in rule.terms:
             for f in term.operands:
                 if not f.reads_tensor:
@@ -326,139 +319,11 @@ def load_torch() -> Any | None:
     return torch
 
 
-def torch_function(torch: Any, name: str) -> Callable[[Any], Any]:
-    """PyTorch's own implementation of a pointwise function: an oracle
-    independent of the SymPy formula symflops derives from."""
-    F = torch.nn.functional
-    table = {"relu": torch.relu, "sigmoid": torch.sigmoid, "tanh": torch.tanh, "exp": torch.exp,
-             "silu": F.silu, "gelu": F.gelu, "gelu_tanh": lambda x: F.gelu(x, approximate="tanh")}
-    return table[name]
-
-
-_TORCH_COMPARE = {"<=": "le", "<": "lt", ">=": "ge", ">": "gt"}
-
-
-def _torch_indicators(torch: Any, e: Einsum, tensors: Mapping[str, Any], args: list[Any],
-                      operands: list[list[str]], extents: Mapping[str, int]) -> None:
-    """Apply ``e``'s indicators the way a PyTorch model does, in place: a
-    lookup ``[v = tok[b]] E[v,d]`` as ``index_select`` of E's rows (so that
-    autograd's backward is PyTorch's own scatter-add), a condition ``[t <= s]``
-    as a 0/1 mask multiplied into an operand that has both letters, else kept
-    as an operand of the einsum."""
-    for f in e.operands:
-        if not f.is_select:
-            continue
-        v, idx = f.indices[0], tensors[f.tensor].long()
-        found = False
-        for k, letters in enumerate(operands):
-            while v in letters:
-                axis, a = letters.index(v), args[k]
-                picked = a.index_select(axis, idx.reshape(-1))
-                args[k] = picked.reshape(tuple(a.shape[:axis]) + tuple(idx.shape)
-                                         + tuple(a.shape[axis + 1:]))
-                letters[axis:axis + 1] = list(f.indices[1:])
-                found = True
-        if not found:  # nothing to look up in: the one-hot matrix itself
-            values = torch.arange(extents[v], device=idx.device).reshape((-1,) + (1,) * idx.dim())
-            args.append((idx.unsqueeze(0) == values).to(torch.float64))
-            operands.append(list(f.indices))
-    for f in e.operands:  # a shift [q = p + k]: its 0/1 tensor over (q, p, k), an operand
-        if not f.is_shift:
-            continue
-        device = args[0].device if args else None
-        q, p, k = (torch.arange(extents[i], device=device) for i in f.indices)
-        args.append((q[:, None, None] == p[None, :, None] + k[None, None, :]).to(torch.float64))
-        operands.append(list(f.indices))
-    for f in e.operands:
-        if not f.is_comparison:
-            continue
-        a, b = f.indices
-        sizes = {i: n for letters, x in zip(operands, args) for i, n in zip(letters, x.shape)}
-        sizes = {**extents, **sizes}
-        ra = torch.arange(sizes[a], device=args[0].device if args else None)
-        rb = torch.arange(sizes[b], device=ra.device)
-        mask = getattr(torch, _TORCH_COMPARE[f.fn])(ra[:, None], rb[None, :]).to(torch.float64)
-        k = next((k for k, letters in enumerate(operands) if a in letters and b in letters), None)
-        if k is None:
-            args.append(mask)
-            operands.append([a, b])
-            continue
-        names = {i: string.ascii_letters[n] for n, i in enumerate(dict.fromkeys(operands[k]))}
-        mine = "".join(names[i] for i in operands[k])
-        args[k] = torch.einsum(f"{mine},{names[a]}{names[b]}->{mine}", args[k], mask)
-
-
-def _written_order(torch: Any, args: Sequence[Any], operands: Sequence[Sequence[str]],
-                   out: Sequence[str], letters: Mapping[str, str]) -> Any:
-    """Three or more operands contracted pairwise left to right, one
-    ``torch.einsum`` per pair, so that PyTorch's counter sees the order
-    symflops counts (one einsum of them all would pick its own)."""
-    acc, have = args[0], list(operands[0])
-    for k in range(1, len(args)):
-        later = {i for f in operands[k + 1:] for i in f} | set(out)
-        joined = list(dict.fromkeys([*have, *operands[k]]))
-        keep = [i for i in joined if i in later]
-        spec = (f"{''.join(letters[i] for i in have)},{''.join(letters[i] for i in operands[k])}"
-                f"->{''.join(letters[i] for i in keep)}")
-        acc, have = torch.einsum(spec, acc, args[k]), keep
-    spec = f"{''.join(letters[i] for i in have)}->{''.join(letters[i] for i in out)}"
-    return torch.einsum(spec, acc)
-
-
-def torch_einsum(torch: Any, e: Einsum, tensors: Mapping[str, Any],
-                 dims: Mapping[str, int] | None = None,
-                 extents: Mapping[str, int] | None = None) -> Any:
-    """A forward term with ``torch.einsum`` (forward terms never repeat an output
-    letter; one that broadcasts, as in a bias add, is expanded).  ``extents``
-    sizes letters that no tensor carries (a mask over output letters)."""
-    letters = {i: string.ascii_letters[k] for k, i in enumerate(e.indices)}
-    args = [torch_function(torch, f.fn)(tensors[f.tensor]) if f.fn else tensors[f.tensor]
-            for f in e.factors]
-    operands = [list(f.indices) for f in e.factors]
-    if len(args) != len(e.operands):
-        _torch_indicators(torch, e, tensors, args, operands, extents or {})
-    present = [i for i in e.output.indices if any(i in f for f in operands)]
-    if len(args) > 2 and len(args) == len(e.operands):
-        out = _written_order(torch, args, operands, present, letters)
-    elif args:
-        spec = ",".join("".join(letters[i] for i in f) for f in operands)
-        out = torch.einsum(spec + "->" + "".join(letters[i] for i in present), *args)
-    else:  # a constant term (Y = X + 1): a scalar, broadcast to the output by torch_op
-        device = next(iter(tensors.values())).device if tensors else None
-        out = torch.ones((), dtype=torch.float64, device=device)
-    coefficient = e.coefficient
-    if coefficient.free_symbols:
-        coefficient = coefficient.subs({dim_symbol(k): v for k, v in (dims or {}).items()})
-    return out if coefficient == 1 else out * float(coefficient)
-
-
-def torch_op(torch: Any, op: Contraction, tensors: Mapping[str, Any],
-             dims: Mapping[str, int] | None = None) -> Any:
-    """A forward op: its terms with ``torch.einsum``, broadcast to the output and
-    added; an op with its own forward pass (softmax, norms) runs that."""
-    if not isinstance(op, Contraction):
-        return op.torch(torch, tensors)[op.output]
-    total = None
-    extents = _extents(op.index_dims, dims) if dims else None
-    for t in op.terms:
-        part = torch_einsum(torch, t, tensors, dims, extents)
-        present = [i for i in t.output.indices if any(i in f.indices for f in t.operands)]
-        if len(present) != len(t.output.indices):  # a broadcast term (a bias): expand it
-            shape = [1 if i not in present else part.shape[present.index(i)]
-                     for i in t.output.indices]
-            part = part.reshape(shape)
-        total = part if total is None else total + part
-    return total
-
-
 def _torch_forward(torch: Any, layer: Layer, leaves: Mapping[str, Any],
                    dims: Mapping[str, int] | None = None) -> dict[str, Any]:
     values = dict(leaves)
     for op in layer.ops:
-        if isinstance(op, Contraction):
-            values[op.output] = torch_op(torch, op, values, dims)
-        else:
-            values.update(op.torch(torch, values))
+        values.update(op.torch(torch, values, dims))
     return values
 
 
@@ -483,14 +348,12 @@ def check_rules(derivation: Derivation, values: Mapping[str, np.ndarray], dims: 
     checks = []
     for k, wrt, rules in _group_rules(derivation):
         op = layer.ops[k]
-        extents = _extents(op.index_dims, dims)
+        extents = extents_at(op.index_dims, dims)
         G = rng.standard_normal(_shape(layer, op.output, dims))
         statements = tuple(r.statement for r in rules)
 
         def scalar(x: np.ndarray, op=op, wrt=wrt, G=G, extents=extents) -> float:
-            if not isinstance(op, Contraction):
-                return float(np.sum(G * op.run({**values, wrt: x})[op.output]))
-            return float(np.sum(G * run_op(op, {**values, wrt: x}, extents, dims)))
+            return float(np.sum(G * op.run({**values, wrt: x}, extents, dims)[op.output]))
 
         numeric = central_differences(scalar, values[wrt])
         problem = ""
@@ -503,7 +366,7 @@ def check_rules(derivation: Derivation, values: Mapping[str, np.ndarray], dims: 
         if torch is not None:
             tensors = {n: _torch_leaf(torch, values[n]) for n in op.inputs}
             tensors[wrt].requires_grad_(True)
-            out = torch_op(torch, op, tensors, dims)
+            out = op.torch(torch, tensors, dims)[op.output]
             (ref,) = _grad_or_zeros(torch, out, [tensors[wrt]], torch.tensor(G))
             t_err = float("inf") if derived is None else relative_error(derived, ref.numpy())
         passed = fd <= FD_TOLERANCE and (t_err is None or t_err <= TORCH_TOLERANCE)
@@ -673,13 +536,13 @@ def check_flops(derivation: Derivation, c: Costs, sizes: Mapping[str, Mapping[st
         for k, op in enumerate(layer.ops):
             inputs = {n: full[n].detach().requires_grad_(n in derivation.needs_grad)
                       for n in op.inputs}
-            fwd = _count(torch, lambda: torch_op(torch, op, inputs, dims))
+            fwd = _count(torch, lambda: op.torch(torch, inputs, dims)[op.output])
             checks.append(_flop_check("forward", k + 1, op.statement(), size,
                                       num(c.forward[k].flops), fwd,
                                       [p for t in op.terms for p in _as_run(t, op.dims())] or None))
             if k not in rules_of:
                 continue
-            out = torch_op(torch, op, inputs, dims)
+            out = op.torch(torch, inputs, dims)[op.output]
             wanted = [inputs[n] for n in op.inputs if n in derivation.needs_grad]
             G = torch.ones_like(out)
             bwd = _count(torch, lambda: torch.autograd.grad(out, wanted, G))

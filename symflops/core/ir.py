@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Protocol
 
 import sympy
 
@@ -232,56 +232,26 @@ def product_text(coefficient: sympy.Expr, operands: Iterable["Factor"]) -> str:
     return sign + text
 
 
-@dataclass(frozen=True)
-class Contraction:
-    """A forward op that is a sum of einsum products: ``out = sum of terms``.
+class Op(Protocol):
+    """What the IR itself knows of an op (its kinds, in :mod:`symflops.ops`,
+    implement :class:`symflops.ops.base.Op`, which says what every stage may
+    ask of them): the tensor it writes and the ones it reads."""
 
-    One term covers every contraction (matmuls, batched and multi-operand
-    products, outer and elementwise products, scaling by a constant, a
-    pointwise function of a tensor, a dropout mask); several terms add
-    (residuals, biases).  All terms write the same output factor."""
-
-    terms: tuple[Einsum, ...]
-    index_dims: tuple[tuple[str, sympy.Expr], ...]
-    text: str = ""
-    span: Span | None = field(default=None, compare=False)
-
-    kind = "contraction"
+    text: str
 
     @property
-    def einsum(self) -> Einsum:
-        """The single term of a one-term op."""
-        if len(self.terms) != 1:
-            raise ValueError(f"{self.text!r} has {len(self.terms)} terms")
-        return self.terms[0]
+    def output(self) -> str: ...
 
     @property
-    def output(self) -> str:
-        return self.terms[0].output.tensor
+    def inputs(self) -> tuple[str, ...]: ...
 
     @property
-    def out(self) -> Factor:
-        return self.terms[0].output
+    def terms(self) -> tuple[Einsum, ...]: ...
 
     @property
-    def inputs(self) -> tuple[str, ...]:
-        """Distinct operand tensors in order of first use."""
-        return tuple(dict.fromkeys(f.tensor for t in self.terms for f in t.operands
-                                   if f.reads_tensor))
+    def index_dims(self) -> tuple[tuple[str, sympy.Expr], ...]: ...
 
-    def statement(self) -> str:
-        parts = []
-        for k, t in enumerate(self.terms):
-            rhs = t.statement(where=False).split(" = ", 1)[1]
-            if k and rhs.startswith("-"):
-                parts.append("- " + rhs[1:].lstrip())
-            else:
-                parts.append(("+ " if k else "") + rhs)
-        clauses = tuple(dict.fromkeys(c for t in self.terms for c in t.where()))
-        return f"{self.out} = " + " ".join(parts) + (" where " + ", ".join(clauses) if clauses else "")
-
-    def dims(self) -> dict[str, sympy.Expr]:
-        return dict(self.index_dims)
+    def dims(self) -> dict[str, sympy.Expr]: ...
 
 
 @dataclass(frozen=True)
@@ -319,7 +289,7 @@ class Layer:
     title: str
     dims: tuple[Dim, ...]
     tensors: tuple[Tensor, ...]
-    ops: tuple[Contraction, ...]
+    ops: tuple[Op, ...]
     source: str = "<python>"
     precision: str | None = None
     blocks: tuple[Block, ...] = ()
@@ -369,7 +339,7 @@ class Layer:
         used = {name for op in self.ops for name in op.inputs}
         return tuple(op.output for op in self.ops if op.output not in used)
 
-    def producer(self, name: str) -> Contraction | None:
+    def producer(self, name: str) -> Op | None:
         for op in self.ops:
             if op.output == name:
                 return op
@@ -426,8 +396,7 @@ def rename(obj: Any, names: Mapping[str, str], subs: Mapping[sympy.Symbol, sympy
     return obj
 
 
-
-def consumers(layer: Layer, name: str) -> Iterable[Contraction]:
+def consumers(layer: Layer, name: str) -> Iterable[Op]:
     return (op for op in layer.ops if name in op.inputs)
 
 

@@ -9,13 +9,16 @@ sheet can show it.  Every record is frozen.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Sequence, Union
 
 import sympy
 
-from .contraction import Candidate
 from .ir import Einsum, Factor, Layer, dim_symbol
 from .polynomial import less_than
+
+
+#: An order of pairwise products: a leaf is an operand's position in ``Einsum.factors``.
+Tree = Union[int, tuple["Tree", "Tree"]]
 
 
 def grad_name(tensor: str) -> str:
@@ -207,3 +210,16 @@ class TermOrders:
         return tuple(sympy.And(*(less_than(c.total, o.total, symbols)
                                  for o in self.candidates if o is not c))
                      for c in self.candidates)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One order of a term and its cost, split into the two buckets."""
+
+    tree: Tree
+    flops: sympy.Expr
+    elementwise: sympy.Expr
+
+    @property
+    def total(self) -> sympy.Expr:
+        return sympy.expand(self.flops + self.elementwise)

@@ -28,7 +28,7 @@ import sympy
 
 from .cost import Costs
 from ..core.records import Derivation
-from ..core.ir import Contraction, comparison
+from ..core.ir import comparison
 from .precision import Precision
 
 
@@ -78,8 +78,6 @@ def cached_tensors(derivation: Derivation) -> tuple[str, ...]:
     tensors = layer.tensor_map
     found: list[str] = []
     for op in layer.ops:
-        if not isinstance(op, Contraction):
-            continue
         for term in op.terms:
             for low, high, _ in (comparison(f) for f in term.operands if f.is_comparison):
                 for f in term.operands:

@@ -62,9 +62,10 @@ from typing import Iterator
 import sympy
 
 # the one count of index tuples (with where-clauses)
-from ..core.contraction import bounds_of, size as _size
+from ..ops.einsum.orders import bounds_of, size as _size
 from ..core.errors import SymflopsError
-from ..core.ir import Contraction, Einsum, Factor, Layer, substitute
+from ..core.ir import Einsum, Layer, substitute
+from ..ops.base import Op
 from ..core.polynomial import exact_quotient, monomials, quotient
 
 CLASSES = ("dense", "lookup", "elementwise")
@@ -92,8 +93,6 @@ def _is_dense_term(term: Einsum) -> bool:
 def param_class(layer: Layer, name: str) -> str:
     looked_up = False
     for op in layer.ops:
-        if not isinstance(op, Contraction):
-            continue
         for term in op.terms:
             names = [f.tensor for f in term.operands if f.reads_tensor and not f.is_select]
             if name not in names:
@@ -105,13 +104,10 @@ def param_class(layer: Layer, name: str) -> str:
     return "lookup" if looked_up else "elementwise"
 
 
-def _terms(op: object) -> tuple[Einsum, ...]:
+def _terms(op: Op) -> tuple[Einsum, ...]:
     """An op's products; a norm, softmax or loss as the one 'product' that
     reads its input row by row (its reads are those of an elementwise map)."""
-    if isinstance(op, Contraction):
-        return op.terms
-    source = getattr(op, "inp", None) or getattr(op, "logits")
-    return (Einsum(op.out, (source, *getattr(op, "conditions", ()))),)
+    return op.reads()
 
 
 _SKIP = "or declare the layer without 'tokens:' to skip the per-token counts"

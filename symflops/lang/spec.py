@@ -39,8 +39,8 @@ import yaml
 
 from ..core.errors import Span, SymflopsError, closest, quote, read_text
 from ..core.expr import MAX_DEGREE, MAX_DIGITS, MAX_EXPANDED_TERMS, measure, parse_expression, parse_number
-from ..core.ir import (FORWARD_ORDERS, LEAF_ROLES, RECOMPUTE_POLICIES, SELECT, SHIFT, Block, Contraction,
-                 Dim, Einsum, Factor, Layer, Tensor, dim_symbol, fresh_letter)
+from ..core.ir import FORWARD_ORDERS, LEAF_ROLES, RECOMPUTE_POLICIES, SELECT, SHIFT, Block, Dim, Einsum, Factor, Layer, Tensor, dim_symbol, fresh_letter
+from ..ops.einsum.node import Contraction
 from ..ops.loss import CrossEntropy
 from ..ops.normalize import Normalize
 from ..ops.functions import FUNCTIONS

@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
 import sympy
@@ -40,7 +40,14 @@ class Function:
     saves: str                   # "input" or "output": what the derivative reads
     latex: str                   # how its name prints, e.g. \operatorname{gelu}
     description: str
-    torch_name: str              # the PyTorch function the verifier compares with
+    torch_name: str              # PyTorch's own function, in torch or torch.nn.functional
+    torch_options: tuple[tuple[str, str], ...] = ()   # its keyword arguments
+
+    def torch(self, torch: Any, x: Any) -> Any:
+        """PyTorch's own implementation, the oracle ``verify`` compares with
+        (independent of the SymPy formula symflops derives from)."""
+        found = getattr(torch, self.torch_name, None) or getattr(torch.nn.functional, self.torch_name)
+        return found(x, **dict(self.torch_options))
 
     @cached_property
     def derivative(self) -> sympy.Expr:
@@ -116,7 +123,7 @@ FUNCTIONS: dict[str, Function] = {f.name: f for f in (
     Function("gelu_tanh",
              X / 2 * (1 + sympy.tanh(_SQRT_2_OVER_PI * (X + sympy.Rational(44715, 10**6) * X**3))),
              "input", r"\operatorname{gelu}_{\tanh}",
-             "Gaussian error linear unit, tanh approximation", "gelu_tanh"),
+             "Gaussian error linear unit, tanh approximation", "gelu", (("approximate", "tanh"),)),
 )}
 
 

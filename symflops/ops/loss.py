@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import sympy
@@ -87,6 +87,14 @@ class CrossEntropy:
         return Factor(self.target.tensor,
                       (letter[self.index], *(letter[i] for i in self.target.indices)), fn=SELECT)
 
+    def formula(self) -> sympy.Expr:
+        """The loss as SymPy derives it (the forward stage)."""
+        return self.reduction().stage("forward")
+
+    def reads(self) -> tuple[Einsum, ...]:
+        """It reads its logits row by row."""
+        return (Einsum(self.out, (self.logits,)),)
+
     def shown(self) -> Reduction:
         """The derivation as the sheet shows it: the one-hot written as ``[v = y_b]``."""
         red = self.reduction()
@@ -100,7 +108,8 @@ class CrossEntropy:
         return dataclasses.replace(red, stages=tuple((n, select(v)) for n, v in red.stages),
                                    terms=select(red.terms))
 
-    def rules(self, number: int) -> tuple[Rule, ...]:
+    def rules(self, number: int, targets: Sequence[str] = ()) -> tuple[Rule, ...]:
+        """The rule for its one differentiable input (``targets`` is that input)."""
         red = self.reduction()
         terms = tuple(Einsum(red.lhs, tuple(self._select(f) for f in t.factors), t.coefficient)
                       for t in red.terms)
@@ -115,7 +124,9 @@ class CrossEntropy:
         return (Rule(self.logits.tensor, number, terms,
                      tuple((i, extents[i]) for i in sorted(letters)), steps, matmul=False),)
 
-    def cost(self, unit: str) -> OpCost:
+    def cost(self, unit: str, order: str = "written", sizes: tuple[tuple[str, int], ...] = (),
+             choice: str = "declared") -> OpCost:
+        """Per element and per row of the formula (no products to order)."""
         d = self.dims()
         elements = sympy.Mul(*(d[i] for i in self.logits.indices))
         rows = sympy.Mul(*(d[i] for i in self.logits.indices if i != self.index))
@@ -125,7 +136,8 @@ class CrossEntropy:
         rows = [n for i, n in zip(self.logits.indices, z.shape) if i != self.index]
         return 1.0 / float(np.prod(rows)) if self.mean else 1.0
 
-    def run(self, values: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    def run(self, values: Mapping[str, np.ndarray], extents: Mapping[str, int] | None = None,
+            dims: Mapping[str, int] | None = None) -> dict[str, np.ndarray]:
         z = values[self.logits.tensor]
         y = np.asarray(values[self.target.tensor]).astype(int)
         axis = self.logits.indices.index(self.index)
@@ -140,7 +152,8 @@ class CrossEntropy:
         loss = -float(picked.sum()) * self._scale(z)
         return {self.output: np.array(loss), self.probs: np.exp(logp)}
 
-    def torch(self, torch: Any, values: Mapping[str, Any]) -> dict[str, Any]:
+    def torch(self, torch: Any, values: Mapping[str, Any],
+              dims: Mapping[str, int] | None = None) -> dict[str, Any]:
         """PyTorch's own cross-entropy, for the verifier."""
         z = values[self.logits.tensor]
         y = values[self.target.tensor]
@@ -152,6 +165,6 @@ class CrossEntropy:
                                                  reduction=reduction)
         return {self.output: loss, self.probs: torch.softmax(z, dim=axis)}
 
-    def latex(self, ix: Any) -> str:
+    def latex(self, m: Any) -> str:
         name = r"\operatorname{CE}" + (r"^{\text{mean}}" if self.mean else "")
-        return f"{ix(self.out)} = {name}_{{{self.index}}}({ix(self.logits)},\\ {ix(self.target)})"
+        return f"{m.ix(self.out)} = {name}_{{{self.index}}}({m.ix(self.logits)},\\ {m.ix(self.target)})"

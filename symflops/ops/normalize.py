@@ -24,7 +24,7 @@ work, apart from the matmul-type ``flops``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import sympy
@@ -33,7 +33,6 @@ from ..core.records import OpCost
 from ..core.records import Rule, Step
 from ..core.errors import Span
 from ..core.ir import Einsum, Factor
-from ..sheets.printing import iverson
 from .reductions import Reduction, layernorm_rule, rmsnorm_rule, softmax_rule
 
 KINDS = ("softmax", "layernorm", "rmsnorm")
@@ -98,11 +97,20 @@ class Normalize:
         return rmsnorm_rule(self.out.tensor, self.inp.tensor, self.out.indices, self.index, dim,
                             rstd=self.rstd)
 
+    def formula(self) -> sympy.Expr:
+        """The output element as SymPy derives it (the forward stage)."""
+        return self.reduction().stage("forward")
+
+    def reads(self) -> tuple[Einsum, ...]:
+        """It reads its input row by row, inside its where-clause."""
+        return (Einsum(self.out, (self.inp, *self.conditions)),)
+
     def shown(self) -> Reduction:
         """The derivation as the sheet shows it."""
         return self.reduction()
 
-    def rules(self, number: int) -> tuple[Rule, ...]:
+    def rules(self, number: int, targets: Sequence[str] = ()) -> tuple[Rule, ...]:
+        """The rule for its one differentiable input (``targets`` is that input)."""
         red = self.reduction()
         extents = {**self.dims(), **dict(red.index_dims)}
         einsums = tuple(self._restricted(e) for e in red.einsums())
@@ -133,8 +141,10 @@ class Normalize:
                     extra.append(Factor(c.tensor, (a, u), fn=c.fn))
         return Einsum(e.output, (*e.operands, *extra), e.coefficient) if extra else e
 
-    def cost(self, unit: str) -> OpCost:
-        from ..core.contraction import bounds_of, size
+    def cost(self, unit: str, order: str = "written", sizes: tuple[tuple[str, int], ...] = (),
+             choice: str = "declared") -> OpCost:
+        """Per element and per row of the formula (no products to order)."""
+        from .einsum.orders import bounds_of, size
 
         elements = size(set(self.out.indices), self.dims(),
                         bounds_of(Einsum(self.out, self.conditions)))
@@ -142,7 +152,8 @@ class Normalize:
         return OpCost(sympy.Integer(0),
                       sympy.expand(PER_ELEMENT[self.kind] * elements + PER_ROW[self.kind] * rows))
 
-    def run(self, values: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    def run(self, values: Mapping[str, np.ndarray], extents: Mapping[str, int] | None = None,
+            dims: Mapping[str, int] | None = None) -> dict[str, np.ndarray]:
         """The forward pass with NumPy: the output and the auxiliary tensors."""
         x = values[self.inp.tensor]
         axis = self.inp.indices.index(self.index)
@@ -158,7 +169,8 @@ class Normalize:
         return {self.output: np.transpose(centred * r, order),
                 self.rstd: np.transpose(np.squeeze(r, axis=axis), self._row_order())}
 
-    def torch(self, torch: Any, values: Mapping[str, Any]) -> dict[str, Any]:
+    def torch(self, torch: Any, values: Mapping[str, Any],
+              dims: Mapping[str, int] | None = None) -> dict[str, Any]:
         """The same with PyTorch's own kernels, for the verifier."""
         x = values[self.inp.tensor]
         axis = self.inp.indices.index(self.index)
@@ -180,7 +192,7 @@ class Normalize:
 
     def _mask(self, shape: tuple[int, ...]) -> np.ndarray:
         """True inside the where-clause's domain, over the input's axes."""
-        from ..checks.numeric import indicator
+        from .einsum.numeric import indicator
 
         keep = np.ones(shape, dtype=bool)
         extents = dict(zip(self.inp.indices, shape))
@@ -199,8 +211,9 @@ class Normalize:
         rows = [i for i in self.inp.indices if i != self.index]
         return [rows.index(i) for i in self.aux[0].indices]
 
-    def latex(self, ix: Any) -> str:
-        """``P_{st} = \\operatorname{softmax}_t(A_{st})`` given an indexed-name printer."""
-        where = r",\ ".join(iverson(c) for c in self.conditions)
-        return (f"{ix(self.out)} = {LATEX[self.kind]}_{{{self.index}}}({ix(self.inp)})"
+    def latex(self, m: Any) -> str:
+        """``P_{st} = \\operatorname{softmax}_t(A_{st})``; ``m.ix`` prints an
+        indexed name, and a condition as an Iverson bracket."""
+        where = r",\ ".join(m.ix(c) for c in self.conditions)
+        return (f"{m.ix(self.out)} = {LATEX[self.kind]}_{{{self.index}}}({m.ix(self.inp)})"
                 + (rf"\quad\text{{where }} {where}" if where else ""))

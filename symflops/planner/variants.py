@@ -27,7 +27,8 @@ from typing import Iterable
 
 import sympy
 
-from ..core.ir import Contraction, Einsum, Factor, Layer, Tensor
+from ..core.ir import Einsum, Factor, Layer, Tensor
+from ..ops.einsum.node import Contraction
 
 
 def _with_tensor(layer: Layer, tensor: Tensor, after: str, blocks_of: str) -> Layer:
@@ -50,7 +51,7 @@ def with_biases(layer: Layer, weights: Iterable[str]) -> Layer:
     """``layer`` with a bias added to the product of each of ``weights`` (one
     op each, the op where the weight meets an activation in a matrix product)."""
     for weight in weights:
-        found = [(k, term) for k, op in enumerate(layer.ops) if isinstance(op, Contraction)
+        found = [(k, term) for k, op in enumerate(layer.ops)
                  for term in op.terms if term.contracted
                  and any(f.tensor == weight for f in term.factors)]
         if len(found) != 1:
@@ -74,7 +75,7 @@ def with_function(layer: Layer, old: str, new: str) -> Layer:
     """``layer`` with every pointwise ``old`` of its forward ops replaced by ``new``."""
     ops = []
     for op in layer.ops:
-        if isinstance(op, Contraction) and any(f.fn == old for t in op.terms for f in t.operands):
+        if any(f.fn == old for t in op.terms for f in t.operands):
             terms = tuple(dataclasses.replace(t, operands=tuple(
                 dataclasses.replace(f, fn=new) if f.fn == old else f for f in t.operands))
                 for t in op.terms)

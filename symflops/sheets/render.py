@@ -37,13 +37,15 @@ import sympy
 from jinja2.loaders import split_template_path
 
 from . import printing as P
-from ..core.contraction import bounds_of, size, steps, written
-from ..count.cost import Costs, einsum_flops
-from ..derive.backward import contraction_rules
+from ..ops.einsum.orders import bounds_of, size, steps, written
+from ..count.cost import Costs
+from ..ops.einsum.cost import einsum_flops
+from ..ops.einsum.rules import contraction_rules
 from ..core.records import Derivation, IndexTerm, MatrixProduct, Rule, grad_name, matrix_form
 from ..core.errors import Span, SymflopsError, printable, quote, read_text, shorten
 from ..count.evaluate import number
-from ..core.ir import Contraction, Einsum, Factor, Tensor, substitute
+from ..core.ir import Einsum, Factor, Tensor, substitute
+from ..ops.einsum.node import Contraction
 from ..core.polynomial import quotient
 from ..ops.functions import FUNCTIONS
 from ..count.precision import dtype_name
@@ -295,17 +297,6 @@ class _Math:
     def index_form(self, e: Einsum) -> str:
         return f"{self.ix(e.output)} = {self.einsum_rhs(e)}"
 
-    def op_form(self, op: Contraction) -> str:
-        """All terms of an op: ``Y_{bd} = X_{bd} + F_{bd}``."""
-        rhs = ""
-        for k, t in enumerate(op.terms):
-            text = self.einsum_rhs(t)
-            if k and text.startswith("-"):
-                rhs += " - " + text[1:]
-            else:
-                rhs += (" + " if k else "") + text
-        return f"{self.ix(op.out)} = {rhs}"
-
     def matrix(self, m: MatrixProduct | None) -> str | None:
         return P.matrix(m, self.poly, self.names) if m is not None else None
 
@@ -455,8 +446,7 @@ def _functions(layer: Any, derivation: Derivation, m: _Math) -> list[dict[str, A
     """Each pointwise function the layer uses: its formula and SymPy's derivative."""
     from ..ops.functions import FUNCTIONS, X, Y
 
-    used = dict.fromkeys(f.fn for op in layer.ops if isinstance(op, Contraction)
-                         for t in op.terms for f in t.factors if f.fn)
+    used = dict.fromkeys(f.fn for op in layer.ops for t in op.terms for f in t.factors if f.fn)
     out = []
     for name in used:
         f = FUNCTIONS[name]
@@ -812,9 +802,9 @@ def sheet_context(derivation: Derivation, costs: Costs, fmt: str,
 
     forward = [{
         "statement": code(op.statement()),
-        "index": m.op_form(op) if isinstance(op, Contraction) else op.latex(m.ix),
-        "definition": (None if isinstance(op, Contraction) else
-                       f"{m.ix(op.out)} = " + _sympy_latex(op.reduction().stage("forward"), m)),
+        "index": op.latex(m),
+        "definition": (None if op.formula() is None else
+                       f"{m.ix(op.out)} = " + _sympy_latex(op.formula(), m)),
         "matrix": m.matrix(matrix_form(op.terms[0])) if len(op.terms) == 1 else None,
         "flops": poly(c.flops),
         "elementwise": poly(c.elementwise) if c.elementwise != 0 else None,
@@ -826,17 +816,17 @@ def sheet_context(derivation: Derivation, costs: Costs, fmt: str,
 
     normalizations = []
     for op in layer.ops:
-        if isinstance(op, Contraction) or op.output not in derivation.needs_grad:
-            continue
         red = op.shown()
-        normalizations.append({"op": op.latex(m.ix), "grad": m.t(red.lhs.tensor),
+        if red is None or op.output not in derivation.needs_grad:
+            continue
+        normalizations.append({"op": op.latex(m), "grad": m.t(red.lhs.tensor),
                                "lines": fold(_reduction_lines(red, m))})
 
     generic: list[dict[str, Any]] = []
     patterns: dict[str, list[str]] = {}
     representative: dict[str, tuple[Contraction, bool]] = {}
     for op in layer.ops:
-        if not isinstance(op, Contraction):
+        if not op.terms:  # a softmax, a norm, a loss: its derivation is shown apart
             continue
         lone = len(op.terms) == 1
         for k in range(len(op.terms)):

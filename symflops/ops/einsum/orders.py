@@ -49,19 +49,18 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, Literal, Mapping, Sequence, Union
+from typing import Any, Literal, Mapping, Sequence
 
 import sympy
 
-from .domain import Bound, domain_size
-from .ir import Einsum, Factor, comparison, selections
-from .polynomial import dominated, terms
+from ...core.domain import Bound, domain_size
+from ...core.ir import Einsum, Factor, comparison, selections
+from ...core.polynomial import dominated, terms
+from ...core.records import Candidate, Tree
 
 Unit = Literal["FLOPs", "MACs"]
 Order = Literal["written", "cheapest"]
 StepKind = Literal["contraction", "dot", "product", "scatter", "reduction"]
-#: A binary tree of operand positions: a leaf is the operand's index in ``Einsum.factors``.
-Tree = Union[int, tuple["Tree", "Tree"]]
 
 
 @dataclass(frozen=True)
@@ -79,19 +78,6 @@ class PairStep:
     @property
     def bucket(self) -> Literal["flops", "elementwise"]:
         return "flops" if self.kind == "contraction" else "elementwise"
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """One order of a term and its cost, split into the two buckets."""
-
-    tree: Tree
-    flops: sympy.Expr
-    elementwise: sympy.Expr
-
-    @property
-    def total(self) -> sympy.Expr:
-        return sympy.expand(self.flops + self.elementwise)
 
 
 @dataclass(frozen=True)

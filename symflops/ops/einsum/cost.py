@@ -1,0 +1,152 @@
+"""What an einsum op or rule costs, in both buckets.
+
+Each term is contracted pairwise (:mod:`.orders` counts each step and puts it
+in a bucket by one rule): forward terms in the order written (or the
+cheapest, with ``forward_order: cheapest``), backward rules in the cheapest
+order.  Where the cheapest orders cross, the count is the one cheapest at the
+declared ``sizes:``, else the least of them (a :class:`TermOrders` records
+the candidates).  Constant factors and pointwise functions are elementwise
+work, and so are the additions joining several terms.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal, Mapping, Sequence
+
+import sympy
+
+from ...core.ir import Einsum, dim_symbol
+from ...core.polynomial import Cheapest, Least, dominated, terms
+from ...core.records import Candidate, OpCost, Rule, TermOrders
+from ..functions import cost as function_cost
+from .orders import Order, bounds_of, candidate, cheapest, size, tree_text, written
+
+if TYPE_CHECKING:  # the op this serves; it calls this module
+    from .node import Contraction
+
+
+#: How a count is chosen where a term's cheapest orders cross (their costs
+#: compare differently at different sizes): ``declared`` takes the order
+#: cheapest at the declaration's ``sizes:`` (their minimum where none are
+#: declared); ``minimum`` is always the minimum, which the commands that
+#: evaluate at given sizes use, so that each size gets its cheapest order.
+Choice = Literal["declared", "minimum"]
+
+
+def einsum_flops(e: Einsum, extents: Mapping[str, sympy.Expr], unit: str = "FLOPs",
+                 order: Order = "written") -> sympy.Expr:
+    """All the work of contracting ``e``'s operands pairwise in ``order``
+    (both buckets; see :mod:`symflops.core.contraction`); for ``cheapest`` orders
+    whose costs cross, the least of them.
+
+    >>> from symflops.core.ir import Einsum, Factor
+    >>> M, N, K = sympy.symbols("M N K", positive=True)
+    >>> mm = Einsum(Factor("C", ("m", "n")), (Factor("A", ("m", "k")), Factor("B", ("k", "n"))))
+    >>> einsum_flops(mm, {"m": M, "n": N, "k": K})
+    2*K*M*N
+    """
+    if order == "written" or len(e.factors) <= 2:
+        return candidate(e, extents, unit, written(len(e.factors))).total
+    found = cheapest(e, extents, unit)
+    return found[0].total if len(found) == 1 else Least(*(c.total for c in found))
+
+
+def einsum_elementwise(e: Einsum, extents: Mapping[str, sympy.Expr]) -> sympy.Expr:
+    """FLOPs outside the contraction: one multiply per output element for a
+    constant coefficient other than 1 (and -1, a sign flip), and each
+    pointwise function at its documented cost per element of its operand."""
+    total = sympy.Integer(0)
+    bounds = bounds_of(e)
+    for f in e.factors:
+        if f.fn:
+            total += function_cost(f.fn) * size(set(f.indices), extents, bounds)
+    if e.coefficient in (1, -1, 0) or not e.factors:
+        return total
+    return total + size(set(e.output.indices) & {i for f in e.operands for i in f.indices},
+                        extents, bounds)
+
+
+def _choose(found: tuple[Candidate, ...], sizes: tuple[tuple[str, int], ...]) -> list[int]:
+    """The positions of the candidates cheapest at ``sizes`` (several when
+    dims the sizes leave out still decide; all of them without sizes)."""
+    if not sizes:
+        return list(range(len(found)))
+    at = {dim_symbol(n): sympy.Integer(v) for n, v in sizes}
+    totals = [sympy.expand(c.total.xreplace(at)) for c in found]
+    if all(t.is_number for t in totals):
+        return [totals.index(min(totals))]
+    gens = tuple(sorted(set().union(*(t.free_symbols for t in totals)), key=str))
+    polys = [terms(t, gens) for t in totals]
+    return [k for k in range(len(found))
+            if not any(j != k and dominated(polys[j], polys[k])
+                       and not (dominated(polys[k], polys[j]) and k < j) for j in range(len(found)))]
+
+
+def _minimum(found: Sequence[Candidate]) -> tuple[sympy.Expr, sympy.Expr]:
+    """``(flops, elementwise)`` of whichever candidate costs least."""
+    if len(found) == 1:
+        return found[0].flops, found[0].elementwise
+    if len({c.elementwise for c in found}) == 1:
+        return Least(*(c.flops for c in found)), found[0].elementwise
+    if len({c.flops for c in found}) == 1:
+        return found[0].flops, Least(*(c.elementwise for c in found))
+    totals = [c.total for c in found]
+    least = [sympy.And(*(sympy.Le(totals[k], t, evaluate=False) for j, t in enumerate(totals)
+                         if j != k), evaluate=False) for k in range(len(found))]
+    return (Cheapest(*((c.flops, w) for c, w in zip(found[:-1], least)), (found[-1].flops, True)),
+            Cheapest(*((c.elementwise, w) for c, w in zip(found[:-1], least)),
+                     (found[-1].elementwise, True)))
+
+
+def term_cost(e: Einsum, extents: Mapping[str, sympy.Expr], unit: str, order: Order,
+              sizes: tuple[tuple[str, int], ...] = (), choice: Choice = "declared", term: int = 0
+              ) -> tuple[sympy.Expr, sympy.Expr, TermOrders | None]:
+    """``(flops, elementwise, orders)`` of one term counted in ``order``;
+    ``orders`` records the crossing candidates of a cheapest order, if any."""
+    if order == "written" or len(e.factors) <= 2:
+        c = candidate(e, extents, unit, written(len(e.factors)))
+        return c.flops, c.elementwise, None
+    found = cheapest(e, extents, unit)
+    if len(found) == 1:
+        return found[0].flops, found[0].elementwise, None
+    left = _choose(found, sizes if choice == "declared" else ())
+    chosen = left[0] if len(left) == 1 else None
+    flops, elementwise = _minimum([found[k] for k in left])
+    return flops, elementwise, TermOrders(term, tuple(tree_text(e, c.tree) for c in found), found,
+                                          chosen, sizes if chosen is not None else ())
+
+
+def rule_cost(rule: Rule, unit: str, sizes: tuple[tuple[str, int], ...] = (),
+              choice: Choice = "declared") -> OpCost:
+    """A rule's terms, each in its cheapest order, step by step in their
+    buckets; the additions joining its terms are elementwise."""
+    extents = rule.dims()
+    flops = elementwise = sympy.Integer(0)
+    orders = []
+    for k, t in enumerate(rule.terms):
+        f, w, crossing = term_cost(t, extents, unit, "cheapest", sizes, choice, k)
+        flops += f
+        elementwise += w + einsum_elementwise(t, extents)
+        orders += [crossing] if crossing else []
+    elementwise += (len(rule.terms) - 1) * _grad_elements(rule)
+    return OpCost(sympy.expand(flops), sympy.expand(elementwise), tuple(orders))
+
+
+def op_cost(op: Contraction, unit: str, order: Order = "written",
+            sizes: tuple[tuple[str, int], ...] = (), choice: Choice = "declared") -> OpCost:
+    """A forward op: each term step by step in its bucket (in ``order``), its
+    constant factors and pointwise functions, and the additions between terms."""
+    extents = op.dims()
+    flops = elementwise = sympy.Integer(0)
+    orders = []
+    for k, t in enumerate(op.terms):
+        f, w, crossing = term_cost(t, extents, unit, order, sizes, choice, k)
+        flops += f
+        elementwise += w + einsum_elementwise(t, extents)
+        orders += [crossing] if crossing else []
+    elementwise += (len(op.terms) - 1) * size(set(op.out.indices), extents)
+    return OpCost(sympy.expand(flops), sympy.expand(elementwise), tuple(orders))
+
+
+def _grad_elements(rule: Rule) -> sympy.Expr:
+    return size(set(rule.terms[0].output.indices), rule.dims())

@@ -1,0 +1,89 @@
+"""An einsum evaluated with NumPy, for finite differences and ``symflops grads``.
+
+NumPy's einsum cannot write a repeated output index (a diagonal) nor an
+output index that no operand carries (a broadcast), both of which gradients
+need; :func:`run_einsum` handles them.  Indicator factors (a where-clause's
+``[t <= s]``, a lookup's ``[v = tok[b]]``, a shift's ``[q = p + k]``) are
+evaluated as 0/1 arrays: a mask, the one-hot matrix of the integer index
+array, the shift's 0/1 tensor.
+"""
+
+from __future__ import annotations
+
+import string
+from typing import TYPE_CHECKING, Mapping, Sequence
+
+import numpy as np
+import sympy
+
+from ...core.ir import Einsum, Factor, dim_symbol
+from ..functions import numpy_function
+
+if TYPE_CHECKING:  # the op this serves; it calls this module
+    from .node import Contraction
+
+
+_COMPARE = {"<=": np.less_equal, "<": np.less, ">=": np.greater_equal, ">": np.greater}
+
+
+def indicator(f: Factor, arrays: Mapping[str, np.ndarray], extents: Mapping[str, int]) -> np.ndarray:
+    """The 0/1 array of an indicator factor over its letters: ``[t <= s]`` is
+    ``mask[t, s]``; ``[v = tok[b]]`` is ``onehot[v, b] = (tok[b] == v)``;
+    ``[q = p + k]`` is ``shift[q, p, k] = (q == p + k)``."""
+    if f.is_select:
+        tok = np.asarray(arrays[f.tensor])
+        values = np.arange(extents[f.indices[0]]).reshape((-1,) + (1,) * tok.ndim)
+        return (tok[np.newaxis] == values).astype(float)
+    if f.is_shift:  # [q = p + k] over (q, p, k)
+        q, p, k = (np.arange(extents[i]) for i in f.indices)
+        return (q[:, None, None] == p[None, :, None] + k[None, None, :]).astype(float)
+    a, b = f.indices
+    return _COMPARE[f.fn].outer(np.arange(extents[a]), np.arange(extents[b])).astype(float)
+
+
+def run_einsum(e: Einsum, arrays: Mapping[str, np.ndarray], extents: Mapping[str, int],
+               dims: Mapping[str, int] | None = None) -> np.ndarray:
+    """Evaluate ``e`` with NumPy; ``extents`` sizes every index letter and
+    ``dims`` gives the dims a coefficient may contain (``1/sqrt(H)``)."""
+    letters = {i: string.ascii_letters[k] for k, i in enumerate(e.indices)}
+    present = [i for i in dict.fromkeys(e.output.indices)
+               if any(i in f.indices for f in e.operands)]
+    values = [indicator(f, arrays, extents) if f.is_indicator
+              else numpy_function(f.fn)(arrays[f.tensor]) if f.fn else arrays[f.tensor]
+              for f in e.operands]
+    dtype = np.result_type(*values) if values else float
+    if e.operands:
+        spec = ",".join("".join(letters[i] for i in f.indices) for f in e.operands)
+        core = np.einsum(spec + "->" + "".join(letters[i] for i in present), *values,
+                         optimize=True)
+    else:
+        core = np.ones((), dtype=dtype)
+    coefficient = e.coefficient
+    if coefficient.free_symbols:
+        coefficient = coefficient.subs({dim_symbol(k): v for k, v in (dims or {}).items()})
+    core = core * float(coefficient)
+    unique = list(dict.fromkeys(e.output.indices))
+    # Broadcast along output indices that no operand carries.
+    full = np.broadcast_to(
+        core.reshape([extents[i] if i in present else 1 for i in unique]),
+        [extents[i] for i in unique],
+    )
+    if len(unique) == len(e.output.indices):
+        return np.array(full)
+    # A repeated output index: write onto the diagonal, zero elsewhere.
+    out = np.zeros([extents[i] for i in e.output.indices], dtype=full.dtype)
+    grids = np.indices(full.shape)
+    where = tuple(grids[unique.index(i)] for i in e.output.indices)
+    out[where] = full
+    return out
+
+
+def run_op(op: Contraction, values: Mapping[str, np.ndarray], extents: Mapping[str, int],
+           dims: Mapping[str, int] | None = None) -> np.ndarray:
+    """One forward op: the sum of its terms."""
+    return sum(run_einsum(t, values, extents, dims) for t in op.terms)
+
+
+def extents_at(index_dims: Sequence[tuple[str, sympy.Expr]], dims: Mapping[str, int]) -> dict[str, int]:
+    """Each letter's extent at the dim values ``dims``."""
+    return {i: int(e.subs({s: dims[str(s)] for s in e.free_symbols})) for i, e in index_dims}
