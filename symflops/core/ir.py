@@ -243,6 +243,9 @@ class Op(Protocol):
     def output(self) -> str: ...
 
     @property
+    def out(self) -> Factor: ...
+
+    @property
     def inputs(self) -> tuple[str, ...]: ...
 
     @property

@@ -11,18 +11,16 @@ work, and so are the additions joining several terms.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal, Mapping, Sequence
+from typing import Literal, Mapping, Sequence
 
 import sympy
 
-from ...core.ir import Einsum, dim_symbol
+from ...core.ir import Einsum, Op, dim_symbol
 from ...core.polynomial import Cheapest, Least, dominated, terms
 from ...core.records import Candidate, OpCost, Rule, TermOrders
 from ..functions import cost as function_cost
 from .orders import Order, bounds_of, candidate, cheapest, size, tree_text, written
 
-if TYPE_CHECKING:  # the op this serves; it calls this module
-    from .node import Contraction
 
 
 #: How a count is chosen where a term's cheapest orders cross (their costs
@@ -132,7 +130,7 @@ def rule_cost(rule: Rule, unit: str, sizes: tuple[tuple[str, int], ...] = (),
     return OpCost(sympy.expand(flops), sympy.expand(elementwise), tuple(orders))
 
 
-def op_cost(op: Contraction, unit: str, order: Order = "written",
+def op_cost(op: Op, unit: str, order: Order = "written",
             sizes: tuple[tuple[str, int], ...] = (), choice: Choice = "declared") -> OpCost:
     """A forward op: each term step by step in its bucket (in ``order``), its
     constant factors and pointwise functions, and the additions between terms."""

@@ -11,16 +11,14 @@ array, the shift's 0/1 tensor.
 from __future__ import annotations
 
 import string
-from typing import TYPE_CHECKING, Mapping, Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 import sympy
 
-from ...core.ir import Einsum, Factor, dim_symbol
+from ...core.ir import Einsum, Factor, Op, dim_symbol
 from ..functions import numpy_function
 
-if TYPE_CHECKING:  # the op this serves; it calls this module
-    from .node import Contraction
 
 
 _COMPARE = {"<=": np.less_equal, "<": np.less, ">=": np.greater_equal, ">": np.greater}
@@ -78,7 +76,7 @@ def run_einsum(e: Einsum, arrays: Mapping[str, np.ndarray], extents: Mapping[str
     return out
 
 
-def run_op(op: Contraction, values: Mapping[str, np.ndarray], extents: Mapping[str, int],
+def run_op(op: Op, values: Mapping[str, np.ndarray], extents: Mapping[str, int],
            dims: Mapping[str, int] | None = None) -> np.ndarray:
     """One forward op: the sum of its terms."""
     return sum(run_einsum(t, values, extents, dims) for t in op.terms)

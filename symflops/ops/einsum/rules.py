@@ -25,16 +25,14 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import TYPE_CHECKING, Iterable
+from typing import Iterable
 
 import sympy
 
-from ...core.ir import Einsum, Factor, fresh_letter, rename
+from ...core.ir import Einsum, Factor, Op, fresh_letter, rename
 from ...core.records import IndexTerm, Rule, Step, _sym, grad_name
 from ..functions import FUNCTIONS
 
-if TYPE_CHECKING:  # the op this derives for; it calls this module
-    from .node import Contraction
 
 
 def _fresh(used: set[str], preferred: Iterable[str] = ()) -> str:
@@ -126,7 +124,7 @@ def _derivative_factor(e: Einsum, occurrence: Factor,
     return (Factor(occurrence.tensor, occurrence.indices, fn=f"{function.name}'"),)
 
 
-def contraction_rules(op: "Contraction", op_number: int, wrt: str,
+def contraction_rules(op: Op, op_number: int, wrt: str,
                       output_form: bool = True) -> tuple[Rule, ...]:
     """Every gradient contribution that ``op`` sends to ``wrt``: per term that
     reads ``wrt``, one rule per index pattern of the result (several only when
@@ -137,7 +135,7 @@ def contraction_rules(op: "Contraction", op_number: int, wrt: str,
 
 
 @functools.lru_cache(maxsize=4096)
-def term_rules(op: "Contraction", term: int, op_number: int, wrt: str,
+def term_rules(op: Op, term: int, op_number: int, wrt: str,
                output_form: bool = True) -> tuple[Rule, ...]:
     """Derive the gradient that term ``term`` of ``op`` sends to ``wrt``.
     Remembered: a sheet derives its generic patterns again, and a model

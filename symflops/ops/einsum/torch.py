@@ -4,14 +4,12 @@
 from __future__ import annotations
 
 import string
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
-from ...core.ir import Einsum, dim_symbol
+from ...core.ir import Einsum, Op, dim_symbol
 from ..functions import FUNCTIONS
 from .numeric import extents_at
 
-if TYPE_CHECKING:  # the op this serves; it calls this module
-    from .node import Contraction
 
 
 _TORCH_COMPARE = {"<=": "le", "<": "lt", ">=": "ge", ">": "gt"}
@@ -111,7 +109,7 @@ def torch_einsum(torch: Any, e: Einsum, tensors: Mapping[str, Any],
     return out if coefficient == 1 else out * float(coefficient)
 
 
-def torch_op(torch: Any, op: Contraction, tensors: Mapping[str, Any],
+def torch_op(torch: Any, op: Op, tensors: Mapping[str, Any],
              dims: Mapping[str, int] | None = None) -> Any:
     """An einsum op: its terms with ``torch.einsum``, broadcast to the output and added."""
     total = None
