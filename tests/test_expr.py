@@ -1,4 +1,4 @@
-"""Tests for symflops.core.expr: the eval-free expression parser.
+"""Tests for symflops.lang.expr: the eval-free expression parser.
 
 Expected values are written by hand with SymPy operators on Symbols; nothing
 here turns a string into an expression except the parser under test.
@@ -15,9 +15,9 @@ import sympy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import symflops.core.expr as expr_module
+import symflops.lang.expr as expr_module
 from symflops.core.errors import Span, SymflopsError
-from symflops.core.expr import DEFAULT_FUNCTIONS, Comparison, parse_expression, parse_number
+from symflops.lang.expr import DEFAULT_FUNCTIONS, Comparison, parse_expression, parse_number
 
 B, D, F, H = sympy.symbols("B D F H")
 SEQ = sympy.Symbol("seq_len")

@@ -14,7 +14,7 @@ Names a claim may use (:func:`claim_symbols`): every dim; ``params``,
 
 Invariants and conventions:
 
-* claim text goes through the whitelisting parser :mod:`symflops.core.expr` only;
+* claim text goes through the whitelisting parser :mod:`symflops.lang.expr` only;
   nothing here hands user text to ``eval``, ``exec`` or ``sympify``.
 * dims are positive integers, so a claim *holds* when it is true for every
   positive integer value of every dim.  Equalities are decided exactly
@@ -53,9 +53,9 @@ from ..derive.backward import derive
 from ..core.records import Derivation
 from ..core.errors import Span, SymflopsError
 from ..count.evaluate import number, parse_assignments
-from ..core.expr import Comparison, parse_expression
+from ..lang.expr import Comparison, parse_expression
 from ..core.ir import Layer, dim_symbol
-from ..lang.spec import load
+from ..spec.declaration import load
 from ..count.summary import summary
 
 #: Claim operators and the sign of ``lhs - rhs`` each one asserts.

@@ -41,7 +41,7 @@ from ..count.evaluate import check_definitions
 from ..core.errors import SymflopsError, Terminated, shorten
 from .output import directory, write_file
 from ..sheets.render import render
-from ..lang.spec import load
+from ..spec.declaration import load
 
 #: pdflatex gets this long per sheet before it is stopped.
 PDF_TIMEOUT_S = 120

@@ -35,7 +35,7 @@ from .output import STDOUT, write_file
 from ..count.evaluate import evaluate, parse_assignments, parse_config
 from ..count.precision import DEFAULT_POLICY, POLICIES
 from .text import text_report
-from ..lang.spec import load
+from ..spec.declaration import load
 from ..count.summary import summary, to_json_ready
 
 DESCRIPTION = """\

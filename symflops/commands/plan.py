@@ -1,7 +1,7 @@
 """``symflops plan``: options -> :mod:`symflops.planner.plan` -> table, Markdown, JSON, plot.
 
 Every number on the command line goes through the whitelisting reader
-(:func:`symflops.core.expr.parse_number`): ``2e12``, ``2**20``, ``0.4``; an MFU
+(:func:`symflops.lang.expr.parse_number`): ``2e12``, ``2**20``, ``0.4``; an MFU
 may also be written ``40%``.
 """
 
@@ -15,7 +15,7 @@ from fractions import Fraction
 from ..planner import hfconfig
 from ..core.errors import SymflopsError
 from ..count.evaluate import parse_configs
-from ..core.expr import parse_number
+from ..lang.expr import parse_number
 from ..planner.hardware import PRESETS, preset
 from ..planner.plan import (RECOMPUTE, make_plan, model_from_architecture, model_from_declaration,
                    model_from_params, rate, run_from_phases, run_from_steps, run_from_tokens)

@@ -42,7 +42,7 @@ import sympy
 
 from ..core.errors import SymflopsError
 from ..count.evaluate import check_all_given, check_definitions, check_dim_name, dim_value, number
-from ..core.expr import parse_number
+from ..lang.expr import parse_number
 from ..core.ir import Layer, dim_symbol
 from .output import open_output
 from ..core.sizes import size_problem

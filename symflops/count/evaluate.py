@@ -19,7 +19,7 @@ from typing import Any, Iterable, Mapping
 import sympy
 
 from ..core.errors import SymflopsError
-from ..core.expr import parse_number
+from ..lang.expr import parse_number
 from ..core.ir import Layer, dim_symbol
 
 #: Digits of the largest exact number reported (Python refuses to print an int

@@ -1,1 +1,1 @@
-"""The front end: a declaration (YAML or Python data) in, the IR out, with source positions."""
+"""The front end's grammar: YAML with positions, the op statement grammar, whitelisted expressions."""

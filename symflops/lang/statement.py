@@ -19,7 +19,7 @@ Examples: ``H[b,f] = X[b,d] W_in[d,f]``, ``A[s,t] = Q[s,h] K[t,h] / sqrt(H)``,
 A call whose argument is an indexed tensor applies a function (or an op such
 as ``softmax_t``) to it; any other parenthesised or named factor is a
 constant, kept as text with its column and read later by the whitelisting
-:mod:`symflops.core.expr`.  Nothing here evaluates anything.
+:mod:`symflops.lang.expr`.  Nothing here evaluates anything.
 """
 
 from __future__ import annotations

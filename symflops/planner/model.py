@@ -28,7 +28,7 @@ from ..count.evaluate import check_all_given, check_definitions, check_dim_name,
 from .hfconfig import Architecture
 from ..core.ir import Layer, dim_symbol
 from ..count.precision import Precision
-from ..lang.spec import load
+from ..spec.declaration import load
 from ..count.summary import summary
 from .variants import with_biases, with_dropout, with_function
 

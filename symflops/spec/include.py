@@ -36,7 +36,7 @@ from typing import Any, Callable, Mapping
 import sympy
 
 from ..core.errors import Span, SymflopsError, closest, quote, shorten
-from ..core.expr import parse_expression
+from ..lang.expr import parse_expression
 from ..core.ir import Block, Dim, Layer, Tensor, dim_symbol, rename
 from ..core.sizes import check_size
 

@@ -22,7 +22,7 @@ binds gets the extent of a valid convolution, ``ext(q) - ext(k) + 1``.
 
 YAML is read with the safe loader only, composed into nodes first so that every
 value keeps its line and column; ops are parsed by :mod:`symflops.lang.statement`
-and shapes by the whitelisting :mod:`symflops.core.expr`.  Nothing is evaluated.
+and shapes by the whitelisting :mod:`symflops.lang.expr`.  Nothing is evaluated.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ import sympy
 import yaml
 
 from ..core.errors import Span, SymflopsError, closest, quote, read_text
-from ..core.expr import MAX_DEGREE, MAX_DIGITS, MAX_EXPANDED_TERMS, measure, parse_expression, parse_number
+from ..lang.expr import MAX_DEGREE, MAX_DIGITS, MAX_EXPANDED_TERMS, measure, parse_expression, parse_number
 from ..core.ir import FORWARD_ORDERS, LEAF_ROLES, RECOMPUTE_POLICIES, SELECT, SHIFT, Block, Dim, Einsum, Factor, Layer, Tensor, dim_symbol, fresh_letter
 from ..ops.einsum.node import Contraction
 from ..ops.loss import CrossEntropy
@@ -47,7 +47,7 @@ from ..ops.functions import FUNCTIONS
 from ..ops.functions import known as known_functions
 from .include import Included, bind, read_include
 from ..core.sizes import check_size
-from .statement import Call, Constant, Ref, Statement, Term, output_name, parse_statement
+from ..lang.statement import Call, Constant, Ref, Statement, Term, output_name, parse_statement
 
 TOP_KEYS = ("name", "title", "description", "dims", "tensors", "ops", "precision", "tokens",
             "sequences", "recompute", "forward_order", "sizes")
@@ -1019,7 +1019,7 @@ def _check_expansion(layer: Layer) -> None:
 def load(path: str | os.PathLike[str]) -> Layer:
     """Read a declaration file into a :class:`~symflops.core.ir.Layer`.  The file
     is read by :func:`~symflops.core.errors.read_text` (regular files, at most
-    1 MiB); its includes by :func:`~symflops.lang.include.resolve_include`."""
+    1 MiB); its includes by :func:`~symflops.spec.include.resolve_include`."""
     file = os.fspath(path)
     text = read_text(file, "check the path; declarations live in derivations/")
     try:

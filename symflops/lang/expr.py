@@ -38,7 +38,7 @@ from typing import Callable, Mapping, NoReturn
 import mpmath
 import sympy
 
-from symflops.core.errors import Span, SymflopsError
+from ..core.errors import Span, SymflopsError
 
 MAX_DEPTH = 100  # each level costs ~4 Python frames; stays well inside the recursion limit
 # SymPy's assumption queries run primality tests on big integers (seconds each at
