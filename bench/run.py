@@ -41,9 +41,9 @@ import sympy  # noqa: E402
 from symflops.count.cost import costs, rule_copies
 from symflops.ops.einsum.cost import einsum_flops
 from symflops.derive.backward import derive  # noqa: E402
-from symflops.count.evaluate import number  # noqa: E402
-from symflops.ops.einsum.node import Contraction
-from symflops.spec.declaration import load
+from symflops.count.evaluate import evaluate, number  # noqa: E402
+from symflops.ops.einsum.node import Contraction  # noqa: E402
+from symflops.spec.declaration import load  # noqa: E402
 from symflops.count.summary import summary  # noqa: E402
 from symflops.commands import sweep as sweep_module  # noqa: E402
 
@@ -259,7 +259,7 @@ def compare(path: Path, model: str, dims: dict[str, int], repeats: int = 3,
     derivation = derive(layer)
     s = summary(derivation, costs(derivation))
     values = {d.name: sympy.Integer(dims[d.name]) for d in layer.free_dims}
-    ours = {k: number(s["flops"][k], values) for k in ("forward", "backward", "total")}
+    ours = evaluate(s.flops, values).to_json()  # {"forward": ..., "backward": ..., "total": ...}
     compiled = sweep_module.compile_summary(layer, s, ("flops.total",))
     f = compiled.functions[0]
     args = [dims[n] for n in compiled.dims]

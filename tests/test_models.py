@@ -18,6 +18,7 @@ from symflops.derive.backward import derive
 from symflops.core.errors import SymflopsError
 from symflops.count.evaluate import evaluate
 from symflops.spec.declaration import load, loads
+from symflops.count.records import Summary
 from symflops.count.summary import summary
 
 HERE = os.path.dirname(__file__)
@@ -27,7 +28,7 @@ B, S, D, N, E, F, L, V, G, M, k, c = sympy.symbols("B S D N E F L V G M k c", po
 I, O, R = sympy.symbols("I O R", positive=True, integer=True)
 
 
-def _summary(name: str) -> dict:
+def _summary(name: str) -> Summary:
     d = derive(load(os.path.join(DERIVATIONS, name + ".yaml")))
     return summary(d, costs(d))
 
@@ -39,11 +40,11 @@ def _zero(e: sympy.Expr) -> bool:
 def test_transformer_is_6n_plus_causal_attention_per_token():
     s = _summary("transformer")
     n_dense = L * (4 * D * N * E + 2 * D * F) + V * D  # by hand: q, k, v, o; MLP; tied unembedding
-    assert _zero(s["parameters"]["dense"] - n_dense)
-    per = s["per_token"]["flops"]["total"]
+    assert _zero(s.model.parameters.dense - n_dense)
+    per = s.model.per_token.flops.total
     # causal: each position attends to s+1 keys on average (S+1)/2; 2 products x 2 FLOPs x 3 passes
     assert _zero(per - 6 * n_dense - 6 * L * N * E * (S + 1))
-    assert _zero(s["per_token"]["beyond_six_n"] - 6 * L * N * E * (S + 1))
+    assert _zero(s.model.per_token.beyond_six_n - 6 * L * N * E * (S + 1))
 
 
 def test_full_square_attention_term_is_12_L_S_h(tmp_path):
@@ -52,32 +53,32 @@ def test_full_square_attention_term_is_12_L_S_h(tmp_path):
     (tmp_path / "model.yaml").write_text(open(os.path.join(DERIVATIONS, "transformer.yaml")).read())
     d = derive(load(tmp_path / "model.yaml"))
     s = summary(d, costs(d))
-    assert _zero(s["per_token"]["beyond_six_n"] - 12 * L * S * N * E)
-    assert s["inference"] is None  # no causal op: nothing to cache while decoding
+    assert _zero(s.model.per_token.beyond_six_n - 12 * L * S * N * E)
+    assert s.model.inference is None  # no causal op: nothing to cache while decoding
 
 
 def test_gpt2_small_has_124_439_808_parameters():
     s = _summary("transformer")
     at = {"L": 12, "D": 768, "N": 12, "E": 64, "F": 3072, "V": 50257, "S": 1024, "B": 1}
     # 124,439,808 is GPT-2 small with its 1024 x 768 position table and every bias and norm
-    assert evaluate(s["parameters"]["total"], at) == 124_439_808
-    assert evaluate(s["parameters"]["dense"], at) == 124_439_808 - 1024 * 768 - 12 * (
+    assert evaluate(s.model.parameters.total, at) == 124_439_808
+    assert evaluate(s.model.parameters.dense, at) == 124_439_808 - 1024 * 768 - 12 * (
         4 * 768 + 3 * 768 + 768 + 3072 + 768) - 2 * 768
 
 
 def test_llama2_7b_parameters_and_kv_cache():
     s = _summary("llama")
     at = {"L": 32, "D": 4096, "N": 32, "G": 32, "E": 128, "F": 11008, "V": 32000, "S": 4096, "B": 1}
-    assert evaluate(s["parameters"]["total"], at) == 6_738_415_616  # published Llama-2-7B count
-    assert _zero(s["inference"]["cache_elements_per_sequence"] - 2 * L * S * G * E)
+    assert evaluate(s.model.parameters.total, at) == 6_738_415_616  # published Llama-2-7B count
+    assert _zero(s.model.inference.cache_elements_per_sequence - 2 * L * S * G * E)
     # bf16: 2 x 32 x 4096 x 128 x 2 bytes per token = 524,288; x 4096 tokens = 2 GiB
-    assert evaluate(s["inference"]["cache_bytes_per_sequence"], at) == 2 * 1024 ** 3
+    assert evaluate(s.model.inference.cache_bytes_per_sequence, at) == 2 * 1024 ** 3
 
 
 def test_grouped_query_cache_shrinks_with_kv_heads():
     s = _summary("llama")
-    assert _zero(sympy.diff(s["inference"]["cache_elements_per_sequence"], G) - 2 * L * S * E)
-    assert _zero(_summary("transformer")["inference"]["cache_elements_per_sequence"]
+    assert _zero(sympy.diff(s.model.inference.cache_elements_per_sequence, G) - 2 * L * S * E)
+    assert _zero(_summary("transformer").model.inference.cache_elements_per_sequence
                  - 2 * L * S * N * E)
 
 
@@ -95,13 +96,13 @@ def test_full_recomputation_executes_8n_for_a_dense_block(tmp_path):
     s = summary(d, costs(d))
     T = sympy.Symbol("T", positive=True, integer=True)
     n = 2 * D * F * L
-    assert _zero(s["parameters"]["dense"] - n)
-    assert _zero(s["per_token"]["flops"]["total"] - 6 * n)
-    full = s["recompute"]["policies"]["full"]
-    assert _zero(full["flops_executed"] / T - 8 * n)
+    assert _zero(s.model.parameters.dense - n)
+    assert _zero(s.model.per_token.flops.total - 6 * n)
+    full = s.model.recompute.policies["full"]
+    assert _zero(full.flops_executed / T - 8 * n)
     # each copy keeps its input only: L x T x D, against T(D + F) per copy without recomputation
-    assert _zero(full["activations"] - L * T * D)
-    assert _zero(s["recompute"]["policies"]["none"]["activations"] - L * T * (D + F))
+    assert _zero(full.activations - L * T * D)
+    assert _zero(s.model.recompute.policies["none"].activations - L * T * (D + F))
 
 
 def test_block_activation_bytes_match_korthikanti():
@@ -109,30 +110,30 @@ def test_block_activation_bytes_match_korthikanti():
     16-bit activations and 1-byte masks; h = N E = D, F = 4D.  Our count adds the
     two LayerNorms' saved reciprocal standard deviations (2 x 2 B S bytes), which
     they leave out."""
-    block = _summary("transformer")["blocks"][0]
-    got = block["activation_bytes"].subs({F: 4 * D, E: D / N})
+    block = _summary("transformer").model.blocks[0]
+    got = block.activation_bytes.subs({F: 4 * D, E: D / N})
     assert _zero(got - (34 * S * B * D + 5 * N * S ** 2 * B + 4 * B * S))
-    assert {"P", "mask_Pd", "Pd"} <= {t["tensor"] for t in block["saved"]}
+    assert {"P", "mask_Pd", "Pd"} <= {t.tensor for t in block.saved}
 
 
 def test_selective_recomputation_drops_the_quadratic_terms():
     s = _summary("transformer")
-    sel = s["recompute"]["policies"]["selective"]
-    assert sympy.degree(sympy.expand(sel["activation_bytes"]), S) == 1
-    none = s["recompute"]["policies"]["none"]
-    assert _zero(none["activation_bytes"] - sel["activation_bytes"] - 5 * B * L * N * S ** 2)
+    sel = s.model.recompute.policies["selective"]
+    assert sympy.degree(sympy.expand(sel.activation_bytes), S) == 1
+    none = s.model.recompute.policies["none"]
+    assert _zero(none.activation_bytes - sel.activation_bytes - 5 * B * L * N * S ** 2)
 
 
 def test_moe_flops_scale_with_k_and_parameters_with_experts():
     s = _summary("moe")
-    per = s["per_token"]["flops"]["total"]
+    per = s.model.per_token.flops.total
     # expert work: 3 matrices x 6 FLOPs x D F per routed copy, times the capacity factor;
     # the combine Y = sum_j Gt[j] Ye[...]: 2D forward and 2D for dGt (sums over d); its
     # dYe = Gt dY is a scatter of products (no sum), elementwise work, not counted here.
     assert _zero(sympy.diff(per, k) - L * (18 * D * F * c + 4 * D))
     assert _zero(sympy.diff(per, M) - 6 * D * L)  # only the router grows with the experts
-    assert _zero(sympy.diff(s["parameters"]["total"], M) - L * (3 * D * F + D))
-    assert _zero(s["parameters"]["active_dense"].subs(c, 1)
+    assert _zero(sympy.diff(s.model.parameters.total, M) - L * (3 * D * F + D))
+    assert _zero(s.model.parameters.active_dense.subs(c, 1)
                  - (L * (2 * D * E * G + 2 * D * E * N + 3 * D * F * k + D * M) + D * V))
 
 
@@ -141,10 +142,10 @@ def test_lora_frozen_weight_has_no_gradient_rule_and_no_optimizer_state():
     assert "W0" not in {r.wrt for r in d.rules}
     assert "X" in {r.wrt for r in d.rules}  # the input gradient still flows through W0
     s = summary(d, costs(d))
-    assert _zero(s["memory"]["optimizer"] - 2 * R * (I + O))
+    assert _zero(s.memory.optimizer - 2 * R * (I + O))
     # by hand: forward 2IO + 2R(I+O); backward dX through W0 2IO, adapters 4R(I+O)
-    assert _zero(s["per_token"]["flops"]["total"] - (4 * I * O + 6 * R * (I + O)))
-    assert _zero(s["per_token"]["beyond_six_n"] + 2 * I * O)
+    assert _zero(s.model.per_token.flops.total - (4 * I * O + 6 * R * (I + O)))
+    assert _zero(s.model.per_token.beyond_six_n + 2 * I * O)
 
 
 def test_repeat_counts_the_first_copy_input_gradient_once_less(tmp_path):
@@ -217,11 +218,11 @@ def test_mixtral_active_parameters_leave_out_the_capacity_factor():
     assert round(hand["active"], -8) == 12_900_000_000   # published: 12.9e9 active
     s = _summary("moe")
     for capacity in (1, 2, 3):                           # padding slots are not parameters
-        par = evaluate(s["parameters"], {**MIXTRAL, "c": capacity})
-        assert (par["total"], par["active_dense"], par["active"], par["read_per_token"]) == \
+        par = evaluate(s.model.parameters, {**MIXTRAL, "c": capacity})
+        assert (par.total, par.active_dense, par.active, par.read_per_token) == \
             (hand["total"], hand["active_dense"], hand["active"], hand["read"])
-    assert c not in s["parameters"]["active_dense"].free_symbols
-    assert c not in s["parameters"]["read_per_token"].free_symbols
+    assert c not in s.model.parameters.active_dense.free_symbols
+    assert c not in s.model.parameters.read_per_token.free_symbols
 
 
 def test_mixtral_decode_bytes_read_k_experts_and_one_embedding_row():
@@ -230,10 +231,10 @@ def test_mixtral_decode_bytes_read_k_experts_and_one_embedding_row():
     # at 4096 positions, 2 bytes: 2 x 32 x 1024 x 4096 x 2 = 536,870,912 bytes
     cache = 2 * 32 * 8 * 128 * 4096 * 2
     s = _summary("moe")
-    inf = evaluate(s["inference"], {**MIXTRAL, "c": 2})
-    assert inf["weights_bytes"] == 2 * hand["total"]      # stored: every expert
-    assert inf["weights_bytes_read"] == 2 * hand["read"]  # read: the k active experts
-    assert inf["bytes_per_decoded_token"] == 2 * hand["read"] + cache == 26_034_585_600
+    inf = evaluate(s.model.inference, {**MIXTRAL, "c": 2})
+    assert inf.weights_bytes == 2 * hand["total"]      # stored: every expert
+    assert inf.weights_bytes_read == 2 * hand["read"]  # read: the k active experts
+    assert inf.bytes_per_decoded_token == 2 * hand["read"] + cache == 26_034_585_600
 
 
 def test_dense_models_read_one_row_of_each_table_per_token():
@@ -241,16 +242,16 @@ def test_dense_models_read_one_row_of_each_table_per_token():
     s = _summary("llama")
     at = {"L": 32, "D": 4096, "N": 32, "G": 32, "E": 128, "F": 11008, "V": 32000, "S": 4096,
           "B": 1}
-    par = evaluate(s["parameters"], at)
-    assert par["active"] == par["total"] == 6_738_415_616
-    assert par["read_per_token"] == 6_738_415_616 - 32000 * 4096 + 4096
+    par = evaluate(s.model.parameters, at)
+    assert par.active == par.total == 6_738_415_616
+    assert par.read_per_token == 6_738_415_616 - 32000 * 4096 + 4096
     # GPT-2 small: the tied table is read whole by the unembedding and one row of it by the
     # lookup; one row of the 1024 x 768 position table
     s = _summary("transformer")
     at = {"L": 12, "D": 768, "N": 12, "E": 64, "F": 3072, "V": 50257, "S": 1024, "B": 1}
-    par = evaluate(s["parameters"], at)
-    assert par["active"] == par["total"] == 124_439_808
-    assert par["read_per_token"] == 124_439_808 - 1024 * 768 + 768 + 768
+    par = evaluate(s.model.parameters, at)
+    assert par.active == par.total == 124_439_808
+    assert par.read_per_token == 124_439_808 - 1024 * 768 + 768 + 768
 
 
 DORA_LIKE = """
@@ -279,8 +280,8 @@ def test_dora_like_active_dense_is_a_parameter_count():
     parameters (operands of a product that sums over an index with another tensor) are
     A and Bu, I R + R O; the total adds W0 (I O) and m (O)."""
     d = derive(loads(DORA_LIKE, "dora_like.yaml"))
-    par = summary(d, costs(d))["parameters"]
-    assert _zero(par["active_dense"] - (I * R + R * O))
-    assert _zero(par["active"] - (I * O + I * R + R * O + O))
-    assert _zero(par["read_per_token"] - (I * O + I * R + R * O + O))
-    assert B not in par["active_dense"].free_symbols
+    par = summary(d, costs(d)).model.parameters
+    assert _zero(par.active_dense - (I * R + R * O))
+    assert _zero(par.active - (I * O + I * R + R * O + O))
+    assert _zero(par.read_per_token - (I * O + I * R + R * O + O))
+    assert B not in par.active_dense.free_symbols

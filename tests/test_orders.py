@@ -1,7 +1,7 @@
 """Contraction orders and the two FLOP buckets, against counts made here.
 
 Every expected value is computed in this file, independently of
-symflops.core.contraction: by hand for the named layers, and for random products
+symflops.ops.einsum.orders: by hand for the named layers, and for random products
 by a brute-force count written below (each pairwise product costs 2 FLOPs per
 index tuple when it sums over a letter, 1 when it sums over none), taking the
 written order for forward terms and the minimum over every pairwise order

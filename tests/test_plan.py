@@ -489,8 +489,8 @@ def test_activation_functions_are_the_config_s():
 
     _, layer, _ = architecture_layer(architecture(GPT2_SMALL))
     d = derive(layer)
-    ops = {f["output"]: f for f in summary(d, costs(d))["forward"]}
-    assert ops["G"]["op"] == "G[b,s,j] = gelu_tanh(H[b,s,j])"
-    assert str(ops["G"]["flops_elementwise"]) == "14*B*F*S"
+    ops = {f.output: f for f in summary(d, costs(d)).forward}
+    assert ops["G"].op == "G[b,s,j] = gelu_tanh(H[b,s,j])"
+    assert str(ops["G"].flops_elementwise) == "14*B*F*S"
     _, layer, _ = architecture_layer(architecture({**LLAMA2_7B, "hidden_act": "gelu"}))
     assert any("gelu(U[b,s,j])" in op.statement() for op in layer.ops)

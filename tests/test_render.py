@@ -100,7 +100,7 @@ def test_inference_candidates_on_the_sheet_are_those_of_the_json():
 
     path = ROOT / "derivations" / "moe.yaml"
     d = derive(load(str(path)))
-    peak = summary(d, costs(d))["memory"]["inference_peak"]
+    peak = summary(d, costs(d)).memory.inference_peak
     text = sheet("md", path)
     line = next(l for l in text.splitlines() if l.startswith("In inference"))
     assert isinstance(peak, sympy.Max) and line.count("$BS(") == len(peak.args) == 9

@@ -9,8 +9,8 @@ the layer's dims and the quantities ``symflops derive`` reports::
 
 Names a claim may use (:func:`claim_symbols`): every dim; ``params``,
 ``trainable_params``; ``flops.forward|backward|total``;
-``flops_elementwise.forward|backward|total``; ``memory.<key>`` for every key of
-``summary()['memory']``; and ``activations``, short for ``memory.activations``.
+``flops_elementwise.forward|backward|total``; ``memory.<key>`` for every field
+of ``summary().memory``; and ``activations``, short for ``memory.activations``.
 
 Invariants and conventions:
 
@@ -56,6 +56,7 @@ from ..count.evaluate import number, parse_assignments
 from ..lang.expr import Comparison, parse_expression
 from ..core.ir import Layer, dim_symbol
 from ..spec.declaration import load
+from ..count.records import Formula, Summary, leaves
 from ..count.summary import summary
 
 #: Claim operators and the sign of ``lhs - rhs`` each one asserts.
@@ -64,22 +65,21 @@ OPERATORS = ("==", "!=", "<", "<=", ">", ">=")
 
 # ------------------------------------------------------------------ names --
 
-def claim_symbols(layer: Layer, s: Mapping[str, Any]) -> dict[str, sympy.Expr]:
+def claim_symbols(layer: Layer, s: Summary[Formula]) -> dict[str, sympy.Expr]:
     """Every name a claim may use, mapped to its SymPy expression.
 
-    ``s`` is :func:`symflops.count.summary.summary` of the layer's derivation.
+    ``s`` is :func:`symflops.count.summary.summary` of the layer's derivation;
+    the dotted names are its fields (``flops.forward``, ``memory.total_bytes``).
     """
     symbols: dict[str, sympy.Expr] = {}
     quantities: dict[str, sympy.Expr] = {
-        "params": s["params"],
-        "trainable_params": s["trainable_params"],
-        "activations": s["memory"]["activations"],
+        "params": s.params,
+        "trainable_params": s.trainable_params,
+        "activations": s.memory.activations,
+        **leaves(s.flops, "flops"),
+        **leaves(s.flops_elementwise, "flops_elementwise"),
+        **leaves(s.memory, "memory"),
     }
-    for group in ("flops", "flops_elementwise"):
-        for key, value in s[group].items():
-            quantities[f"{group}.{key}"] = value
-    for key, value in s["memory"].items():
-        quantities[f"memory.{key}"] = value
     for d in layer.dims:
         if d.name in quantities:
             # A dim called 'params' would make 'params' in a claim ambiguous.

@@ -36,7 +36,7 @@ from ..count.evaluate import evaluate, parse_assignments, parse_config
 from ..count.precision import DEFAULT_POLICY, POLICIES
 from .text import text_report
 from ..spec.declaration import load
-from ..count.summary import summary, to_json_ready
+from ..count.summary import summary
 
 DESCRIPTION = """\
 symflops derives, from a layer declared as einsum contractions, its backward
@@ -236,14 +236,13 @@ def run(argv: Sequence[str] | None = None) -> int:
         return _run_sweep(args)
     layer, s = _derive_structure(args, "declared" if args.command == "derive" else "minimum")
     if args.command == "derive":
-        out = json.dumps(to_json_ready(s), indent=2) + "\n" if args.json else text_report(s)
+        out = json.dumps(s.to_json(), indent=2) + "\n" if args.json else text_report(s)
     else:  # eval
         values = parse_assignments(args.values, layer)
         numbers = evaluate(s, values)
         at = {k: int(v) if v.is_Integer else float(v) for k, v in values.items()}
         if args.json:
-            numbers["at"] = at
-            out = json.dumps(numbers, indent=2) + "\n"
+            out = json.dumps({**numbers.to_json(), "at": at}, indent=2) + "\n"
         else:
             out = text_report(numbers, at)
     sys.stdout.write(out)

@@ -41,13 +41,14 @@ import numpy as np
 import sympy
 
 from ..core.errors import SymflopsError
+from ..count.records import Formula, Summary, lookup
 from ..count.evaluate import check_all_given, check_definitions, check_dim_name, dim_value, number
 from ..lang.expr import parse_number
 from ..core.ir import Layer, dim_symbol
 from .output import open_output
 from ..core.sizes import size_problem
 
-#: The quantities in the CSV, as paths into :func:`symflops.count.summary.summary`.
+#: The quantities in the CSV, as paths of fields of :func:`symflops.count.summary.summary`.
 QUANTITIES = ("flops.forward", "flops.backward", "flops.total", "flops_elementwise.total",
               "params", "memory.activation_bytes", "memory.total_bytes")
 
@@ -217,10 +218,8 @@ _WHOLE = np.frompyfunc(lambda a, b: b != 0 and a % b == 0 and a // b > 0, 2, 1)
 
 # ---------------------------------------------------------------- compile --
 
-def _lookup(s: Mapping[str, Any], path: str) -> sympy.Expr:
-    value: Any = s
-    for key in path.split("."):
-        value = value[key]
+def _lookup(s: Summary[Formula], path: str) -> sympy.Expr:
+    value = lookup(s, path)
     return sympy.Integer(value) if isinstance(value, int) else value  # never user text
 
 
@@ -247,7 +246,7 @@ def _nested(expr: sympy.Expr) -> sympy.Expr:
     return sympy.horner(expr, *gens)
 
 
-def compile_summary(layer: Layer, s: Mapping[str, Any],
+def compile_summary(layer: Layer, s: Summary[Formula],
                     quantities: Sequence[str] = QUANTITIES) -> Compiled:
     """Lambdify each quantity of the summary ``s`` once, as a NumPy function of
     the layer's dims."""
@@ -263,7 +262,7 @@ def compile_summary(layer: Layer, s: Mapping[str, Any],
         expressions.append(expr)
         functions.append(sympy.lambdify(symbols, _nested(expr),
                                         modules=[{"Max": _max, "Min": _min}, "numpy"]))
-    return Compiled(dims, tuple(column_name(q, s["unit"]) for q in quantities),
+    return Compiled(dims, tuple(column_name(q, s.unit) for q in quantities),
                     tuple(expressions), tuple(functions))
 
 
@@ -395,7 +394,7 @@ def write_csv(path: str, compiled: Compiled, axes: Sequence[Axis],
     return rows, evaluating, writing
 
 
-def sweep(layer: Layer, s: Mapping[str, Any], items: Sequence[str], path: str,
+def sweep(layer: Layer, s: Summary[Formula], items: Sequence[str], path: str,
           limit: int = MAX_POINTS) -> SweepResult:
     """Parse the values, compile the summary ``s`` of ``layer``, and write
     the CSV of the whole grid to ``path``."""

@@ -6,10 +6,11 @@ the terminal view: aligned columns, formulas in SymPy's plain syntax.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 import sympy
 
+from ..count.records import Summary
 from ..sheets.printing import readable
 
 
@@ -29,40 +30,40 @@ def table(rows: list[tuple[str, ...]], indent: str = "  ") -> list[str]:
     return [indent + "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
 
 
-def text_report(s: dict[str, Any], at: dict[str, Any] | None = None) -> str:
+def text_report(s: Summary[Any], at: Mapping[str, Any] | None = None) -> str:
     """Render a :func:`symflops.count.summary.summary` (symbolic or evaluated)."""
-    unit = s["unit"]
-    lines = [f"{s['name']}: {s['title']}"]
+    unit = s.unit
+    lines = [f"{s.name}: {s.title}"]
     if at:
         lines.append("at " + ", ".join(f"{k} = {_fmt(v)}" for k, v in at.items()))
     else:
-        lines.append("dims: " + ", ".join(f"{k} ({v})" if v else k for k, v in s["dims"].items()))
-    lines += [f"convention: {s['conventions']}", "", f"forward ({unit})"]
-    lines += table([(f["op"], f["matrix_form"] or "", _fmt(f["flops"])) for f in s["forward"]])
+        lines.append("dims: " + ", ".join(f"{k} ({v})" if v else k for k, v in s.dims.items()))
+    lines += [f"convention: {s.conventions}", "", f"forward ({unit})"]
+    lines += table([(f.op, f.matrix_form or "", _fmt(f.flops)) for f in s.forward])
     lines += ["", f"backward, in the order computed ({unit})"]
-    lines += table([(b["rule"], b["matrix_form"] or "", _fmt(b["flops"]))
-                     for b in s["backward"]] or [("(no gradient is needed)",)])
-    fl, pp = s["flops"], s["flops_per_param"]
+    lines += table([(b.rule, b.matrix_form or "", _fmt(b.flops))
+                     for b in s.backward] or [("(no gradient is needed)",)])
+    fl, pp = s.flops, s.flops_per_param
     lines += ["", f"totals ({unit}, contractions only)"]
-    rows = []
-    for key in ("forward", "backward", "total"):
-        extra = f"= {_fmt(pp[key])} * params" if pp and not at else ""
-        rows.append((key, _fmt(fl[key]), extra))
-    rows.append(("elementwise (apart)", _fmt(s["flops_elementwise"]["total"]), ""))
+    rows = [(key, _fmt(value), f"= {_fmt(per)} * params" if pp and not at else "")
+            for key, value, per in (("forward", fl.forward, pp and pp.forward),
+                                    ("backward", fl.backward, pp and pp.backward),
+                                    ("total", fl.total, pp and pp.total))]
+    rows.append(("elementwise (apart)", _fmt(s.flops_elementwise.total), ""))
     lines += table(rows)
-    m = s["memory"]
-    saved = ", ".join(f"{d['tensor']} (read by {', '.join(d['needed_by'])})" for d in s["saved_detail"])
+    m = s.memory
+    saved = ", ".join(f"{d.tensor} (read by {', '.join(d.needed_by)})" for d in s.saved_detail)
     lines += ["", "memory (elements)"]
-    lines += table([("params", _fmt(s["params"])), ("trainable params", _fmt(s["trainable_params"])),
+    lines += table([("params", _fmt(s.params)), ("trainable params", _fmt(s.trainable_params)),
                      ("saved for backward", saved or "nothing"),
-                     ("activations (training)", _fmt(m["activations"])),
-                     ("live at peak (inference)", _fmt(m["inference_peak"]))])
-    p = s["precision"]
-    lines += ["", f"memory (bytes, precision '{p['name']}': {p['description']})"]
-    lines += table([("params", _fmt(m["params_bytes"])), ("grads", _fmt(m["grads_bytes"])),
-                     ("optimizer state", _fmt(m["optimizer_bytes"])),
-                     ("master weights", _fmt(m["master_bytes"])),
-                     ("fixed (model)", _fmt(m["fixed_bytes"])),
-                     ("activations (batch)", _fmt(m["activation_bytes"])),
-                     ("total", _fmt(m["total_bytes"]))])
+                     ("activations (training)", _fmt(m.activations)),
+                     ("live at peak (inference)", _fmt(m.inference_peak))])
+    p = s.precision
+    lines += ["", f"memory (bytes, precision '{p.name}': {p.description})"]
+    lines += table([("params", _fmt(m.params_bytes)), ("grads", _fmt(m.grads_bytes)),
+                     ("optimizer state", _fmt(m.optimizer_bytes)),
+                     ("master weights", _fmt(m.master_bytes)),
+                     ("fixed (model)", _fmt(m.fixed_bytes)),
+                     ("activations (batch)", _fmt(m.activation_bytes)),
+                     ("total", _fmt(m.total_bytes))])
     return "\n".join(lines) + "\n"

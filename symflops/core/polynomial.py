@@ -213,7 +213,7 @@ def common_factor(poly: sympy.Expr) -> tuple[sympy.Rational, sympy.Expr, sympy.E
 
 class Least(sympy.Min):
     """``Min`` of counts already pruned of any that another bounds (the
-    cheapest orders of a product, :mod:`symflops.core.contraction`): SymPy's own
+    cheapest orders of a product, :mod:`symflops.ops.einsum.orders`): SymPy's own
     ``Min`` compares every pair of its arguments symbolically each time it is
     rebuilt (by ``expand``, ``subs``, ``xreplace``), seconds for a dozen
     polynomials; this one compares them only once they are numbers.  It

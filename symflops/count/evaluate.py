@@ -14,13 +14,16 @@ from __future__ import annotations
 
 import math
 from decimal import Decimal
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, TypeVar
 
 import sympy
 
 from ..core.errors import SymflopsError
 from ..lang.expr import parse_number
 from ..core.ir import Layer, dim_symbol
+from .records import map_formulas
+
+T = TypeVar("T")
 
 #: Digits of the largest exact number reported (Python refuses to print an int
 #: of more than 4,300 digits; the FLOPs of any real run have fewer than 40).
@@ -149,12 +152,7 @@ def number(expr: sympy.Expr, values: Mapping[str, sympy.Expr]) -> int | float:
     return approximate
 
 
-def evaluate(structure: Any, values: Mapping[str, sympy.Expr]) -> Any:
-    """The same structure with every formula replaced by its number."""
-    if isinstance(structure, dict):
-        return {k: evaluate(v, values) for k, v in structure.items()}
-    if isinstance(structure, (list, tuple)):
-        return [evaluate(v, values) for v in structure]
-    if isinstance(structure, sympy.Basic):
-        return number(structure, values)
-    return structure
+def evaluate(tree: T, values: Mapping[str, sympy.Expr]) -> T:
+    """The same tree (a :class:`~symflops.count.records.Summary`, any record of
+    it, or one formula) with every formula replaced by its number at ``values``."""
+    return map_formulas(tree, lambda e: number(e, values))

@@ -1,24 +1,30 @@
-"""The quantities of a derived layer as one nested structure.
+"""The quantities of a derived layer as one frozen typed tree.
 
-:func:`summary` gathers what ``symflops derive`` reports into plain dicts and
-lists whose leaves are SymPy expressions or text.  The same structure is
-printed symbolically (``--json``: formulas as strings SymPy parses) and
-numerically (:mod:`symflops.count.evaluate`), so the two outputs cannot drift apart.
+:func:`summary` gathers what ``symflops derive`` reports into a
+:class:`symflops.count.records.Summary` whose formula leaves are SymPy
+expressions.  The same tree is printed symbolically (``--json``: formulas as
+strings SymPy parses, :meth:`~symflops.count.records.Record.to_json`) and
+numerically (:func:`symflops.count.evaluate.evaluate`), so the two outputs
+cannot drift apart.
 """
 
 from __future__ import annotations
 
 import functools
-from typing import Any, Mapping
+from typing import Any
 
 import sympy
 
 from .cost import Costs, saved_blocks
-from ..core.records import Derivation
+from ..core.records import Derivation, OpCost
 from .inference import inference
-from ..core.ir import RECOMPUTE_POLICIES, substitute
+from ..core.ir import RECOMPUTE_POLICIES, Block, Layer, substitute
 from ..core.polynomial import quotient
 from .params import param_counts
+from .records import (BackwardEntry, BlockSaved, BlockSummary, CrossingOrders, FlopTotals,
+                      ForwardBackward, ForwardEntry, Formula, InferenceInfo, Memory, OrderCandidate,
+                      Parameters, PerToken, PolicyCost, PrecisionInfo, Recompute, SavedDetail,
+                      Summary, TensorInfo, WholeModel, frozen, map_formulas)
 from .recompute import recompute
 
 _ORDER = ("products of several tensors are contracted pairwise: forward terms in the order "
@@ -34,33 +40,30 @@ CONVENTIONS = {
 }
 
 
-def summary(derivation: Derivation, costs: Costs) -> dict[str, Any]:
+def summary(derivation: Derivation, costs: Costs) -> Summary[Formula]:
     """Everything ``symflops derive`` reports, with defined dims substituted."""
     subs = derivation.layer.substitutions
     data = _summary(derivation, costs)
-    return _substitute(data, subs) if subs else data
-
-
-def _substitute(value: Any, subs: Mapping[sympy.Symbol, sympy.Expr]) -> Any:
-    if isinstance(value, dict):
-        return {k: _substitute(v, subs) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_substitute(v, subs) for v in value]
-    if isinstance(value, sympy.Basic):
-        return substitute(value, subs)
-    return value
+    return map_formulas(data, lambda e: substitute(e, subs)) if subs else data
 
 
 def _per(expr: sympy.Expr, tokens: sympy.Expr | None) -> sympy.Expr | None:
     return None if tokens is None else sympy.expand(quotient(expr, tokens))
 
 
+def _totals(forward: Formula, backward: Formula, total: Formula | None = None
+            ) -> FlopTotals[Formula]:
+    """Forward, backward and (unless given) their sum."""
+    return FlopTotals(forward, backward,
+                      sympy.expand(forward + backward) if total is None else total)
+
+
 @functools.lru_cache(maxsize=8)  # a sheet asks once per format
-def whole_model(derivation: Derivation, costs: Costs) -> dict[str, Any]:
-    """The whole-model keys: parameter classes, per-token counts, the 6N rule,
-    recomputation policies, the key/value cache and per-block lines."""
+def whole_model(derivation: Derivation, costs: Costs) -> WholeModel[Formula]:
+    """The whole-model part: parameter classes, per-token counts, the 6N rule,
+    recomputation policies, the key/value cache and per-block lines (defined
+    dims not substituted)."""
     layer = derivation.layer
-    p = costs.precision
     tokens = layer.tokens
     counts = param_counts(layer, costs.trainable)
     dense = counts.active_dense
@@ -69,58 +72,47 @@ def whole_model(derivation: Derivation, costs: Costs) -> dict[str, Any]:
         if name == "selective" and not layer.selective:
             continue
         r = recompute(derivation, costs, name)
-        policies[name] = {
-            "ops": list(r.ops),
-            "flops_recomputed": r.flops,
-            "flops_elementwise_recomputed": r.elementwise,
-            "flops_executed": sympy.expand(costs.flops_total + r.flops),
-            "kept": [s.name for s in r.kept],
-            "activations": r.activations,
-            "activation_bytes": r.activation_bytes(costs),
-            "working": r.working,
-        }
+        policies[name] = PolicyCost(
+            ops=tuple(r.ops), flops_recomputed=r.flops, flops_elementwise_recomputed=r.elementwise,
+            flops_executed=sympy.expand(costs.flops_total + r.flops),
+            kept=tuple(s.name for s in r.kept), activations=r.activations,
+            activation_bytes=r.activation_bytes(costs), working=r.working)
     chosen = policies[layer.recompute]
     per_token = None
     if tokens is not None:
-        per_token = {
-            "flops": {k: _per(v, tokens) for k, v in (("forward", costs.flops_forward),
-                                                      ("backward", costs.flops_backward),
-                                                      ("total", costs.flops_total))},
-            "flops_executed": _per(chosen["flops_executed"], tokens),
-            "flops_elementwise": _per(costs.elementwise_forward + costs.elementwise_backward, tokens),
-            "six_n": sympy.expand(6 * dense),
-            "beyond_six_n": sympy.expand(_per(costs.flops_total, tokens) - 6 * dense),
-            "inference_forward": _per(costs.flops_forward, tokens),
-        }
+        per_token = PerToken(
+            flops=FlopTotals(_per(costs.flops_forward, tokens), _per(costs.flops_backward, tokens),
+                             _per(costs.flops_total, tokens)),
+            flops_executed=_per(chosen.flops_executed, tokens),
+            flops_elementwise=_per(costs.elementwise_forward + costs.elementwise_backward, tokens),
+            six_n=sympy.expand(6 * dense),
+            beyond_six_n=sympy.expand(_per(costs.flops_total, tokens) - 6 * dense),
+            inference_forward=_per(costs.flops_forward, tokens))
     inf = inference(derivation, costs, counts.read)
-    return {
-        "tokens": tokens,
-        "sequences": layer.sequences,
-        "definitions": {n: e for n, e in layer.definitions},
-        "parameters": {"total": counts.total, "trainable": counts.trainable,
-                       "active": counts.active, "active_dense": counts.active_dense,
-                       "read_per_token": counts.read,
-                       **dict(counts.by_class),
-                       "classes": dict(counts.classes)},
-        "per_token": per_token,
-        "flops_executed": chosen["flops_executed"],
-        "recompute": {"policy": layer.recompute, "selective": list(layer.selective),
-                      "policies": policies},
-        "inference": None if inf is None else {
-            "cache": [n for n, _ in inf.cache],
-            "cache_elements": inf.cache_elements,
-            "cache_bytes": inf.cache_bytes,
-            "cache_elements_per_sequence": inf.cache_elements_per_sequence,
-            "cache_bytes_per_sequence": inf.cache_bytes_per_sequence,
-            "weights_bytes": inf.weights_bytes,
-            "weights_bytes_read": inf.weights_bytes_read,
-            "bytes_per_decoded_token": inf.bytes_per_decoded_token,
-        },
-        "blocks": [_block(derivation, costs, b) for b in layer.blocks],
-    }
+    return WholeModel(
+        tokens=tokens,
+        sequences=layer.sequences,
+        definitions=frozen({n: e for n, e in layer.definitions}),
+        parameters=Parameters(
+            total=counts.total, trainable=counts.trainable, active=counts.active,
+            active_dense=counts.active_dense, read_per_token=counts.read,
+            dense=counts.of("dense"), lookup=counts.of("lookup"),
+            elementwise=counts.of("elementwise"), classes=frozen(dict(counts.classes))),
+        per_token=per_token,
+        flops_executed=chosen.flops_executed,
+        recompute=Recompute(policy=layer.recompute, selective=tuple(layer.selective),
+                            policies=frozen(policies)),
+        inference=None if inf is None else InferenceInfo(
+            cache=tuple(n for n, _ in inf.cache), cache_elements=inf.cache_elements,
+            cache_bytes=inf.cache_bytes,
+            cache_elements_per_sequence=inf.cache_elements_per_sequence,
+            cache_bytes_per_sequence=inf.cache_bytes_per_sequence,
+            weights_bytes=inf.weights_bytes, weights_bytes_read=inf.weights_bytes_read,
+            bytes_per_decoded_token=inf.bytes_per_decoded_token),
+        blocks=tuple(_block(derivation, costs, b) for b in layer.blocks))
 
 
-def _block(derivation: Derivation, costs: Costs, block: Any) -> dict[str, Any]:
+def _block(derivation: Derivation, costs: Costs, block: Block) -> BlockSummary[Formula]:
     """One copy of a block: its parameters, FLOPs and the activations it keeps."""
     layer = derivation.layer
     p = costs.precision
@@ -134,77 +126,65 @@ def _block(derivation: Derivation, costs: Costs, block: Any) -> dict[str, Any]:
                                                 sympy.Integer(0)) / outer))
     saved = [s for s in costs.saved if block in saved_blocks(layer, derivation, s.name)]
     params = [t for t in layer.params if t.name in block.tensors]
-    return {
-        "name": block.name, "title": block.title, "source": block.source, "repeat": block.repeat,
-        "copies": outer,
-        "params": sympy.expand(sum((t.elements * layer.copies(t.name) for t in params),
-                                   sympy.Integer(0)) / outer),
-        "flops": {"forward": one(fwd, "flops"), "backward": one(bwd, "flops"),
-                  "total": sympy.expand(one(fwd, "flops") + one(bwd, "flops"))},
-        "flops_elementwise": {"forward": one(fwd, "elementwise"),
-                              "backward": one(bwd, "elementwise")},
-        "saved": [{"tensor": s.name, "elements": s.elements, "mask": s.mask,
-                   "bytes": s.elements * (p.masks if s.mask else p.activations),
-                   "needed_by": list(s.needed_by)} for s in saved],
-        "activations": sympy.expand(sum((s.elements for s in saved), sympy.Integer(0))),
-        "activation_bytes": sympy.expand(sum((s.elements * (p.masks if s.mask else p.activations)
-                                              for s in saved), sympy.Integer(0))),
-    }
+    return BlockSummary(
+        name=block.name, title=block.title, source=block.source, repeat=block.repeat,
+        copies=outer,
+        params=sympy.expand(sum((t.elements * layer.copies(t.name) for t in params),
+                                sympy.Integer(0)) / outer),
+        flops=_totals(one(fwd, "flops"), one(bwd, "flops")),
+        flops_elementwise=ForwardBackward(one(fwd, "elementwise"), one(bwd, "elementwise")),
+        saved=tuple(BlockSaved(tensor=s.name, elements=s.elements, mask=s.mask,
+                               bytes=s.elements * (p.masks if s.mask else p.activations),
+                               needed_by=tuple(s.needed_by)) for s in saved),
+        activations=sympy.expand(sum((s.elements for s in saved), sympy.Integer(0))),
+        activation_bytes=sympy.expand(sum((s.elements * (p.masks if s.mask else p.activations)
+                                           for s in saved), sympy.Integer(0))))
 
 
-def _summary(derivation: Derivation, costs: Costs) -> dict[str, Any]:
+def _summary(derivation: Derivation, costs: Costs) -> Summary[Formula]:
     layer = derivation.layer
     p = costs.precision
-    per_param = {k: costs.per_param(v) for k, v in
-                 (("forward", costs.flops_forward), ("backward", costs.flops_backward),
-                  ("total", costs.flops_total))}
-    return {
-        "name": layer.name,
-        "title": layer.title,
-        "unit": costs.unit,
-        "conventions": CONVENTIONS[costs.unit],
-        "forward_order": layer.forward_order,
-        "sizes": dict(layer.sizes) or None,
-        "dims": {d.name: d.description for d in layer.dims},
-        "tensors": {
-            t.name: {"shape": list(t.shape), "role": t.role,
-                     "requires_grad": t.name in derivation.needs_grad, "elements": t.elements}
-            for t in layer.tensors
-        },
-        "params": costs.params,
-        "trainable_params": costs.trainable,
-        "flops": {"forward": costs.flops_forward, "backward": costs.flops_backward,
-                  "total": costs.flops_total},
-        "flops_per_param": per_param if all(v is not None for v in per_param.values()) else None,
-        "flops_elementwise": {"forward": costs.elementwise_forward,
-                              "backward": costs.elementwise_backward,
-                              "total": sympy.expand(costs.elementwise_forward
-                                                    + costs.elementwise_backward)},
-        "forward": [
-            {"op": op.statement(), "output": op.output, "copies": n, "flops": c.flops,
-             "flops_elementwise": c.elementwise,
-             "matrix_form": _matrix(op.terms[0]) if len(op.terms) == 1 else None,
-             **_orders(c, layer)}
-            for op, c, n in zip(layer.ops, costs.forward, costs.forward_copies)
-        ],
-        "backward": [
-            {"grad": r.grad, "wrt": r.wrt, "rule": r.statement, "copies": n, "flops": c.flops,
-             "flops_elementwise": c.elementwise,
-             "matrix_form": str(r.matrix_form) if r.matrix_form else None,
-             "reads": list(r.reads), "from_op": layer.ops[r.op].statement(), **_orders(c, layer)}
-            for r, c, n in zip(derivation.rules, costs.backward, costs.backward_copies)
-        ],
-        "saved": [s.name for s in costs.saved],
-        "saved_detail": [{"tensor": s.name, "elements": s.elements, "copies": s.copies,
-                          "needed_by": list(s.needed_by)}
-                         for s in costs.saved],
-        "memory": costs.memory(),
-        "precision": {"name": p.name, "description": p.description, "params": p.params,
-                      "grads": p.grads, "optimizer_states": p.optimizer_states,
-                      "optimizer": p.optimizer, "master": p.master,
-                      "activations": p.activations},
-        **whole_model(derivation, costs),
-    }
+    per_param = [costs.per_param(v) for v in
+                 (costs.flops_forward, costs.flops_backward, costs.flops_total)]
+    return Summary(
+        name=layer.name,
+        title=layer.title,
+        unit=costs.unit,
+        conventions=CONVENTIONS[costs.unit],
+        forward_order=layer.forward_order,
+        sizes=frozen(layer.sizes) if layer.sizes else None,
+        dims=frozen({d.name: d.description for d in layer.dims}),
+        tensors=frozen({t.name: TensorInfo(shape=tuple(t.shape), role=t.role,
+                                           requires_grad=t.name in derivation.needs_grad,
+                                           elements=t.elements)
+                        for t in layer.tensors}),
+        params=costs.params,
+        trainable_params=costs.trainable,
+        flops=FlopTotals(costs.flops_forward, costs.flops_backward, costs.flops_total),
+        flops_per_param=FlopTotals(*per_param) if all(v is not None for v in per_param) else None,
+        flops_elementwise=_totals(costs.elementwise_forward, costs.elementwise_backward),
+        forward=tuple(
+            ForwardEntry(op=op.statement(), output=op.output, copies=n, flops=c.flops,
+                         flops_elementwise=c.elementwise,
+                         matrix_form=_matrix(op.terms[0]) if len(op.terms) == 1 else None,
+                         orders=_orders(c, layer))
+            for op, c, n in zip(layer.ops, costs.forward, costs.forward_copies)),
+        backward=tuple(
+            BackwardEntry(grad=r.grad, wrt=r.wrt, rule=r.statement, copies=n, flops=c.flops,
+                          flops_elementwise=c.elementwise,
+                          matrix_form=str(r.matrix_form) if r.matrix_form else None,
+                          reads=tuple(r.reads), from_op=layer.ops[r.op].statement(),
+                          orders=_orders(c, layer))
+            for r, c, n in zip(derivation.rules, costs.backward, costs.backward_copies)),
+        saved=tuple(s.name for s in costs.saved),
+        saved_detail=tuple(SavedDetail(tensor=s.name, elements=s.elements, copies=s.copies,
+                                       needed_by=tuple(s.needed_by)) for s in costs.saved),
+        memory=Memory(**costs.memory()),
+        precision=PrecisionInfo(name=p.name, description=p.description, params=p.params,
+                                grads=p.grads, optimizer_states=p.optimizer_states,
+                                optimizer=p.optimizer, master=p.master,
+                                activations=p.activations),
+        model=whole_model(derivation, costs))
 
 
 #: Beyond this many candidate orders, the condition under which each is the
@@ -212,27 +192,25 @@ def _summary(derivation: Derivation, costs: Costs) -> dict[str, Any]:
 MAX_CONDITIONS = 4
 
 
-def _orders(c: Any, layer: Any) -> dict[str, Any]:
-    """``{"orders": [...]}`` for an op or rule with a term whose cheapest
-    orders cross, else nothing: each candidate's order and cost, when it is
-    the cheapest, and which one is counted."""
-    if not c.orders:
-        return {}
+def _orders(c: OpCost, layer: Layer) -> tuple[CrossingOrders[Formula], ...]:
+    """For an op or rule, each term whose cheapest orders cross (none, mostly):
+    each candidate's order and cost, when it is the cheapest, and which one is
+    counted."""
     dims = [d.name for d in layer.free_dims]
     out = []
     for o in c.orders:
         conditions = (o.cheaper_when(dims) if len(o.candidates) <= MAX_CONDITIONS
                       else (None,) * len(o.candidates))
-        out.append({
-            "term": o.term,
-            "counted": (o.texts[o.chosen] if o.chosen is not None else "the least of the candidates"),
-            "sizes": dict(o.sizes) if o.chosen is not None else None,
-            "candidates": [{"order": text, "flops": cand.flops,
-                            "flops_elementwise": cand.elementwise,
-                            "cheaper_when": None if cond is None else sympy.sstr(cond)}
-                           for text, cand, cond in zip(o.texts, o.candidates, conditions)],
-        })
-    return {"orders": out}
+        out.append(CrossingOrders(
+            term=o.term,
+            counted=(o.texts[o.chosen] if o.chosen is not None else "the least of the candidates"),
+            sizes=frozen(o.sizes) if o.chosen is not None else None,
+            candidates=tuple(OrderCandidate(order=text, flops=cand.flops,
+                                            flops_elementwise=cand.elementwise,
+                                            cheaper_when=None if cond is None
+                                            else sympy.sstr(cond))
+                             for text, cand, cond in zip(o.texts, o.candidates, conditions))))
+    return tuple(out)
 
 
 def _matrix(e: Any) -> str | None:
@@ -240,15 +218,3 @@ def _matrix(e: Any) -> str | None:
 
     m = matrix_form(e)
     return str(m) if m else None
-
-
-def to_json_ready(value: Any) -> Any:
-    """Formulas become strings that ``sympy.parse_expr`` reads back (with the
-    dims as symbols); everything else is left as it is."""
-    if isinstance(value, dict):
-        return {k: to_json_ready(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [to_json_ready(v) for v in value]
-    if isinstance(value, sympy.Basic):
-        return sympy.sstr(value)
-    return value

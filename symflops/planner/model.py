@@ -29,6 +29,7 @@ from .hfconfig import Architecture
 from ..core.ir import Layer, dim_symbol
 from ..count.precision import Precision
 from ..spec.declaration import load
+from ..count.records import formula_text
 from ..count.summary import summary
 from .variants import with_biases, with_dropout, with_function
 
@@ -64,7 +65,7 @@ def model_from_layer(layer: Layer, file: str, dims: Mapping[str, Any], recompute
 
     d = derive(layer)
     s = summary(d, costs(d, precision=precision, choice="minimum"))
-    per = s["per_token"]
+    per = s.model.per_token
     if per is None:
         raise SymflopsError(f"{file}: the declaration declares no 'tokens:'",
                             hint="add e.g. 'tokens: B*S' so that FLOPs per token are defined")
@@ -83,7 +84,7 @@ def model_from_layer(layer: Layer, file: str, dims: Mapping[str, Any], recompute
     for name in dims:
         check_dim_name(layer, name)
     check_all_given(layer, dims, exempt=(BATCH, SEQ))
-    policies = s["recompute"]["policies"]
+    policies = s.model.recompute.policies
     if recompute not in policies:
         raise SymflopsError(f"{layer.name} lists no ops for selective recomputation",
                             hint="add 'recompute: {selective: [...]}' to the declaration, "
@@ -96,7 +97,7 @@ def model_from_layer(layer: Layer, file: str, dims: Mapping[str, Any], recompute
 
     tokens = layer.tokens
     policy = policies[recompute]
-    text = sympy.sstr
+    text = formula_text
 
     def flops_per_token(seq: int | None) -> Any:
         if seq is None:
@@ -104,39 +105,39 @@ def model_from_layer(layer: Layer, file: str, dims: Mapping[str, Any], recompute
                                 hint="give --seq T or --phase TOKENS@T")
         v = at(seq)
         check_definitions(layer, v)  # a ratio such as R = N / G divides exactly here
-        executed = sympy.expand(policy["flops_executed"] / tokens)
+        executed = sympy.expand(policy.flops_executed / tokens)
         return TokenFlops(
-            model=number(per["flops"]["total"], v), executed=number(executed, v),
-            attention=number(per["beyond_six_n"], v), inference=number(per["inference_forward"], v),
-            formulas={"model": Formula(text(per["flops"]["total"]), "",
+            model=number(per.flops.total, v), executed=number(executed, v),
+            attention=number(per.beyond_six_n, v), inference=number(per.inference_forward, v),
+            formulas={"model": Formula(text(per.flops.total), "",
                                        f"derived by symflops; dims as in {layer.name}'s declaration"),
                       "executed": Formula(text(executed), "", f"recompute: {recompute}"),
-                      "attention": Formula(text(per["beyond_six_n"]), "", "training minus 6N"),
-                      "inference": Formula(text(per["inference_forward"]), "", "forward only")})
+                      "attention": Formula(text(per.beyond_six_n), "", "training minus 6N"),
+                      "inference": Formula(text(per.inference_forward), "", "forward only")})
 
     def activation_bytes(micro_batch: int, seq: int) -> Any:
         check_definitions(layer, at(seq, micro_batch))
-        return number(policy["activation_bytes"], at(seq, micro_batch))
+        return number(policy.activation_bytes, at(seq, micro_batch))
 
-    par = s["parameters"]
+    par = s.model.parameters
     ref = at(context if context is not None else 1)
     kv = None
-    inf = s["inference"]
+    inf = s.model.inference
     if inf is not None:
-        kv = number(sympy.expand(inf["cache_bytes_per_sequence"] / dim_symbol(SEQ)), ref)
+        kv = number(sympy.expand(inf.cache_bytes_per_sequence / dim_symbol(SEQ)), ref)
     return Model(
         name=f"{layer.name} ({os.path.basename(file)})",
-        params_total=number(par["total"], ref), params_active=number(par["active"], ref),
-        params_trainable=number(par["trainable"], ref), flops_per_token=flops_per_token,
+        params_total=number(par.total, ref), params_active=number(par.active, ref),
+        params_trainable=number(par.trainable, ref), flops_per_token=flops_per_token,
         activation_bytes=activation_bytes, kv_cache_bytes_per_token=kv,
-        formulas={"params_total": Formula(text(par["total"]), "", "derived by symflops"),
-                  "params_active": Formula(text(par["active"]), "", "derived by symflops"),
-                  "params_read": Formula(text(par["read_per_token"]), "",
+        formulas={"params_total": Formula(text(par.total), "", "derived by symflops"),
+                  "params_active": Formula(text(par.active), "", "derived by symflops"),
+                  "params_read": Formula(text(par.read_per_token), "",
                                          "the parameters one token reads, derived by symflops"),
-                  "activation_bytes": Formula(text(policy["activation_bytes"]), "",
+                  "activation_bytes": Formula(text(policy.activation_bytes), "",
                                               f"recompute: {recompute}")},
         counts_attention=True, recompute=recompute,
-        params_read=number(par["read_per_token"], ref), window=window)
+        params_read=number(par.read_per_token, ref), window=window)
 
 
 @dataclass(frozen=True)

@@ -717,62 +717,69 @@ def _model(derivation: Derivation, costs: Costs, poly: Any, m: "_Math", esc: Any
     if layer.tokens is None and not layer.blocks:
         return None
     w = whole_model(derivation, costs)
-    par = w["parameters"]
-    per = w["per_token"]
+    par = w.parameters
+    per = w.per_token
     tok = layer.tokens
 
     def scaled(e: sympy.Expr) -> str:  # a whole-layer count, per token when tokens are declared
         return poly(quotient(e, tok) if tok is not None else e)
 
+    def named(kind: str) -> Any:  # the parameters of one class
+        return m.ts([n for n, c in par.classes.items() if c == kind])
+
     blocks = [{
-        "title": esc(b["title"]), "source": esc(os.path.basename(b["source"])),
-        "copies": poly(b["copies"]), "params": poly(b["params"]),
-        "forward": poly(b["flops"]["forward"]), "backward": poly(b["flops"]["backward"]),
-        "activation_bytes": poly(b["activation_bytes"]),
-        "saved": [{"name": m.t(s["tensor"]), "bytes": poly(s["bytes"]),
-                   "mask": s["mask"], "needed_by": m.ts(s["needed_by"])} for s in b["saved"]],
-    } for b in w["blocks"]]
+        "title": esc(b.title), "source": esc(os.path.basename(b.source)),
+        "copies": poly(b.copies), "params": poly(b.params),
+        "forward": poly(b.flops.forward), "backward": poly(b.flops.backward),
+        "activation_bytes": poly(b.activation_bytes),
+        "saved": [{"name": m.t(s.tensor), "bytes": poly(s.bytes),
+                   "mask": s.mask, "needed_by": m.ts(s.needed_by)} for s in b.saved],
+    } for b in w.blocks]
     policies = [{
         "name": esc(_POLICY_TEXT[name]),
-        "ops": m.ts(r["ops"]) if name == "selective" else None,
-        "executed": scaled(r["flops_executed"]),
-        "recomputed": scaled(r["flops_recomputed"]),
-        "activation_bytes": poly(r["activation_bytes"]),
-        "working": poly(r["working"]) if r["working"] != 0 else None,
-    } for name, r in w["recompute"]["policies"].items()]
-    inf = w["inference"]
+        "ops": m.ts(r.ops) if name == "selective" else None,
+        "executed": scaled(r.flops_executed),
+        "recomputed": scaled(r.flops_recomputed),
+        "activation_bytes": poly(r.activation_bytes),
+        "working": poly(r.working) if r.working != 0 else None,
+    } for name, r in w.recompute.policies.items()]
+    inf = w.inference
     return {
         "tokens": poly(tok) if tok is not None else None,
-        "definitions": [f"{P.symbol_name(n)} = {poly(e)}" for n, e in w["definitions"].items()],
+        "definitions": [f"{P.symbol_name(n)} = {poly(e)}" for n, e in w.definitions.items()],
         "blocks": blocks,
-        "params": {k: poly(par[k]) for k in ("total", "trainable", "active", "active_dense",
-                                             "dense", "lookup", "elementwise")},
-        "params_differ": {k: par[k] != par["total"] for k in ("trainable", "active")},
-        "dense_names": m.ts([n for n, c in par["classes"].items() if c == "dense"]),
-        "lookup_names": m.ts([n for n, c in par["classes"].items() if c == "lookup"]),
-        "elementwise_names": m.ts([n for n, c in par["classes"].items() if c == "elementwise"]),
+        "params": {"total": poly(par.total), "trainable": poly(par.trainable),
+                   "active": poly(par.active), "active_dense": poly(par.active_dense),
+                   "dense": poly(par.dense), "lookup": poly(par.lookup),
+                   "elementwise": poly(par.elementwise)},
+        "params_differ": {"trainable": par.trainable != par.total,
+                          "active": par.active != par.total},
+        "dense_names": named("dense"),
+        "lookup_names": named("lookup"),
+        "elementwise_names": named("elementwise"),
         "per_token": None if per is None else {
-            "total": poly(per["flops"]["total"]), "forward": poly(per["flops"]["forward"]),
-            "backward": poly(per["flops"]["backward"]), "six_n": poly(per["six_n"]),
-            "beyond": poly(per["beyond_six_n"]),
-            "beyond_sign": "zero" if per["beyond_six_n"] == 0 else "other",
-            "elementwise": poly(per["flops_elementwise"]),
-            "inference": poly(per["inference_forward"]),
+            "total": poly(per.flops.total), "forward": poly(per.flops.forward),
+            "backward": poly(per.flops.backward), "six_n": poly(per.six_n),
+            "beyond": poly(per.beyond_six_n),
+            "beyond_sign": "zero" if per.beyond_six_n == 0 else "other",
+            "elementwise": poly(per.flops_elementwise),
+            "inference": poly(per.inference_forward),
         },
         "policy": esc(layer.recompute),
         "activation_width": costs.precision.activations,
         "mask_width": costs.precision.masks,
         "policies": policies,
         "inference": None if inf is None else {
-            "cache": m.ts(inf["cache"]),
-            "elements": poly(inf["cache_elements_per_sequence"] if inf["cache_elements_per_sequence"]
-                             is not None else inf["cache_elements"]),
-            "bytes": poly(inf["cache_bytes_per_sequence"] if inf["cache_bytes_per_sequence"]
-                          is not None else inf["cache_bytes"]),
-            "per_sequence": inf["cache_elements_per_sequence"] is not None,
-            "weights_bytes": poly(inf["weights_bytes"]),
-            "per_token_bytes": (poly(inf["bytes_per_decoded_token"])
-                                if inf["bytes_per_decoded_token"] is not None else None),
+            "cache": m.ts(inf.cache),
+            "elements": poly(inf.cache_elements_per_sequence
+                             if inf.cache_elements_per_sequence is not None
+                             else inf.cache_elements),
+            "bytes": poly(inf.cache_bytes_per_sequence if inf.cache_bytes_per_sequence is not None
+                          else inf.cache_bytes),
+            "per_sequence": inf.cache_elements_per_sequence is not None,
+            "weights_bytes": poly(inf.weights_bytes),
+            "per_token_bytes": (poly(inf.bytes_per_decoded_token)
+                                if inf.bytes_per_decoded_token is not None else None),
             "activation_width": costs.precision.activations,
         },
     }

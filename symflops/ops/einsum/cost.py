@@ -34,7 +34,7 @@ Choice = Literal["declared", "minimum"]
 def einsum_flops(e: Einsum, extents: Mapping[str, sympy.Expr], unit: str = "FLOPs",
                  order: Order = "written") -> sympy.Expr:
     """All the work of contracting ``e``'s operands pairwise in ``order``
-    (both buckets; see :mod:`symflops.core.contraction`); for ``cheapest`` orders
+    (both buckets; see :mod:`symflops.ops.einsum.orders`); for ``cheapest`` orders
     whose costs cross, the least of them.
 
     >>> from symflops.core.ir import Einsum, Factor
