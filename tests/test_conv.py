@@ -46,7 +46,10 @@ def test_the_output_positions_follow_from_the_axis():
 def test_the_statement_prints_the_shift_inline_and_reparses():
     op = shipped().ops[0]
     assert op.statement() == "Y[b,o,p] = X[b,c,p+k] W[o,c,k]"
-    assert parse_statement(op.statement()).refs[0].shifts == ((2, "p", 17, "k", 19),)
+    (shift,) = parse_statement(op.statement()).refs[0].shifts
+    # the third index of X, "p+k", with p at column 17 and k at 19 of the text above
+    assert (shift.position, shift.left, shift.left_column, shift.right, shift.right_column) == (
+        2, "p", 17, "k", 19)
 
 
 def test_derived_rules():

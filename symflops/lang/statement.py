@@ -47,16 +47,35 @@ class Token:
 class Ref:
     """``NAME[i, j]`` with the 0-based column of the name and of each index.
     A looked-up position (``E[tok[b], d]``) has ``""`` in ``indices`` and its
-    index tensor's reference in ``gathers``, as ``(position, Ref)``.  A shifted
+    index tensor's reference in ``gathers`` (a :class:`Gather`).  A shifted
     position (``X[b,c,p+k]``) has ``""`` in ``indices`` and its two letters in
-    ``shifts``, as ``(position, p, p's column, k, k's column)``."""
+    ``shifts`` (a :class:`Shift`)."""
 
     name: str
     column: int
     indices: tuple[str, ...]
     index_columns: tuple[int, ...]
-    gathers: tuple[tuple[int, "Ref"], ...] = ()
-    shifts: tuple[tuple[int, str, int, str, int], ...] = ()
+    gathers: tuple["Gather", ...] = ()
+    shifts: tuple["Shift", ...] = ()
+
+
+@dataclass(frozen=True)
+class Gather:
+    """A looked-up index position, ``tok[b]`` in ``E[tok[b], d]``."""
+
+    position: int     # which index of the tensor it is
+    ref: Ref          # the index tensor with its letters
+
+
+@dataclass(frozen=True)
+class Shift:
+    """A shifted index position, ``p+k`` in ``X[b,c,p+k]``, with the columns of both letters."""
+
+    position: int
+    left: str
+    left_column: int
+    right: str
+    right_column: int
 
 
 @dataclass(frozen=True)
@@ -116,7 +135,7 @@ class Statement:
                 ref = f if isinstance(f, Ref) else f.ref if isinstance(f, Call) else None
                 if ref is not None:
                     out.append(ref)
-                    out += [inner for _, inner in ref.gathers]
+                    out += [g.ref for g in ref.gathers]
         return tuple(out)
 
 
@@ -207,8 +226,8 @@ class _Parser:
         self.pos += 1
         indices: list[str] = []
         columns: list[int] = []
-        gathers: list[tuple[int, Ref]] = []
-        shifts: list[tuple[int, str, int, str, int]] = []
+        gathers: list[Gather] = []
+        shifts: list[Shift] = []
         while self.tok.text != "]":
             if self.tok.kind == "end":
                 raise self.error(f"'[' after {name.text!r} is never closed",
@@ -225,9 +244,9 @@ class _Parser:
                 if inner:
                     raise self.error(f"a lookup inside the lookup {name.text}[...]",
                                      "index tensors take plain letters, e.g. E[tok[b], d]")
-                gathers.append((len(indices), self.ref(inner=True)))
+                gathers.append(Gather(len(indices), self.ref(inner=True)))
                 indices.append("")
-                columns.append(gathers[-1][1].column)
+                columns.append(gathers[-1].ref.column)
                 continue
             if self.peek().text == "+":  # a shifted index: X[b,c,p+k]
                 first = self.tok
@@ -241,7 +260,7 @@ class _Parser:
                                      f"{self.describe(second)}",
                                      "a shifted index adds two letters, e.g. X[b,c,p+k]")
                 self.pos += 1
-                shifts.append((len(indices), first.text, first.column, second.text, second.column))
+                shifts.append(Shift(len(indices), first.text, first.column, second.text, second.column))
                 indices.append("")
                 columns.append(first.column)
                 continue
@@ -398,7 +417,8 @@ class _Parser:
         letters: list[tuple[int, str]] = list(zip(st.lhs.index_columns, st.lhs.indices))
         for ref in st.refs:
             letters += [(c, i) for c, i in zip(ref.index_columns, ref.indices) if i]
-            letters += [(c, i) for _, a, ca, b, cb in ref.shifts for c, i in ((ca, a), (cb, b))]
+            letters += [(c, i) for s in ref.shifts
+                        for c, i in ((s.left_column, s.left), (s.right_column, s.right))]
         seen: set[str] = set()
         for column, letter in sorted(letters):
             seen.add(letter)

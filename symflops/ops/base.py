@@ -15,13 +15,14 @@ package and list the call kind in :data:`symflops.ops.registry.CALLS`.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Mapping, Protocol, Sequence
 
 import sympy
 
 from ..core import ir
 from ..core.errors import Span
-from ..core.ir import Einsum, Factor
+from ..core.ir import Einsum, Factor, Tensor
 from ..core.records import OpCost, Rule
 
 
@@ -53,6 +54,12 @@ class Op(ir.Op, Protocol):
     def aux(self) -> tuple[Factor, ...]:
         """Tensors it produces besides its output (a norm's per-row ``rstd``,
         a loss's probabilities), saved for the backward pass."""
+
+    #: what those tensors are, in words (the declared tensors' descriptions)
+    aux_description: str
+
+    #: a short name of the kind: "contraction", "softmax", "layernorm", ...
+    kind: str
 
     @property
     def index_dims(self) -> tuple[tuple[str, sympy.Expr], ...]:
@@ -103,19 +110,67 @@ class Op(ir.Op, Protocol):
         that derives it itself (:class:`symflops.ops.reductions.Reduction`), else None."""
 
 
+@dataclass(frozen=True)
+class Scope:
+    """What an op kind may read while it lowers one statement: the statement's
+    text and place, the tensors declared or produced so far, each letter's
+    extent, and the dims (for constants such as ``1/sqrt(E)``)."""
+
+    text: str
+    span: Span | None
+    known: Mapping[str, Tensor]
+    extents: Mapping[str, sympy.Expr]
+    dims: Mapping[str, sympy.Symbol]
+
+    def at(self, column: int) -> Span | None:
+        """The place of a column of the statement."""
+        return self.span.shifted(column) if self.span else None
+
+
+@dataclass(frozen=True)
+class Lowered:
+    """What lowering one statement gives: its ops (an op a call inside a
+    product needs first, such as ``layernorm_d(X[b,d])``, then the op itself)
+    and the tensors the kind made besides the ops' outputs and ``aux``
+    (dropout's keep-mask, a normalised tensor ``X_hat``)."""
+
+    ops: tuple[Op, ...]
+    tensors: tuple[Tensor, ...] = ()
+
+
 class CallKind(Protocol):
-    """How statements whose right side is a call of this kind are recognised
-    and lowered: ``softmax_t(A[s,t])`` as a whole op, or inside a product
+    """How statements with a call of this kind are recognised and lowered:
+    ``P[s,t] = softmax_t(A[s,t])`` as a whole op, or inside a product
     (``layernorm_d(X[b,d]) * g[d]``) through a fresh intermediate tensor."""
 
-    #: the call names it claims, as the part before the reduced letters
-    #: (``softmax`` for ``softmax_t``)
-    names: tuple[str, ...]
+    #: what the message for an unknown function lists for this kind, e.g.
+    #: ``softmax_i ... over an index i``; empty for a kind that never stands
+    #: inside a product
+    usage: str
 
-    def whole(self, call: Any, out: Factor, context: Any) -> Op:
-        """The op ``out = call`` (the whole right side), checked; SymflopsError
-        with the call's position when it does not fit."""
+    def claims(self, name: str) -> bool:
+        """Whether a call of this name is this kind's (``softmax_t`` for softmax)."""
 
-    def inline(self, call: Any, out: Factor, context: Any) -> Op:
+    def whole(self, call: Any, statement: Any, out: Factor, scope: Scope) -> Op | None:
+        """The op ``out = call`` when the call is the whole right side in a
+        form this kind takes as a whole op; None when it is to be lowered
+        inside a product instead; SymflopsError with the call's position when
+        it does not fit."""
+
+    def inline(self, call: Any, out: Factor, scope: Scope) -> Op:
         """The op computing ``out``, a fresh intermediate that the product the
-        call stands in reads instead."""
+        call stands in reads instead; SymflopsError when the kind cannot stand
+        inside a product."""
+
+
+def claim(calls: Sequence[CallKind], name: str) -> CallKind | None:
+    """The kind among ``calls`` whose call ``name`` is, or None."""
+    for kind in calls:
+        if kind.claims(name):
+            return kind
+    return None
+
+
+def usages(calls: Sequence[CallKind]) -> str:
+    """What a message lists for the call kinds: ``softmax_i, layernorm_i, ...``."""
+    return ", ".join(k.usage for k in calls if k.usage)

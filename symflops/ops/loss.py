@@ -18,6 +18,7 @@ subtraction of the target's logit (2).  Elementwise work, apart from ``flops``.
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
@@ -26,8 +27,10 @@ import sympy
 
 from ..core.records import OpCost
 from ..core.records import IndexTerm, Rule, Step
-from ..core.errors import Span
+from ..core.errors import Span, SymflopsError, closest
 from ..core.ir import SELECT, Einsum, Factor
+from ..lang.statement import Ref
+from .base import Scope
 from .reductions import Reduction, cross_entropy_rule
 
 PER_ELEMENT, PER_ROW = 3, 2
@@ -68,6 +71,8 @@ class CrossEntropy:
     @property
     def aux(self) -> tuple[Factor, ...]:
         return (Factor(self.probs, self.logits.indices),)
+
+    aux_description = "probabilities saved by the loss"
 
     def statement(self) -> str:
         name = "cross_entropy_mean" if self.mean else "cross_entropy"
@@ -168,3 +173,63 @@ class CrossEntropy:
     def latex(self, m: Any) -> str:
         name = r"\operatorname{CE}" + (r"^{\text{mean}}" if self.mean else "")
         return f"{m.ix(self.out)} = {name}_{{{self.index}}}({m.ix(self.logits)},\\ {m.ix(self.target)})"
+
+
+_NAME = re.compile(r"cross_entropy(_mean)?_([A-Za-z_][A-Za-z0-9_]*)\Z")
+
+
+class CrossEntropyCall:
+    """The statement form of the loss, ``L[] = cross_entropy_v(Z[b,v], y[b])``,
+    checked: the whole right side, a scalar output, ``v`` one of the logits'
+    letters, integer targets indexed by the logits' other letters."""
+
+    usage = ""  # never inside a product
+
+    def claims(self, name: str) -> bool:
+        return _NAME.match(name) is not None
+
+    def whole(self, call: Any, statement: Any, out: Factor, scope: Scope) -> CrossEntropy:
+        at = scope.at
+        if len(statement.terms) != 1 or statement.terms[0].negative or statement.where:
+            self.inline(call, out, scope)
+        m = _NAME.match(call.name)
+        assert m is not None
+        mean, index = bool(m.group(1)), m.group(2)
+        logits = call.ref
+        if out.indices:
+            raise SymflopsError(f"the loss {out.tensor} must be a scalar, written {out.tensor}[]",
+                                out.span, f"write '{out.tensor}[] = {call.name}(...)'")
+        if index not in logits.indices:
+            raise SymflopsError(f"cross entropy over {index!r}, an index {logits.name} does not have",
+                                at(call.column), "take it over the class index, one of "
+                                + ", ".join(logits.indices))
+        target = call.argument
+        rows = tuple(i for i in logits.indices if i != index)
+        known = scope.known
+        if not isinstance(target, Ref):
+            raise SymflopsError(f"{call.name} needs the target classes", at(call.column),
+                                f"write {call.name}({logits.name}[...], y[{','.join(rows)}]) with y "
+                                "declared as role: index")
+        if target.name not in known:
+            raise SymflopsError(f"unknown tensor {target.name!r}", at(target.column),
+                                f"declare the targets under 'tensors:' as integer class labels, "
+                                f"e.g. {target.name}: {{shape: [...], role: index}}; "
+                                f"{closest(target.name, sorted(known))}")
+        if known[target.name].role != "index":
+            raise SymflopsError(f"the targets {target.name!r} must be integer class labels",
+                                at(target.column), f"declare {target.name} with role: index")
+        if sorted(target.indices) != sorted(rows):
+            raise SymflopsError(f"the targets are indexed by [{','.join(target.indices)}] but the "
+                                f"logits' rows by [{','.join(rows)}]", at(target.column),
+                                f"index the targets by the logits' letters other than {index!r}")
+        return CrossEntropy(out, Factor(logits.name, logits.indices, at(logits.column)),
+                            Factor(target.name, target.indices, at(target.column)), index, mean,
+                            tuple((i, scope.extents[i]) for i in logits.indices), scope.text,
+                            scope.span)
+
+    def inline(self, call: Any, out: Factor, scope: Scope) -> CrossEntropy:
+        raise SymflopsError(f"{call.name}(...) must be the whole right side",
+                            scope.at(call.column), f"write e.g. 'L[] = {call.name}(Z[b,v], y[b])'")
+
+
+CROSS_ENTROPY = CrossEntropyCall()

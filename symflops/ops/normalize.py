@@ -23,6 +23,8 @@ work, apart from the matmul-type ``flops``.
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
@@ -31,8 +33,9 @@ import sympy
 
 from ..core.records import OpCost
 from ..core.records import Rule, Step
-from ..core.errors import Span
+from ..core.errors import Span, SymflopsError
 from ..core.ir import Einsum, Factor
+from .base import Scope
 from .reductions import Reduction, layernorm_rule, rmsnorm_rule, softmax_rule
 
 KINDS = ("softmax", "layernorm", "rmsnorm")
@@ -81,6 +84,10 @@ class Normalize:
         if self.kind == "softmax":
             return ()
         return (Factor(self.rstd, tuple(i for i in self.out.indices if i != self.index)),)
+
+    @property
+    def aux_description(self) -> str:
+        return f"reciprocal standard deviation saved by {self.kind}"
 
     def statement(self) -> str:
         where = ", ".join(f.condition() for f in self.conditions)
@@ -217,3 +224,64 @@ class Normalize:
         where = r",\ ".join(m.ix(c) for c in self.conditions)
         return (f"{m.ix(self.out)} = {LATEX[self.kind]}_{{{self.index}}}({m.ix(self.inp)})"
                 + (rf"\quad\text{{where }} {where}" if where else ""))
+
+
+_NAME = re.compile(r"(softmax|layernorm|rmsnorm)_([A-Za-z_][A-Za-z0-9_]*)\Z")
+
+
+def _lower(call: Any, out: Factor, scope: Scope) -> Normalize:
+    """``softmax_t(A[s,t])`` and the like, checked: the index is one of the
+    tensor's letters, and no second argument."""
+    at = scope.at
+    m = _NAME.match(call.name)
+    assert m is not None
+    kind, index = m.group(1), m.group(2)
+    if call.argument is not None:
+        raise SymflopsError(f"{call.name} takes one tensor", at(call.argument.column),
+                            f"write {call.name}({call.ref.name}[...])")
+    if index not in call.ref.indices:
+        raise SymflopsError(
+            f"{kind} over {index!r}, an index {call.ref.name} does not have", at(call.column),
+            f"normalise over one of {call.ref.name}'s indices: "
+            + ", ".join(f"{kind}_{i}" for i in dict.fromkeys(call.ref.indices)))
+    if len(set(call.ref.indices)) != len(call.ref.indices):
+        raise SymflopsError(f"{call.name} of a diagonal is not supported", at(call.column),
+                            "give each axis its own letter")
+    letters = tuple(dict.fromkeys(call.ref.indices))
+    return Normalize(kind, out, Factor(call.ref.name, call.ref.indices, at(call.ref.column)), index,
+                     tuple((i, scope.extents[i]) for i in letters), scope.text, scope.span)
+
+
+class NormalizeCall:
+    """The statement forms of the normalisations: ``P[s,t] = softmax_t(A[s,t])``
+    (a softmax may take a where-clause, a causal mask) as a whole op, or
+    ``layernorm_d(X[b,d]) * g[d] + beta[d]`` inside a product."""
+
+    usage = "softmax_i, layernorm_i, rmsnorm_i over an index i"
+
+    def claims(self, name: str) -> bool:
+        return _NAME.match(name) is not None
+
+    def whole(self, call: Any, statement: Any, out: Factor, scope: Scope) -> Normalize | None:
+        if statement.terms[0].negative or call.ref.indices != statement.lhs.indices:
+            return None
+        op = _lower(call, out, scope)
+        if not statement.where:
+            return op
+        where = statement.where
+        if op.kind != "softmax":
+            raise SymflopsError(f"a where-clause on {call.name}(...) is not supported",
+                                scope.at(where[0].column),
+                                "only softmax takes a domain (a causal mask)")
+        if any(c.left not in call.ref.indices or c.right not in call.ref.indices for c in where):
+            raise SymflopsError("the where-clause names a letter the softmax's input "
+                                "does not have", scope.at(where[0].column),
+                                f"use letters of {call.ref.name}[{','.join(call.ref.indices)}]")
+        return dataclasses.replace(op, conditions=tuple(
+            Factor("", (c.left, c.right), scope.at(c.column), c.op) for c in where))
+
+    def inline(self, call: Any, out: Factor, scope: Scope) -> Normalize:
+        return _lower(call, out, scope)
+
+
+NORMALIZE = NormalizeCall()

@@ -29,7 +29,6 @@ from __future__ import annotations
 import keyword
 import math
 import os
-import re
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
@@ -39,9 +38,9 @@ from ..core.errors import Span, SymflopsError, closest, quote, shorten
 from ..lang.expr import parse_expression
 from ..core.ir import Block, Dim, Layer, Tensor, dim_symbol, rename
 from ..core.sizes import check_size
+from ..lang.yaml import IDENT
 
 INCLUDE_KEYS = ("include", "repeat", "tensors", "dims")
-_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
 @dataclass(frozen=True)
@@ -182,7 +181,7 @@ def read_include(node: Any, file: str, dims: Mapping[str, Dim],
         for key, (value, kspan) in _name_map(fields["tensors"][1], [t.name for t in block.tensors],
                                              "tensors").items():
             new = _text(value, f"the new name of {key!r}")
-            if not _IDENT.match(new) or keyword.iskeyword(new):
+            if not IDENT.match(new) or keyword.iskeyword(new):
                 raise SymflopsError(f"{new!r} is not a valid tensor name", value.span,
                                     "use letters, digits and underscores, starting with a letter")
             if new in names.values() or (new in {t.name for t in block.tensors} and new not in names):
