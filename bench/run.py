@@ -43,7 +43,7 @@ from symflops.ops.einsum.cost import einsum_flops
 from symflops.derive.backward import derive  # noqa: E402
 from symflops.count.evaluate import evaluate, number  # noqa: E402
 from symflops.ops.einsum.node import Contraction  # noqa: E402
-from symflops.spec.declaration import load  # noqa: E402
+from symflops.declaration.reader import load
 from symflops.count.summary import summary  # noqa: E402
 from symflops.commands import sweep as sweep_module  # noqa: E402
 

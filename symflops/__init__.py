@@ -25,7 +25,7 @@ __all__ = ["declare", "load", "loads", "derive", "costs", "SymflopsError", "Span
 # command imports this package before anything else, and SymPy takes about
 # a second to import; a Ctrl-C in that second must reach the command's
 # handler (symflops/__main__.py), not print a traceback.
-_HOME = {"declare": "spec.declaration", "load": "spec.declaration", "loads": "spec.declaration",
+_HOME = {"declare": "declaration.reader", "load": "declaration.reader", "loads": "declaration.reader",
          "derive": "notebook", "costs": "count.cost",
          "SymflopsError": "core.errors", "Span": "core.errors"}
 

@@ -32,7 +32,7 @@ def test_transformer_block_differs_from_flopcountermode_by_the_causal_square_onl
 def test_full_square_equals_the_total_without_a_where_clause():
     from symflops.count.cost import costs
     from symflops.derive.backward import derive
-    from symflops.spec.declaration import load
+    from symflops.declaration.reader import load
 
     d = derive(load(ROOT / "derivations" / "attention.yaml"))
     assert bench.full_square_flops(d) == costs(d).flops_total
@@ -52,7 +52,7 @@ def test_largest_declaration_is_picked_by_op_count(tmp_path):
 
 
 def test_sweep_grid_has_a_million_configurations():
-    from symflops.spec.declaration import load
+    from symflops.declaration.reader import load
 
     for name in ("ffn", "transformer_block", "conv1d"):
         layer = load(ROOT / "derivations" / f"{name}.yaml")

@@ -213,7 +213,7 @@ def test_constant_term_is_verified_with_torch(files, capsys):
     finite differences and autograd."""
     torch = pytest.importorskip("torch")
     from symflops.checks.numeric import forward
-    from symflops.spec.declaration import load
+    from symflops.declaration.reader import load
     from symflops.ops.einsum.torch import torch_op
 
     layer = load(files / "constant.yaml")

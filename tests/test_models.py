@@ -17,7 +17,7 @@ from symflops.count.cost import costs
 from symflops.derive.backward import derive
 from symflops.core.errors import SymflopsError
 from symflops.count.evaluate import evaluate
-from symflops.spec.declaration import load, loads
+from symflops.declaration.reader import load, loads
 from symflops.count.records import Summary
 from symflops.count.summary import summary
 

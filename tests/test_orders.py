@@ -23,7 +23,7 @@ from symflops.commands.cli import main
 from symflops.count.cost import costs
 from symflops.ops.einsum.cost import einsum_flops
 from symflops.core.ir import dim_symbol
-from symflops.spec.declaration import loads
+from symflops.declaration.reader import loads
 from symflops.count.summary import summary
 
 B, I, J, K, O, S, E, F = (dim_symbol(n) for n in "BIJKOSEF")

@@ -95,7 +95,7 @@ def test_inference_candidates_on_the_sheet_are_those_of_the_json():
     import sympy
 
     from symflops.derive.backward import derive
-    from symflops.spec.declaration import load
+    from symflops.declaration.reader import load
     from symflops.count.summary import summary
 
     path = ROOT / "derivations" / "moe.yaml"

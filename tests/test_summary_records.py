@@ -21,7 +21,7 @@ from symflops.count.records import (FlopTotals, Memory, Summary, WholeModel, lea
                                     map_formulas, to_json)
 from symflops.count.summary import summary
 from symflops.derive.backward import derive
-from symflops.spec.declaration import load
+from symflops.declaration.reader import load
 
 ROOT = Path(__file__).resolve().parent.parent
 B, D, F = sympy.symbols("B D F", positive=True, integer=True)

@@ -16,7 +16,7 @@ from symflops.commands import cli
 from symflops.count.cost import costs
 from symflops.derive.backward import derive
 from symflops.count.evaluate import evaluate
-from symflops.spec.declaration import load
+from symflops.declaration.reader import load
 from symflops.count.records import lookup
 from symflops.count.summary import summary
 from symflops.commands.sweep import Axis, BLOCK, blocks, parse_axes, parse_values, sweep

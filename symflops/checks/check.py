@@ -55,7 +55,7 @@ from ..core.errors import Span, SymflopsError
 from ..count.evaluate import number, parse_assignments
 from ..lang.expr import Comparison, parse_expression
 from ..core.ir import Layer, dim_symbol
-from ..spec.declaration import load
+from ..declaration.reader import load
 from ..count.records import Formula, Summary, leaves
 from ..count.summary import summary
 

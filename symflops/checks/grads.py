@@ -49,7 +49,7 @@ from ..core.errors import SymflopsError, file_kind
 from ..core.ir import Layer, Tensor, dim_symbol, index_ranges
 from .numeric import backward, forward
 from ..commands.output import STDOUT, open_output
-from ..spec.declaration import load
+from ..declaration.reader import load
 
 
 def _shape_text(tensor: Tensor) -> str:

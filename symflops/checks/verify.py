@@ -63,7 +63,7 @@ from ..core.errors import SymflopsError
 from ..core.ir import Einsum, Factor, Layer, dim_symbol, index_ranges
 from ..ops.einsum.orders import steps, written
 from ..ops.einsum.numeric import extents_at, run_einsum
-from ..spec.declaration import load
+from ..declaration.reader import load
 
 FD_TOLERANCE = 1e-6      # central differences of a polynomial: rounding ~1e-10 at eps 1e-6
 TORCH_TOLERANCE = 1e-10  # the same float64 arithmetic in another order: ~1e-15

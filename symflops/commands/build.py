@@ -41,7 +41,7 @@ from ..count.evaluate import check_definitions
 from ..core.errors import SymflopsError, Terminated, shorten
 from .output import directory, write_file
 from ..sheets.render import render
-from ..spec.declaration import load
+from ..declaration.reader import load
 
 #: pdflatex gets this long per sheet before it is stopped.
 PDF_TIMEOUT_S = 120
@@ -232,7 +232,7 @@ def _worker_start() -> None:
 
 def _groups(files: Sequence[str]) -> list[list[str]]:
     """``files`` in groups that share a declaration (a model and the blocks it
-    includes, as the spec reads them), the group with the most ops first.
+    includes, as the declaration reader reads them), the group with the most ops first.
     A declaration that does not load stands alone; its worker reports it."""
     reads: dict[str, set[str]] = {}
     ops: dict[str, int] = {}

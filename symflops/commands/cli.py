@@ -1,4 +1,4 @@
-"""The ``symflops`` command: wires spec -> derive -> cost -> evaluate -> output.
+"""The ``symflops`` command: wires declaration -> derive -> cost -> evaluate -> output.
 
 Exit status: 0 success; 1 a check or verification failed; 2 bad input (one
 line on stderr naming file:line:column, no traceback); 70 an internal error
@@ -35,7 +35,7 @@ from .output import STDOUT, write_file
 from ..count.evaluate import evaluate, parse_assignments, parse_config
 from ..count.precision import DEFAULT_POLICY, POLICIES
 from .text import text_report
-from ..spec.declaration import load
+from ..declaration.reader import load
 from ..count.summary import summary
 
 DESCRIPTION = """\

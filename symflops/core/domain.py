@@ -8,7 +8,7 @@ multiply-add, so it must be exact for every value of the dims:
 Every letter ``x`` ranges over ``0 .. n_x - 1`` (its extent ``n_x``, a
 positive integer polynomial in the dims); a :class:`Bound` says
 ``x_low <= x_high`` (or ``<``, when strict).  The bounds form a directed
-acyclic graph (the spec refuses a cycle).  The count is an iterated sum, each
+acyclic graph (the declaration reader refuses a cycle).  The count is an iterated sum, each
 letter summed inside every letter that bounds it from above, with upper limit
 
     U_x = min(n_x - 1, x_high - strict, ...)    (lower limit 0).

@@ -1,11 +1,11 @@
 """The intermediate representation: immutable dims, tensors and ops.
 
-Everything downstream of :mod:`symflops.spec.declaration` works on these frozen objects.
+Everything downstream of :mod:`symflops.declaration.reader` works on these frozen objects.
 Dimensions are SymPy symbols (positive integers); shapes are tuples of SymPy
 expressions in them.  Index letters are plain strings local to one op; each op
 records which dimension every letter ranges over.
 
-Invariants (established by :mod:`symflops.spec.declaration` or :func:`make_layer`):
+Invariants (established by :mod:`symflops.declaration.reader` or :func:`make_layer`):
 
 * tensor names are unique, and ``"d" + name`` is not the name of another tensor
   (that spelling is reserved for gradients);

@@ -28,7 +28,7 @@ from ..count.evaluate import check_all_given, check_definitions, check_dim_name,
 from .hfconfig import Architecture
 from ..core.ir import Layer, dim_symbol
 from ..count.precision import Precision
-from ..spec.declaration import load
+from ..declaration.reader import load
 from ..count.records import formula_text
 from ..count.summary import summary
 from .variants import with_biases, with_dropout, with_function

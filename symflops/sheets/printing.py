@@ -5,7 +5,7 @@ SymPy's printer sorts factors alphabetically and collapses sums; a sheet wants
 ``B(D + F)`` factored, tensor names such as ``W_in`` as :math:`W_\\text{in}`,
 and index expressions with their sums written out.  Everything here returns
 LaTeX math (no surrounding ``$``), which both the Markdown and the LaTeX sheet
-use.  Names reaching this module are identifiers (checked by the spec), so
+use.  Names reaching this module are identifiers (checked by the declaration reader), so
 escaping ``_`` is all they need: inside ``\\text{}`` and ``\\mathit{}``, and a
 name or index letter that is ``_`` alone is written ``\\mathit{\\_}`` (a bare
 ``_`` in math is a subscript with nothing under it).

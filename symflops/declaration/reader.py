@@ -355,7 +355,7 @@ def _check_expansion(layer: Layer) -> None:
 def load(path: str | os.PathLike[str]) -> Layer:
     """Read a declaration file into a :class:`~symflops.core.ir.Layer`.  The file
     is read by :func:`~symflops.core.errors.read_text` (regular files, at most
-    1 MiB); its includes by :func:`~symflops.spec.include.resolve_include`."""
+    1 MiB); its includes by :func:`~symflops.declaration.include.resolve_include`."""
     file = os.fspath(path)
     text = read_text(file, "check the path; declarations live in derivations/")
     try:

@@ -2,7 +2,7 @@
 
 Each item is a statement or an ``include:`` of a block.  The items are put in
 an order where every one comes after the producers of what it reads; each
-statement's letters are bound (:mod:`symflops.spec.letters`); then the op kind
+statement's letters are bound (:mod:`symflops.declaration.letters`); then the op kind
 that claims its right side lowers it (:mod:`symflops.ops.registry`), or, when
 none does, it is an einsum (:mod:`symflops.ops.einsum.lower`).  The tensors an
 op produces besides its output (``aux``) join the layer as activations.
