@@ -46,7 +46,6 @@ from typing import Any, Callable, Mapping, Sequence
 
 import sympy
 
-from ..commands.text import table
 from ..core.sizes import NEGATIVE, NONNEGATIVE, NONPOSITIVE, POSITIVE, UNKNOWN, ZERO, sign  # noqa: F401
 from ..count.cost import costs
 from ..derive.backward import derive
@@ -57,6 +56,7 @@ from ..lang.expr import Comparison, parse_expression
 from ..core.ir import Layer, dim_symbol
 from ..declaration.reader import load
 from ..count.records import Formula, Summary, leaves
+from ..core.text import table
 from ..count.summary import summary
 
 #: Claim operators and the sign of ``lhs - rhs`` each one asserts.

@@ -55,7 +55,6 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 import sympy
 
-from ..commands.text import table
 from ..count.cost import Costs, costs
 from ..derive.backward import derive
 from ..core.records import Derivation, Rule, grad_name
@@ -63,6 +62,7 @@ from ..core.errors import SymflopsError
 from ..core.ir import Einsum, Factor, Layer, dim_symbol, index_ranges
 from ..ops.einsum.orders import steps, written
 from ..ops.einsum.numeric import extents_at, run_einsum
+from ..core.text import table
 from ..declaration.reader import load
 
 FD_TOLERANCE = 1e-6      # central differences of a polynomial: rounding ~1e-10 at eps 1e-6
@@ -671,13 +671,6 @@ def verify(derivation: Derivation, seed: int = 0, use_torch: bool = True) -> Rep
 
 
 # ----------------------------------------------------------------- output --
-
-def table(rows: list[tuple[str, ...]], indent: str = "  ") -> list[str]:
-    if not rows:
-        return []
-    widths = [max(len(r[k]) for r in rows) for k in range(len(rows[0]))]
-    return [indent + "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
-
 
 def _err(x: float | None) -> str:
     return "-" if x is None else f"{x:.1e}"

@@ -11,6 +11,7 @@ from typing import Any, Mapping
 import sympy
 
 from ..count.records import Summary
+from ..core.text import table
 from ..sheets.printing import readable
 
 
@@ -22,12 +23,6 @@ def _fmt(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.6g}"
     return str(value)
-
-
-def table(rows: list[tuple[str, ...]], indent: str = "  ") -> list[str]:
-    """Left-aligned columns, two spaces apart."""
-    widths = [max(len(r[k]) for r in rows) for k in range(len(rows[0]))] if rows else []
-    return [indent + "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
 
 
 def text_report(s: Summary[Any], at: Mapping[str, Any] | None = None) -> str:
