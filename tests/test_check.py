@@ -14,6 +14,7 @@ import pytest
 import sympy
 
 from symflops.checks import check
+from symflops.commands import check as check_command
 from symflops.core.errors import SymflopsError
 from symflops.core.ir import dim_symbol
 
@@ -26,10 +27,10 @@ BIG = "B=1048576,D=4096,F=16384"
 def invoke(argv, capsys):
     """What ``symflops check ARGV`` does once wired: (exit status, stdout, stderr)."""
     parser = argparse.ArgumentParser(prog="symflops check")
-    check.add_arguments(parser)
+    check_command.add_arguments(parser)
     args = parser.parse_args(argv)
     try:
-        status = check.run(args)
+        status = check_command.run(args)
     except SymflopsError as exc:  # the CLI prints it on one line and exits 2
         print(f"symflops: {exc}", file=sys.stderr)
         status = 2

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from symflops.checks import grads
+from symflops.commands import grads as grads_command
 from symflops.core.errors import SymflopsError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -41,10 +42,10 @@ ops:
 
 def invoke(argv, capsys):
     parser = argparse.ArgumentParser(prog="symflops grads")
-    grads.add_arguments(parser)
+    grads_command.add_arguments(parser)
     args = parser.parse_args(argv)
     try:
-        status = grads.run(args)
+        status = grads_command.run(args)
     except SymflopsError as exc:
         print(f"symflops: {exc}", file=sys.stderr)
         status = 2
@@ -243,7 +244,7 @@ def test_shape_expressions_are_checked_not_solved(tmp_path):
 
 def test_write_is_atomic_and_leaves_no_temporary(tmp_path):
     out = tmp_path / "g.npz"
-    grads.write_npz(str(out), {"dW": np.arange(3.0)})
+    grads_command.write_npz(str(out), {"dW": np.arange(3.0)})
     with np.load(out) as data:
         np.testing.assert_array_equal(data["dW"], [0.0, 1.0, 2.0])
     assert os.listdir(tmp_path) == ["g.npz"]

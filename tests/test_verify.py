@@ -16,6 +16,7 @@ import sympy
 
 import symflops
 from symflops.checks import verify
+from symflops.commands import verify as verify_command
 from symflops.core.errors import SymflopsError
 from symflops.core.ir import Einsum, Factor
 
@@ -27,10 +28,10 @@ RULES = ["dW_out[f,e] = H[b,f] dY[b,e]", "dH[b,f] = dY[b,e] W_out[f,e]",
 
 def invoke(argv, capsys):
     parser = argparse.ArgumentParser(prog="symflops verify")
-    verify.add_arguments(parser)
+    verify_command.add_arguments(parser)
     args = parser.parse_args(argv)
     try:
-        status = verify.run(args)
+        status = verify_command.run(args)
     except SymflopsError as exc:
         print(f"symflops: {exc}", file=sys.stderr)
         status = 2
@@ -73,7 +74,7 @@ def test_ffn_json(capsys):
 
 def test_wrong_coefficient_fails_through_run(capsys, monkeypatch):
     bad = with_rule(ffn_derivation(), 2, coefficient=sympy.Integer(2))  # dW_in doubled
-    monkeypatch.setattr(verify, "derive", lambda layer: bad)
+    monkeypatch.setattr(verify_command, "derive", lambda layer: bad)
     status, out, _ = invoke([FFN, "--no-torch"], capsys)
     assert status == 1
     line = next(l for l in out.splitlines() if "dW_in[d,f] = 2 X[b,d] dH[b,f]" in l)

@@ -30,17 +30,17 @@ Invariants and conventions:
 * ``holds_when`` names the single changes to the declaration, tried one at a
   time, under which a claim that does not hold would hold: an input that
   needs no gradient (``requires_grad: false``) or a frozen parameter.
-* exit status of :func:`run`: 0 when every claim holds, 1 when any does not
-  hold or is undetermined; bad input raises SymflopsError (the CLI exits 2).
+* :func:`check` returns one :class:`ClaimResult` per claim, and
+  :func:`text_report` (or :meth:`ClaimResult.as_dict`) formats them;
+  ``symflops check`` (:mod:`symflops.commands.check`) prints them and exits
+  0 when every claim holds, 1 when any does not hold or is undetermined; bad
+  input raises SymflopsError (the CLI exits 2).
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import json
 import re
-import sys
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
@@ -51,10 +51,9 @@ from ..count.cost import costs
 from ..derive.backward import derive
 from ..core.records import Derivation
 from ..core.errors import Span, SymflopsError
-from ..count.evaluate import number, parse_assignments
+from ..count.evaluate import number
 from ..lang.expr import Comparison, parse_expression
 from ..core.ir import Layer, dim_symbol
-from ..declaration.reader import load
 from ..count.records import Formula, Summary, leaves
 from ..core.text import table
 from ..count.summary import summary
@@ -394,30 +393,3 @@ def text_report(layer: Layer, results: Sequence[ClaimResult]) -> str:
                          f"{indent}no single frozen parameter or gradient-free input makes it hold")
         lines.append("")
     return "\n".join(lines)
-
-
-# -------------------------------------------------------------------- CLI --
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("file", help="a layer declaration (YAML), e.g. derivations/ffn.yaml")
-    parser.add_argument("claims", nargs="+", metavar="CLAIM",
-                        help="a comparison over dims and derived quantities, e.g. "
-                             "'flops.total == 6*params*B' (quote it for the shell)")
-    parser.add_argument("--at", action="append", default=[], metavar="DIM=VALUE,...",
-                        help="also evaluate every claim at this configuration, e.g. "
-                             "--at B=1048576,D=4096,F=16384 (repeatable)")
-    parser.add_argument("--json", action="store_true", help="print a JSON list, one object per claim")
-
-
-def run(args: argparse.Namespace) -> int:
-    """0 when every claim holds, 1 otherwise; SymflopsError on bad input."""
-    layer = load(args.file)
-    configurations = [parse_assignments([item], layer) for item in (args.at or [])]
-    results = check(layer, args.claims, configurations,
-                    "MACs" if getattr(args, "macs", False) else "FLOPs",
-                    getattr(args, "precision", None))
-    if args.json:
-        sys.stdout.write(json.dumps([r.as_dict() for r in results], indent=2) + "\n")
-    else:
-        sys.stdout.write(text_report(layer, results))
-    return 0 if all(r.holds is True for r in results) else 1

@@ -21,20 +21,20 @@ Conventions and invariants:
 * the output holds one array per derived gradient (``d`` + tensor name),
   intermediates such as ``dH`` included, contributions of several ops summed;
   frozen parameters and inputs that need no gradient have none.
-* the output file is written atomically by :mod:`symflops.commands.output`: a
-  temporary file in the same directory, flushed to disk, then
-  ``os.replace``; a failed run leaves no partial file and an existing file
-  untouched (``--out -`` writes the archive to standard output).
+* :func:`compute` returns the gradients; the command
+  (:mod:`symflops.commands.grads`) writes them atomically through
+  :mod:`symflops.commands.output`: a temporary file in the same directory,
+  flushed to disk, then ``os.replace``; a failed run leaves no partial file
+  and an existing file untouched (``--out -`` writes the archive to standard
+  output).
 """
 
 from __future__ import annotations
 
-import argparse
 import difflib
 import math
 import os
 import stat
-import sys
 import zipfile
 import zlib
 from dataclasses import dataclass
@@ -43,13 +43,10 @@ from typing import Mapping, NoReturn
 import numpy as np
 import sympy
 
-from ..derive.backward import derive
 from ..core.records import Derivation, grad_name
 from ..core.errors import SymflopsError, file_kind
 from ..core.ir import Layer, Tensor, dim_symbol, index_ranges
 from .numeric import backward, forward
-from ..commands.output import STDOUT, open_output
-from ..declaration.reader import load
 
 
 def _shape_text(tensor: Tensor) -> str:
@@ -322,36 +319,3 @@ def compute(derivation: Derivation, arrays: Mapping[str, np.ndarray]) -> dict[st
                 for o in layer.outputs}
     grads = backward(derivation, activations, upstream, dims)
     return {name: np.asarray(g, dtype=np.float64) for name, g in grads.items()}
-
-
-def write_npz(path: str, arrays: Mapping[str, np.ndarray]) -> None:
-    """Write ``arrays`` to ``path`` atomically through :mod:`symflops.commands.output`
-    (same-directory temp file, fsync, os.replace; ``-`` is standard output),
-    so readers see the old file or the whole new one."""
-    with open_output(path, "--out") as out:
-        np.savez(out, **arrays)
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("file", help="a layer declaration (YAML), e.g. derivations/ffn.yaml")
-    parser.add_argument("--inputs", required=True, metavar="IN.npz",
-                        help="every input and parameter by name, and optionally the upstream "
-                             "gradient of each output as d<output> (default: ones)")
-    parser.add_argument("--out", required=True, metavar="OUT.npz",
-                        help="where to write every derived gradient (d<tensor>), atomically "
-                             "('-': standard output)")
-
-
-def run(args: argparse.Namespace) -> int:
-    layer = load(args.file)
-    derivation = derive(layer)
-    grads = compute(derivation, load_arrays(args.inputs))
-    write_npz(args.out, grads)
-    rows = [(name, "x".join(map(str, g.shape)) or "scalar") for name, g in grads.items()]
-    width = max((len(n) for n, _ in rows), default=0)
-    lines = [f"wrote {len(grads)} gradient{'s' if len(grads) != 1 else ''} of {layer.name} "
-             f"to {args.out} (float64)"]
-    lines += [f"  {n.ljust(width)}  {shape}" for n, shape in rows]
-    report = sys.stderr if args.out == STDOUT else sys.stdout  # not into the archive
-    report.write("\n".join(lines) + "\n")
-    return 0

@@ -45,10 +45,7 @@ PyTorch is imported lazily; without it only the finite-difference checks run.
 
 from __future__ import annotations
 
-import argparse
-import json
 import math
-import sys
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
@@ -56,14 +53,12 @@ import numpy as np
 import sympy
 
 from ..count.cost import Costs, costs
-from ..derive.backward import derive
 from ..core.records import Derivation, Rule, grad_name
 from ..core.errors import SymflopsError
 from ..core.ir import Einsum, Factor, Layer, dim_symbol, index_ranges
 from ..ops.einsum.orders import steps, written
 from ..ops.einsum.numeric import extents_at, run_einsum
 from ..core.text import table
-from ..declaration.reader import load
 
 FD_TOLERANCE = 1e-6      # central differences of a polynomial: rounding ~1e-10 at eps 1e-6
 TORCH_TOLERANCE = 1e-10  # the same float64 arithmetic in another order: ~1e-15
@@ -742,24 +737,10 @@ def text_report(r: Report) -> str:
     return "\n".join(lines) + "\n"
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("file", help="a layer declaration (YAML), e.g. derivations/ffn.yaml")
-    parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
-    parser.add_argument("--seed", type=int, default=0,
-                        help="seed for the random sizes and values (default 0)")
-    parser.add_argument("--no-torch", dest="no_torch", action="store_true",
-                        help="finite differences only, even when PyTorch is installed")
-
-
-def run(args: argparse.Namespace) -> int:
-    """0 when every check passes, 1 when any fails."""
-    derivation = derive(load(args.file))
-    report = verify(derivation, seed=args.seed, use_torch=not getattr(args, "no_torch", False))
-    if args.json:
-        sys.stdout.write(json.dumps(_finite(report.as_dict()), indent=2) + "\n")
-    else:
-        sys.stdout.write(text_report(report))
-    return 0 if report.passed else 1
+def json_ready(r: Report) -> dict[str, Any]:
+    """The report as JSON values (``verify --json``): :meth:`Report.as_dict`
+    with every error that could not be computed written "inf"."""
+    return _finite(r.as_dict())
 
 
 def _finite(value: Any) -> Any:

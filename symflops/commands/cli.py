@@ -22,11 +22,11 @@ import traceback
 from typing import Sequence
 
 from .. import __version__
-from ..checks import check as check_command
-from ..checks import grads as grads_command
+from . import check as check_command
+from . import grads as grads_command
 from . import plan as plan_command
 from . import sweep as sweep_command
-from ..checks import verify as verify_command
+from . import verify as verify_command
 from ..count.cost import UNITS, costs
 from ..derive.backward import derive
 from ..core.errors import SymflopsError, Terminated
