@@ -124,6 +124,9 @@ FUNCTIONS: dict[str, Function] = {f.name: f for f in (
              X / 2 * (1 + sympy.tanh(_SQRT_2_OVER_PI * (X + sympy.Rational(44715, 10**6) * X**3))),
              "input", r"\operatorname{gelu}_{\tanh}",
              "Gaussian error linear unit, tanh approximation", "gelu", (("approximate", "tanh"),)),
+    Function("softplus", sympy.log(1 + sympy.exp(X)), "input", r"\operatorname{softplus}",
+             "softplus, log(1 + exp(x)), counted and evaluated as this formula at every x "
+             "(PyTorch's softplus, beta = 1, returns x itself where x > 20)", "softplus"),
 )}
 
 
