@@ -71,18 +71,73 @@ def test_softplus_costs_count_its_formula():
     assert (f.cost, f.derivative_cost) == (3, 4)
 
 
-def test_softplus_mlp_counts():
-    d, c = derived("softplus_mlp")
-    # Two D x F matrices, 6 P B in products; the biases and softplus are elementwise.
-    assert c.flops_total == 12 * B * D * FF
-    # Forward: bias b_in (B F), softplus (3 B F), bias b_out (B D).
-    assert c.elementwise_forward == sympy.expand(B * D + 4 * B * FF)
-    # Backward: db_out sums dY (B D), dH = dA softplus'(H) (4 + 1 multiply: 5 B F), db_in (B F).
-    assert c.elementwise_backward == sympy.expand(B * D + 6 * B * FF)
-    (rule,) = [r for r in d.rules if r.grad == "dH"]
-    assert rule.statement == "dH[b,f] = dA[b,f] softplus'(H[b,f])"
-    assert d.saved == ("X", "H", "A")
-
-
 def test_softplus_mlp_verifies():
     verify_passes("softplus_mlp")
+
+
+# ----------------------------------------------------------------- elu --
+
+def elu_by_hand(x):
+    return x if x > 0 else math.expm1(x)
+
+
+def test_elu_derivative_by_branch():
+    # d/dx x = 1 for x > 0; d/dx (e^x - 1) = e^x otherwise (1 at 0: the branches meet).
+    f = F.FUNCTIONS["elu"]
+    assert f.saves == "input"
+    for x in POINTS:
+        assert float(f.derivative.subs(F.X, x)) == pytest.approx(1.0 if x > 0 else math.exp(x),
+                                                                 rel=1e-14)
+
+
+def test_elu_numpy_forward_and_derivative_take_the_branch_per_element():
+    x = np.array(POINTS)
+    assert F.numpy_function("elu")(x) == pytest.approx([elu_by_hand(v) for v in POINTS])
+    assert F.numpy_function("elu'")(x) == pytest.approx([1.0 if v > 0 else math.exp(v)
+                                                         for v in POINTS])
+    # The constant branch of the derivative still has the array's shape.
+    assert F.numpy_function("elu'")(np.ones((2, 3))).shape == (2, 3)
+
+
+def test_elu_matches_torch():
+    torch = pytest.importorskip("torch")
+    x = np.array(POINTS)
+    theirs = F.FUNCTIONS["elu"].torch(torch, torch.tensor(x, dtype=torch.float64)).numpy()
+    assert F.numpy_function("elu")(x) == pytest.approx(theirs, rel=1e-14)
+
+
+def test_elu_costs_count_the_choice_and_every_branch():
+    # elu: choose the branch (1), exp (1), subtract 1 (1).  elu': choose (1), exp (1).
+    f = F.FUNCTIONS["elu"]
+    assert (f.cost, f.derivative_cost) == (3, 2)
+
+
+def test_elu_layer_verifies():
+    verify_passes("elu_layer")
+
+
+# ------------------------------------------ the shipped declarations --
+
+#: Hand counts: (declaration, matmul FLOPs, elementwise forward, elementwise
+#: backward, the activation's rule, the saved tensors).
+COUNTS = [
+    # Two D x F matrices: 6 P B in products.  Forward elementwise: bias b_in (B F),
+    # softplus (3 B F), bias b_out (B D).  Backward: db_out sums dY (B D),
+    # dH = dA softplus'(H) (4 + 1 multiply: 5 B F), db_in (B F).
+    ("softplus_mlp", 12 * B * D * FF, B * D + 4 * B * FF, B * D + 6 * B * FF,
+     "dH[b,f] = dA[b,f] softplus'(H[b,f])", ("X", "H", "A")),
+    # One D x F matrix.  Forward: the bias (B F) and elu (3 B F).  Backward:
+    # dH = dY elu'(H) (2 + 1 multiply: 3 B F) and dc summing dH over b (B F).
+    ("elu_layer", 6 * B * D * FF, 4 * B * FF, 4 * B * FF,
+     "dH[b,f] = dY[b,f] elu'(H[b,f])", ("X", "H")),
+]
+
+
+@pytest.mark.parametrize("name,flops,forward,backward,rule,saved", COUNTS)
+def test_declaration_counts(name, flops, forward, backward, rule, saved):
+    d, c = derived(name)
+    assert c.flops_total == flops
+    assert c.elementwise_forward == sympy.expand(forward)
+    assert c.elementwise_backward == sympy.expand(backward)
+    assert rule in [r.statement for r in d.rules]
+    assert d.saved == saved

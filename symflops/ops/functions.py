@@ -10,9 +10,12 @@ numerically against ``f'(x)``.
 
 Cost convention: FLOPs per element are the number of operations in the SymPy
 formula (``sympy.count_ops``: each add, multiply, divide, power and each
-evaluation of exp, erf, tanh or max counts 1).  The same count of the
-derivative's formula, plus 1 for the multiply by dY, is the backward cost.
-These are model counts of the formula as written, not of any kernel.
+evaluation of exp, erf, tanh or max counts 1).  A piecewise function (elu)
+counts 1 for choosing its branch plus the operations of every branch, as a
+vectorised kernel evaluates both: elu, ``x`` or ``exp(x) - 1``, is 3.  The
+same count of the derivative's formula, plus 1 for the multiply by dY, is the
+backward cost.  These are model counts of the formula as written, not of any
+kernel.
 
 A factor in an einsum may carry a function name (:attr:`symflops.core.ir.Factor.fn`):
 ``"gelu"`` applies the function, ``"gelu'"`` its derivative at the input, and
@@ -127,6 +130,9 @@ FUNCTIONS: dict[str, Function] = {f.name: f for f in (
     Function("softplus", sympy.log(1 + sympy.exp(X)), "input", r"\operatorname{softplus}",
              "softplus, log(1 + exp(x)), counted and evaluated as this formula at every x "
              "(PyTorch's softplus, beta = 1, returns x itself where x > 20)", "softplus"),
+    Function("elu", sympy.Piecewise((X, X > 0), (sympy.exp(X) - 1, True)), "input",
+             r"\operatorname{elu}", "exponential linear unit (alpha = 1), x for x > 0, "
+             "exp(x) - 1 otherwise", "elu"),
 )}
 
 
