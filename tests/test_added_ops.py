@@ -141,3 +141,112 @@ def test_declaration_counts(name, flops, forward, backward, rule, saved):
     assert c.elementwise_backward == sympy.expand(backward)
     assert rule in [r.statement for r in d.rules]
     assert d.saved == saved
+
+
+# ---------------------------------------------------------- logsumexp --
+
+S, T = sympy.symbols("S T", positive=True, integer=True)
+
+
+def pool(ops=("Y[s] = logsumexp_t(A[s,t])",)):
+    return symflops.declare("lse", dims={"S": "rows", "T": "columns"},
+                            tensors={"A": {"shape": ["S", "T"], "role": "input"}}, ops=list(ops))
+
+
+def test_logsumexp_rule_is_the_softmax_times_the_upstream_gradient():
+    # d/dA[s,t] log sum_u exp(A[s,u]) = exp(A[s,t]) / sum_u exp(A[s,u]) = P[s,t].
+    d = symflops.derive(pool())
+    (rule,) = d.rules
+    assert rule.statement == "dA[s,t] = P_Y[s,t] dY[s]"
+    assert d.saved == ("P_Y",)  # the softmax it saves, not A or Y
+
+
+def test_logsumexp_derivation_stages_by_hand():
+    op = symflops.derive(pool()).layer.ops[0]
+    red = op.shown()
+    A = sympy.IndexedBase("A", real=True)
+    s, t, u = (sympy.Symbol(c, integer=True) for c in "stu")
+    s1, t1 = sympy.Symbol("s'", integer=True), sympy.Symbol("t'", integer=True)
+    row = sympy.Sum(sympy.exp(A[s, u]), (u, 0, T - 1))
+    assert red.stage("forward") == sympy.log(row)
+    by_hand = sympy.KroneckerDelta(s, s1) * sympy.exp(A[s, t1]) / row
+    assert sympy.simplify(red.stage("derivative") - by_hand) == 0
+    P = sympy.IndexedBase("P_Y", positive=True)
+    assert sympy.expand(red.stage("substituted") - sympy.KroneckerDelta(s, s1) * P[s, t1]) == 0
+
+
+def test_logsumexp_costs_follow_softmax():
+    _, c = (lambda d: (d, costs(d)))(symflops.derive(pool()))
+    # Per element: exp, add into the row sum, divide for P (3); per row: the log (1).
+    assert c.flops_total == 0
+    assert c.elementwise_forward == 3 * S * T + S
+    # dA = P dY: one multiply per element.
+    assert c.elementwise_backward == S * T
+
+
+def test_logsumexp_numpy_forward_is_stable_and_matches_math():
+    op = symflops.derive(pool()).layer.ops[0]
+    a = np.array([[0.5, -1.0, 2.0], [1000.0, 1001.0, 999.0]])
+    got = op.run({"A": a}, {"s": 2, "t": 3})
+    row0 = math.log(sum(math.exp(v) for v in a[0]))
+    row1 = 1000.0 + math.log(1 + math.e + math.exp(-1))  # shifted by hand: no overflow
+    assert got["Y"] == pytest.approx([row0, row1], rel=1e-14)
+    assert got["P_Y"][0] == pytest.approx([math.exp(v - row0) for v in a[0]], rel=1e-13)
+    assert got["P_Y"].sum(axis=1) == pytest.approx([1.0, 1.0])
+
+
+def test_logsumexp_output_letters_in_another_order():
+    layer = symflops.declare("lse3", dims={"B": "batch", "S": "rows", "T": "columns"},
+                             tensors={"A": {"shape": ["B", "T", "S"], "role": "input"}},
+                             ops=["Y[s,b] = logsumexp_t(A[b,t,s])"])
+    op = layer.ops[0]
+    a = np.random.default_rng(1).normal(size=(2, 3, 4))
+    y = op.run({"A": a}, {"b": 2, "t": 3, "s": 4})["Y"]
+    assert y.shape == (4, 2)
+    assert y[3, 1] == pytest.approx(math.log(sum(math.exp(v) for v in a[1, :, 3])))
+    torch = pytest.importorskip("torch")
+    theirs = op.torch(torch, {"A": torch.tensor(a)})
+    assert theirs["Y"].numpy() == pytest.approx(y, rel=1e-14)
+    assert symflops.derive(layer).rules[0].statement == "dA[b,t,s] = P_Y[b,t,s] dY[s,b]"
+
+
+def test_logsumexp_pool_counts():
+    d, c = derived("logsumexp_pool")
+    Bs, Ss, Ts, Es = sympy.symbols("B S T E", positive=True, integer=True)
+    # Q K^T: 2 B S T E forward, twice that backward; the scale 1/sqrt(E) is elementwise.
+    assert c.flops_total == 6 * Bs * Ss * Ts * Es
+    # Forward: the scale (B S T), logsumexp (3 B S T + B S).
+    assert c.elementwise_forward == sympy.expand(4 * Bs * Ss * Ts + Bs * Ss)
+    # Backward: dA = P_Y dY (B S T), the scale on dQ (B S E) and on dK (B T E).
+    assert c.elementwise_backward == sympy.expand(Bs * Ss * Ts + Bs * Ss * Es + Bs * Ts * Es)
+    assert d.saved == ("Q", "K", "P_Y")
+
+
+def test_logsumexp_pool_verifies():
+    verify_passes("logsumexp_pool")
+
+
+@pytest.mark.parametrize("op,expect,column", [
+    # column: of the file line "  - <op>", counted from 1
+    ("Y[s] = logsumexp_u(A[s,t])", "logsumexp over 'u', an index A does not have", 12),
+    ("Y[s,t] = logsumexp_t(A[s,t])", "the output Y[s,t] keeps the reduced index 't'", 5),
+    ("Y[] = logsumexp_t(A[s,t])", "must carry A's letters other than 't': s", 5),
+    ("Y[s] = logsumexp_t(A[s,t], A[s,t])", "logsumexp_t takes one tensor", 32),
+    ("Y[] = logsumexp_s(A[s,s])", "logsumexp_s of a diagonal is not supported", 11),
+    ("Y[s] = 2 logsumexp_t(A[s,t])", "logsumexp_t(...) must be the whole right side", 14),
+    ("Y[s] = 2 * Z[s] + logsumexp_t(A[s,t])", "logsumexp_t(...) must be the whole right side", 23),
+    ("Y[s] = logsumexp_t(A[s,t]) where t <= s", "a where-clause on logsumexp_t(...)", 38),
+    ("Y[] = logsumexp_t(V[t])", "logsumexp_t of a tensor with no other index", 11),
+])
+def test_logsumexp_bad_statements_point_at_the_mistake(tmp_path, capsys, op, expect, column):
+    from symflops.commands import cli
+
+    path = tmp_path / "bad.yaml"
+    path.write_text("dims: {S: rows}\ntensors:\n  A: {shape: [S, S], role: input}\n"
+                    "  V: {shape: [S], role: input}\n  Z: {shape: [S], role: input}\n"
+                    f"ops:\n  - {op}\n")
+    assert cli.main(["derive", str(path)]) == 2
+    captured = capsys.readouterr()
+    first = captured.err.splitlines()[0]
+    assert "Traceback" not in captured.err and captured.out == ""
+    assert f"{path}:7:{column}: error: " in first and expect in first and "fix: " in first, first

@@ -10,8 +10,9 @@ entry here.
 from __future__ import annotations
 
 from .base import CallKind
+from .logsumexp import LOGSUMEXP
 from .loss import CROSS_ENTROPY
 from .normalize import NORMALIZE
 
 #: Every call kind, in the order their usages are listed in messages.
-CALLS: tuple[CallKind, ...] = (NORMALIZE, CROSS_ENTROPY)
+CALLS: tuple[CallKind, ...] = (NORMALIZE, CROSS_ENTROPY, LOGSUMEXP)
