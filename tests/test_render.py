@@ -15,7 +15,8 @@ import pytest
 import symflops
 from symflops.commands.build import build, compile_pdf
 from symflops.count.cost import costs
-from symflops.sheets.render import escape_md, escape_tex, render
+from symflops.sheets.escape import escape_md, escape_tex
+from symflops.sheets.render import render
 
 ROOT = Path(__file__).resolve().parent.parent
 DERIVATIONS = sorted((ROOT / "derivations").glob("*.yaml"))

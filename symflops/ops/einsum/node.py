@@ -111,7 +111,7 @@ class Contraction:
 
     def latex(self, m: Any) -> str:
         """All terms in index form, ``Y_{bd} = X_{bd} + F_{bd}`` (``m`` prints
-        indexed names and einsum terms: :class:`symflops.sheets.render._Math`)."""
+        indexed names and einsum terms: :class:`symflops.sheets.notation.Math`)."""
         rhs = ""
         for k, t in enumerate(self.terms):
             text = m.einsum_rhs(t)
