@@ -15,6 +15,7 @@ import pytest
 import symflops
 from symflops.commands.build import build, compile_pdf
 from symflops.count.cost import costs
+from symflops.derive.patterns import with_patterns
 from symflops.sheets.escape import escape_md, escape_tex
 from symflops.sheets.render import render
 
@@ -29,7 +30,7 @@ def run_cli(*args, cwd=None):
 
 
 def sheet(fmt, path=ROOT / "derivations" / "ffn.yaml", configs=()):
-    d = symflops.derive(symflops.load(path))
+    d = with_patterns(symflops.derive(symflops.load(path)))
     return render(d, costs(d), fmt, configs)
 
 

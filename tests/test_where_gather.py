@@ -240,9 +240,10 @@ def test_lookup_table_sizes_must_agree():
 # ------------------------------------------------------------------- sheets --
 
 def _sheet(name, fmt="md"):
+    from symflops.derive.patterns import with_patterns
     from symflops.sheets.render import render
 
-    d = symflops.derive(symflops.load(ROOT / "derivations" / f"{name}.yaml"))
+    d = with_patterns(symflops.derive(symflops.load(ROOT / "derivations" / f"{name}.yaml")))
     return render(d, costs(d), fmt)
 
 

@@ -37,6 +37,7 @@ import sympy
 
 from ..count.cost import costs
 from ..derive.backward import derive
+from ..derive.patterns import with_patterns
 from ..count.evaluate import check_definitions
 from ..core.errors import SymflopsError, Terminated, shorten
 from .output import directory, write_file
@@ -94,7 +95,7 @@ def render_file(path: str, fmt: str, configs: Sequence[Mapping[str, sympy.Expr]]
                 precision: str | None = None) -> str:
     """Load, derive and render one declaration in ``fmt``; template errors
     are SymflopsErrors naming the template and line (see :func:`render`)."""
-    derivation = derive(load(path))
+    derivation = with_patterns(derive(load(path)))
     return render(derivation, costs(derivation, unit, precision), fmt, configs, templates)
 
 
@@ -288,7 +289,7 @@ def _sheets(path: str, *, configs: Sequence[Mapping[str, sympy.Expr]], templates
                 check_definitions(layer, config)
             except SymflopsError as exc:
                 raise SymflopsError(f"{path}: with --at, {exc.message}", hint=exc.hint) from None
-        derivation = derive(layer)
+        derivation = with_patterns(derive(layer))
         c = costs(derivation, unit, precision)
         sheets: dict[str, str] = {}
         errors: list[str] = []

@@ -14,15 +14,12 @@ import sympy
 from . import printing as P
 from .counts import (Row, at_each_size, domain_note, flops_story, memory_rows, model_section,
                      numbers_table, order_notes)
-from .derivations import derivation_lines, function_items, generic_term, reduction_lines
+from .derivations import derivation_lines, function_items, reduction_lines
 from .escape import CODE_ESCAPES, ESCAPES
 from .notation import Math, Substituted, fold_lines, sympy_latex
 from ..count.cost import Costs
 from ..core.ir import substitute
 from ..core.records import Derivation, IndexTerm, matrix_form
-from ..ops.einsum.node import Contraction
-from ..ops.einsum.rules import contraction_rules
-from ..ops.functions import FUNCTIONS
 
 
 class SheetContext(TypedDict):
@@ -131,37 +128,23 @@ def sheet_context(derivation: Derivation, costs: Costs, fmt: str,
         normalizations.append({"op": op.latex(m), "grad": m.t(red.lhs.tensor),
                                "lines": fold(reduction_lines(red, m))})
 
+    if derivation.patterns is None:
+        raise ValueError("the derivation's patterns are not prepared: "
+                         "pass symflops.derive.patterns.with_patterns(derivation)")
     generic: list[dict[str, Any]] = []
-    patterns: dict[str, list[str]] = {}
-    representative: dict[str, tuple[Contraction, bool]] = {}
-    for op in layer.ops:
-        if not op.terms:  # a softmax, a norm, a loss: its derivation is shown apart
-            continue
-        lone = len(op.terms) == 1
-        for k in range(len(op.terms)):
-            g = generic_term(op, k)
-            # Only an output-saving function's rule depends on the term being alone.
-            output_form = any(f.fn and FUNCTIONS[f.fn].saves == "output" for f in g.einsum.factors)
-            key = g.einsum.statement() + ("" if lone or not output_form else " (a term of a sum)")
-            patterns.setdefault(key, []).append(op.output)
-            representative.setdefault(key, (g, lone))
-    for key, users in patterns.items():
-        g, lone = representative[key]
-        if not any(name in derivation.needs_grad for name in users) or not g.inputs:
-            continue
-        gm = Math(poly, frozenset(f.tensor for f in (g.einsum.output, *g.einsum.operands)))
-        by_wrt = {wrt: rules for wrt in g.inputs
-                  if (rules := contraction_rules(g, 0, wrt, output_form=lone))}
+    for pattern in derivation.patterns:
+        g = pattern.term
+        gm = Math(poly, frozenset(f.tensor for f in (g.output, *g.operands)))
         generic.append({
-            "op": gm.index_form(g.einsum),
-            "matrix": gm.matrix(matrix_form(g.einsum)),
+            "op": gm.index_form(g),
+            "matrix": gm.matrix(matrix_form(g)),
             "output": gm.t("Y"),
             "gradient": gm.t("dY"),
-            "applies_to": m.ts(list(dict.fromkeys(users))),
-            "rules": [{"wrt": gm.t(wrt), "lines": fold(derivation_lines(rules, gm))}
-                      for wrt, rules in by_wrt.items()],
-            "boxed": [gm.matrix(r.matrix_form) for rules in by_wrt.values() for r in rules
-                      if r.matrix_form is not None],
+            "applies_to": m.ts(list(pattern.applies_to)),
+            "rules": [{"wrt": gm.t(r.wrt), "lines": fold(derivation_lines(r.rules, gm))}
+                      for r in pattern.rules],
+            "boxed": [gm.matrix(rule.matrix_form) for r in pattern.rules for rule in r.rules
+                      if rule.matrix_form is not None],
         })
 
     backward = []

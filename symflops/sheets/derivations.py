@@ -12,46 +12,8 @@ import sympy
 
 from . import printing as P
 from .notation import Math, signed, step_note, sympy_latex
-from ..core.ir import Einsum, Factor
+from ..core.ir import Factor
 from ..core.records import Derivation, IndexTerm, Rule
-from ..ops.einsum.node import Contraction
-
-
-def generic_term(op: Contraction, term: int = 0) -> Contraction:
-    """One term of the op, alone, with tensors renamed Y = X W V ... and letters
-    i, j, k, ... in order of appearance: the textbook form of its pattern."""
-    e = op.terms[term]
-    pool = iter("ijklmnpqrsuvw")
-    letters: dict[str, str] = {}
-    on_operands = {i for f in e.operands for i in f.indices}  # lookups and shifts included
-    # Output letters no operand carries (a bias broadcast over them) come
-    # first, so that a bias reads Y_ij = X_j; then the operands' letters in
-    # reading order, as in Y_ik = sum_j X_ij W_jk; then the conditions'.
-    order = [i for i in e.output.indices if i not in on_operands]
-    order += [i for f in (*e.factors, e.output, *(f for f in e.operands if f.is_indicator))
-              for i in f.indices]
-    for i in order:
-        if i not in letters:
-            letters[i] = next(pool, f"i{len(letters)}")
-    names: dict[str, str] = {}
-    pool_names = iter(["X", "W", "V", "U", "Z", "T"])
-    for f in e.factors:
-        if f.tensor not in names:
-            names[f.tensor] = next(pool_names, f"A{len(names)}")
-
-    def rename(f: Factor, name: str) -> Factor:
-        return Factor(name, tuple(letters[i] for i in f.indices), fn=f.fn)
-
-    # Indicators keep their index tensor's name: [k <= i], [j = tok_i].
-    generic = Einsum(rename(e.output, "Y"),
-                     tuple(rename(f, f.tensor if f.is_indicator else names[f.tensor])
-                           for f in e.operands),
-                     e.coefficient)
-    dims = tuple((letters[i], ext) for i, ext in op.index_dims if i in letters)
-    if len(op.terms) > 1:  # a term of a sum: its pattern is that of the term alone
-        generic = Einsum(generic.output, generic.operands, generic.coefficient)
-    return Contraction((generic,), dims, generic.statement())
-
 
 
 def derivation_lines(rules: Sequence[Rule], m: Math) -> list[str]:

@@ -17,7 +17,7 @@ import sympy
 
 from ...core.errors import Span
 from ...core.ir import Einsum, Factor
-from ...core.records import OpCost, Rule
+from ...core.records import OpCost, PatternTerm, Rule
 from .cost import Choice, op_cost
 from .numeric import run_op
 from .orders import Order, Unit
@@ -90,6 +90,13 @@ class Contraction:
         """Its rules' derivation is that of its terms' patterns (the sheet's
         generic derivations), not one of its own."""
         return None
+
+    def patterns(self) -> tuple[PatternTerm, ...]:
+        """Each of its terms in textbook form (:mod:`.pattern`): the patterns
+        whose derivations the sheet shows for it."""
+        from .pattern import pattern_terms  # pattern.py builds generic Contractions
+
+        return pattern_terms(self)
 
     def rules(self, number: int, targets: Sequence[str]) -> tuple[Rule, ...]:
         """Every gradient contribution this op sends to each of ``targets``."""
