@@ -17,11 +17,12 @@ class ShownDerivation(Derivation):
 
     def _repr_markdown_(self) -> str:
         from .count.cost import costs
+        from .count.explain import explain
         from .derive.patterns import with_patterns
         from .sheets.render import render
 
         shown = with_patterns(self)
-        return render(shown, costs(shown), "md")
+        return render(shown, explain(shown, costs(shown)), "md")
 
 
 def derive(layer: Layer) -> ShownDerivation:

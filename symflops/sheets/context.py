@@ -7,17 +7,17 @@ place strings and never compute.
 from __future__ import annotations
 
 import os
-from typing import Any, Mapping, Sequence, TypedDict
+from typing import Any, TypedDict
 
 import sympy
 
 from . import printing as P
-from .counts import (Row, at_each_size, domain_note, flops_story, memory_rows, model_section,
-                     numbers_table, order_notes)
+from .counts import (Row, domain_note, flops_story, memory_rows, model_section, numbers_table,
+                     order_notes)
 from .derivations import derivation_lines, function_items, reduction_lines
 from .escape import CODE_ESCAPES, ESCAPES
 from .notation import Math, Substituted, fold_lines, sympy_latex
-from ..count.cost import Costs
+from ..count.explain import SheetCounts
 from ..core.ir import substitute
 from ..core.records import Derivation, IndexTerm, matrix_form
 
@@ -84,11 +84,12 @@ def _ratio(a: sympy.Expr, b: sympy.Expr) -> str | None:
 
 
 
-def sheet_context(derivation: Derivation, costs: Costs, fmt: str,
-                  configs: Sequence[Mapping[str, sympy.Expr]] = ()) -> SheetContext:
-    """Everything the sheet shows, computed by the engine, escaped for ``fmt``."""
+def sheet_context(derivation: Derivation, counts: SheetCounts, fmt: str) -> SheetContext:
+    """Everything the sheet shows, formatted from the derivation (its patterns
+    prepared) and the sheet's counts, escaped for ``fmt``."""
     esc, code = ESCAPES[fmt], CODE_ESCAPES[fmt]
     fold = fold_lines if fmt == "tex" else (lambda lines: lines)
+    costs = counts.costs
     layer = derivation.layer
     shape_poly = P.PolyPrinter(tuple(d.name for d in layer.dims))
     poly = Substituted(shape_poly, tuple(layer.substitutions.items()))
@@ -114,11 +115,10 @@ def sheet_context(derivation: Derivation, costs: Costs, fmt: str,
         "matrix": m.matrix(matrix_form(op.terms[0])) if len(op.terms) == 1 else None,
         "flops": poly(c.flops),
         "elementwise": poly(c.elementwise) if c.elementwise != 0 else None,
-        "story": (flops_story(op.einsum, op.dims(), c.flops, poly, unit)
-                  if len(op.terms) == 1 and c.flops != 0 else poly(c.flops)),
-        "note": " ".join(filter(None, [domain_note(k, derivation, costs, m, esc), *order_notes(
-            m.t(op.output), op.terms, c, layer, m, esc)])),
-    } for k, (op, c) in enumerate(zip(layer.ops, costs.forward))]
+        "story": flops_story(x.pairwise, c.flops, poly),
+        "note": " ".join(filter(None, [domain_note(x.domain, unit, m, esc), *order_notes(
+            m.t(op.output), x.orders, layer, m, esc)])),
+    } for op, c, x in zip(layer.ops, costs.forward, counts.forward)]
 
     normalizations = []
     for op in layer.ops:
@@ -222,8 +222,8 @@ def sheet_context(derivation: Derivation, costs: Costs, fmt: str,
         functions=function_items(layer, derivation, m),
         backward=backward,
         backward_lines=[line for b in backward for line in b["index_lines"]],
-        order_notes=[n for r, c in zip(derivation.rules, costs.backward)
-                     for n in order_notes(m.t(r.grad), r.terms, c, layer, m, esc)],
+        order_notes=[n for r, x in zip(derivation.rules, counts.backward)
+                     for n in order_notes(m.t(r.grad), x, layer, m, esc)],
         backward_sum=" + ".join(b["flops"] for b in backward if b["flops"] != "0") or "0",
         backward_total=poly(costs.flops_backward),
         backward_per_param=per_param(costs.flops_backward),
@@ -246,6 +246,6 @@ def sheet_context(derivation: Derivation, costs: Costs, fmt: str,
         inference_candidates=[poly(a) for a in (peak.args if isinstance(peak, sympy.Max)
                                                  else (peak,))],
         batch_dims=batch_dims,
-        numbers=numbers_table(at_each_size(derivation, costs), configs, esc, layer.substitutions),
-        model=model_section(derivation, costs, poly, m, esc),
+        numbers=numbers_table(counts.numbers, unit, esc),
+        model=model_section(counts.model, layer, costs, poly, m, esc),
     )

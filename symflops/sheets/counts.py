@@ -1,26 +1,27 @@
 """The count sections of a sheet: how each op's count arises, what a lookup or
 a condition does to it, crossing orders, the numbers table, memory and the
 whole model.
+
+Each function formats a record of :mod:`symflops.count.explain` (or the
+costs themselves); none counts anything.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any, Mapping, Sequence, TypedDict
+from typing import Any, Sequence, TypedDict
 
 import sympy
 
 from . import printing as P
 from .notation import Math
 from ..count.cost import Costs
-from ..count.evaluate import number
+from ..count.explain import (ConditionNote, DomainNote, LookupNote, NumbersAt, OrderChoice,
+                             PairwiseCount, ShiftNote)
 from ..count.precision import dtype_name
-from ..count.summary import whole_model
-from ..core.ir import Einsum, Factor, Tensor, substitute
+from ..count.records import WholeModel
+from ..core.ir import Einsum, Layer, Tensor
 from ..core.polynomial import quotient
-from ..core.records import Derivation, grad_name
-from ..ops.einsum.cost import einsum_flops
-from ..ops.einsum.orders import bounds_of, size, steps, written
 
 
 class Row(TypedDict):
@@ -29,87 +30,58 @@ class Row(TypedDict):
     cells: list[str]
 
 
-def flops_story(e: Einsum, extents: Mapping[str, sympy.Expr], flops: sympy.Expr,
-                 poly: P.PolyPrinter, unit: str) -> str:
+def flops_story(p: PairwiseCount | None, flops: sympy.Expr, poly: Any) -> str:
     """How a forward op's count arises, from the pairwise step the cost model took."""
-    found = steps(e, extents, unit, written(len(e.factors)))
-    if len(found) != 1 or len(e.operands) != 2:
+    if p is None:
         return poly(flops)
-    span, summed = found[0].span, found[0].kind != "product"
-    out = [i for i in dict.fromkeys(e.output.indices) if i in span]
-    inner = [i for i in sorted(span) if i not in out]
-
-    def size(idx: Sequence[str]) -> str:
-        return poly(sympy.Mul(*(extents[i] for i in idx)))
-
-    if summed and inner:
-        factor = "2" if unit == "FLOPs" else "1"
-        return (rf"{factor} \times \underbrace{{{size(out)}}}_{{\text{{outputs}}}} \times "
-                rf"\underbrace{{{size(inner)}}}_{{\text{{terms each}}}} = {poly(flops)}")
-    return rf"\underbrace{{{size(out)}}}_{{\text{{products}}}} = {poly(flops)}"
+    if p.kind == "sum":
+        return (rf"{p.factor} \times \underbrace{{{poly(p.outputs)}}}_{{\text{{outputs}}}} \times "
+                rf"\underbrace{{{poly(p.inner)}}}_{{\text{{terms each}}}} = {poly(p.total)}")
+    return rf"\underbrace{{{poly(p.outputs)}}}_{{\text{{products}}}} = {poly(p.total)}"
 
 
-def domain_note(k: int, derivation: Derivation, costs: Costs, m: Math, esc: Any) -> str:
-    """What a lookup or a where-clause does to op ``k``'s count, in a sentence
-    computed from the op (empty for an op with neither): a lookup copies and
-    is no dense product with a one-hot matrix; a condition sums over part of
-    the square only."""
-    op, unit, poly = derivation.layer.ops[k], costs.unit, m.poly
-    extents = op.dims()
+def domain_note(notes: Sequence[DomainNote], unit: str, m: Math, esc: Any) -> str:
+    """What a lookup or a where-clause does to an op's count, in sentences
+    (empty for an op with neither)."""
+    poly = m.poly
     sentences = []
-    for e in op.terms:
-        lookups = [f for f in e.operands if f.is_select and f.indices[0] in e.summed]
-        if lookups:
-            tables = [f.tensor for f in e.factors if any(x.indices[0] in f.indices for x in lookups)]
-            dense = einsum_flops(_dense(e), extents, unit)
-            onehot = r",\ ".join(m.ix(f) for f in lookups)
+    for n in notes:
+        if isinstance(n, LookupNote):
+            onehot = r",\ ".join(m.ix(f) for f in n.onehot)
             text = (esc("A lookup, not a multiplication: each of the ")
-                    + f"${poly(size(set(e.output.indices), extents))}$"
-                    + esc(" elements of ") + f"${m.t(e.output.tensor)}$" + esc(" copies the element of ")
-                    + f"${m.ts(tables)}$" + esc(" that ")
-                    + f"${m.ts([f.tensor for f in lookups])}$"
+                    + f"${poly(n.elements)}$"
+                    + esc(" elements of ") + f"${m.t(n.output)}$" + esc(" copies the element of ")
+                    + f"${m.ts(n.tables)}$" + esc(" that ")
+                    + f"${m.ts(n.selectors)}$"
                     + esc(" selects, with no multiply-add; as a dense product with the one-hot "
-                          "matrix ") + f"${onehot}$" + esc(" it would cost ") + f"${poly(dense)}$"
+                          "matrix ") + f"${onehot}$" + esc(" it would cost ") + f"${poly(n.dense)}$"
                     + esc(f" {unit}."))
-            scatter = [(r, c) for r, c in zip(derivation.rules, costs.backward)
-                       if r.op == k and any(f.is_select and f.indices[0] in t.output.indices
-                                            for t in r.terms for f in t.operands)]
-            for r, c in scatter:
-                text += (esc(" Its backward ") + f"${m.t(r.grad)}$"
+            for sc in n.scatters:
+                text += (esc(" Its backward ") + f"${m.t(sc.grad)}$"
                          + esc(" is a scatter-add, one add per element of ")
-                         + f"${m.t(grad_name(op.output))}$" + esc(" read: ")
-                         + f"${poly(c.elementwise)}$"
+                         + f"${m.t(sc.read)}$" + esc(" read: ")
+                         + f"${poly(sc.elementwise)}$"
                          + esc(" FLOPs of elementwise work, not a product."))
             sentences.append(text)
-        shifts = [f for f in e.operands if f.is_shift]
-        if shifts and e.factors:
-            dense = einsum_flops(_dense(e), extents, unit)
-            inputs = [f.tensor for f in e.factors if any(x.indices[0] in f.indices for x in shifts)]
-            grads = [r.grad for r in derivation.rules
-                     if r.op == k and r.wrt in inputs]
-            brackets = r",\ ".join(m.ix(f) for f in shifts)
+        elif isinstance(n, ShiftNote):
+            brackets = r",\ ".join(m.ix(f) for f in n.shifts)
             text = (esc("A convolution: ") + f"${brackets}$"
                     + esc(" fixes the shifted position given the other two letters, so only "
                           "those terms are counted; as a dense product with that 0/1 tensor it "
-                          "would cost ") + f"${poly(dense)}$" + esc(f" {unit}."))
-            if grads:
-                text += (esc(" The input gradient ") + f"${m.ts(grads)}$"
-                         + esc(" is a full correlation of ") + f"${m.t(grad_name(op.output))}$"
+                          "would cost ") + f"${poly(n.dense)}$" + esc(f" {unit}."))
+            if n.grads:
+                text += (esc(" The input gradient ") + f"${m.ts(n.grads)}$"
+                         + esc(" is a full correlation of ") + f"${m.t(n.read)}$"
                          + esc(" with the flipped kernel, at the same count."))
             sentences.append(text)
-        conditions = [f for f in e.operands if f.is_comparison]
-        if conditions and e.factors:
-            letters = {i for f in conditions for i in f.indices}
-            inside = size(letters, extents, bounds_of(e))
-            full = einsum_flops(Einsum(e.output, e.factors, e.coefficient), extents, unit)
-            pairs = ", ".join(sorted(letters, key=[i for i, _ in op.index_dims].index))
-            domain = r",\ ".join(m.ix(f) for f in conditions)
+        elif isinstance(n, ConditionNote):
+            domain = r",\ ".join(m.ix(f) for f in n.domain)
             sentences.append(
                 esc("Summed over the domain ") + f"${domain}$"
-                + esc(" only: ") + f"${poly(inside)}$" + esc(" of the ")
-                + f"${poly(size(letters, extents))}$" + esc(f" tuples ({pairs}); over the full "
-                                                             "range it would cost ")
-                + f"${poly(full)}$" + esc(f" {unit}."))
+                + esc(" only: ") + f"${poly(n.inside)}$" + esc(" of the ")
+                + f"${poly(n.tuples)}$" + esc(f" tuples ({', '.join(n.letters)}); over the full "
+                                              "range it would cost ")
+                + f"${poly(n.full)}$" + esc(f" {unit}."))
     return " ".join(dict.fromkeys(sentences))
 
 
@@ -124,16 +96,14 @@ def _order_latex(e: Einsum, tree: Any, m: "Math") -> str:
     return text(tree, True)
 
 
-def order_notes(name: str, terms: Sequence[Einsum], c: Any, layer: Any, m: "Math",
-                 esc: Any) -> list[str]:
+def order_notes(name: str, choices: Sequence[OrderChoice], layer: Layer, m: Math,
+                esc: Any) -> list[str]:
     """For each term whose cheapest orders cross: each order, its cost, when it
     is the cheapest, and which count the sheet uses."""
     notes = []
-    dims = [d.name for d in layer.free_dims]
     names = {d.symbol: sympy.Symbol(P.symbol_name(d.name)) for d in layer.dims}
-    for o in c.orders:
-        e = terms[o.term]
-        conditions = o.cheaper_when(dims) if len(o.candidates) <= 4 else (None,) * len(o.candidates)
+    for choice in choices:
+        e, o, conditions = choice.term, choice.orders, choice.cheaper_when
         parts = []
         for cand, cond in zip(o.candidates, conditions):
             part = (f"${_order_latex(e, cand.tree, m)}$" + esc(" costs ") + f"${m.poly(cand.total)}$"
@@ -157,13 +127,6 @@ def order_notes(name: str, terms: Sequence[Einsum], c: Any, layer: Any, m: "Math
     return notes
 
 
-def _dense(e: Einsum) -> Einsum:
-    """``e`` with each lookup's one-hot matrix as an ordinary dense operand."""
-    return Einsum(e.output, tuple(Factor(f"onehot_{f.tensor}", f.indices) if f.is_select
-                                  else Factor("shift", f.indices) if f.is_shift else f
-                                  for f in e.operands), e.coefficient)
-
-
 def _group(value: int) -> str:
     return f"{value:,}".replace(",", "{,}")
 
@@ -180,43 +143,27 @@ def _sci(value: int | float) -> str:
     return rf"{float(mantissa):.4g} \times 10^{{{int(exp)}}}"
 
 
-def at_each_size(derivation: Derivation, c: Costs) -> Costs:
-    """The costs a numbers table evaluates: where a term's orders cross, the
-    least of them, which at each configuration is the cheapest order there
-    (as ``symflops eval`` counts), not the one chosen at the declared sizes."""
-    crossing = any(o.orders for o in (*c.forward, *c.backward))
-    if not (crossing and derivation.layer.sizes):
-        return c
-    from ..count.cost import costs
-
-    return costs(derivation, c.unit, c.precision, "minimum")
-
-
-def numbers_table(c: Costs, configs: Sequence[Mapping[str, sympy.Expr]], esc: Any,
-             subs: Mapping[sympy.Symbol, sympy.Expr]) -> dict[str, Any] | None:
-    """The numbers table at each configuration (values of the free dims; a
-    defined dim takes its formula's value)."""
-    if not configs:
+def numbers_table(columns: Sequence[NumbersAt], unit: str, esc: Any) -> dict[str, Any] | None:
+    """The numbers table, one column per configuration (None without any)."""
+    if not columns:
         return None
-    mem = c.memory()
     rows = [
-        (f"forward ({c.unit})", c.flops_forward),
-        (f"backward ({c.unit})", c.flops_backward),
-        (f"training ({c.unit})", c.flops_total),
-        ("parameters (elements)", c.params),
-        ("saved activations (elements)", c.activations),
-        ("fixed memory (bytes)", mem["fixed_bytes"]),
-        ("activation memory (bytes)", mem["activation_bytes"]),
-        ("training memory (bytes)", mem["total_bytes"]),
+        (f"forward ({unit})", "forward"),
+        (f"backward ({unit})", "backward"),
+        (f"training ({unit})", "training"),
+        ("parameters (elements)", "params"),
+        ("saved activations (elements)", "activations"),
+        ("fixed memory (bytes)", "fixed_bytes"),
+        ("activation memory (bytes)", "activation_bytes"),
+        ("training memory (bytes)", "training_bytes"),
     ]
     return {
         "heads": [r",\ ".join(f"{P.symbol_name(k)} = "
-                              + (_group(int(v)) if abs(v) < 10**21 else _sci(int(v)))
-                              for k, v in cfg.items())
-                  for cfg in configs],
-        "rows": [{"label": esc(label), "cells": [_sci(number(substitute(expr, subs), cfg))
-                                                 for cfg in configs]}
-                 for label, expr in rows],
+                              + (_group(v) if abs(v) < 10**21 else _sci(v))
+                              for k, v in col.config)
+                  for col in columns],
+        "rows": [{"label": esc(label), "cells": [_sci(getattr(col, field)) for col in columns]}
+                 for label, field in rows],
     }
 
 
@@ -251,21 +198,18 @@ def memory_rows(c: Costs, tensors: Sequence[Tensor], m: Math, esc: Any,
     return rows
 
 
-
 _POLICY_TEXT = {"none": "none (keep every saved tensor)",
                 "full": "full (each block keeps its input and runs its forward again)",
                 "selective": "selective (recompute only the listed ops)"}
 
 
-def model_section(derivation: Derivation, costs: Costs, poly: Any, m: "Math", esc: Any
-           ) -> dict[str, Any] | None:
+def model_section(w: WholeModel | None, layer: Layer, costs: Costs, poly: Any, m: Math,
+                  esc: Any) -> dict[str, Any] | None:
     """The whole-model section: blocks, parameter classes, FLOPs per token
     against 6N, recomputation, the key/value cache.  None for a layer that
-    declares no tokens and includes no block."""
-    layer = derivation.layer
-    if layer.tokens is None and not layer.blocks:
+    declares no tokens and includes no block (``w`` is None)."""
+    if w is None:
         return None
-    w = whole_model(derivation, costs)
     par = w.parameters
     per = w.per_token
     tok = layer.tokens

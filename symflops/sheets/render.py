@@ -6,32 +6,34 @@ sheet and escapes every piece of user text for the target format
 the sandboxed Jinja environment (``StrictUndefined``: a missing variable is
 an error, not a blank); :func:`render` returns the sheet as a string.  Only
 ``symflops build`` writes files.
+
+The renderer only formats what it is given: the derivation record with its
+patterns and the count record (:class:`~symflops.count.explain.SheetCounts`);
+it derives and counts nothing itself.
 """
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
-
-import sympy
-
 from .context import sheet_context
 from .environment import FORMATS, TEMPLATE_NAMES, bounded_render, environment, template_error
 from .escape import check_tex
-from ..count.cost import Costs
+from ..count.explain import SheetCounts
 from ..core.errors import SymflopsError
 from ..core.records import Derivation
 
 
-def render(derivation: Derivation, costs: Costs, fmt: str,
-           configs: Sequence[Mapping[str, sympy.Expr]] = (), user_templates: str | None = None) -> str:
-    """The sheet as a string in ``fmt`` ('md' or 'tex').  Whatever a user
+def render(derivation: Derivation, counts: SheetCounts, fmt: str,
+           user_templates: str | None = None) -> str:
+    """The sheet as a string in ``fmt`` ('md' or 'tex'), of a derivation
+    with its patterns (:func:`symflops.derive.patterns.with_patterns`) and
+    its counts (:func:`symflops.count.explain.explain`).  Whatever a user
     template does wrong is a SymflopsError naming the template and line."""
     if fmt not in FORMATS:
         raise ValueError(f"format must be one of {FORMATS}")
     if fmt == "tex":
         check_tex(derivation.layer)
     env = environment(fmt, user_templates)
-    context = sheet_context(derivation, costs, fmt, configs)
+    context = sheet_context(derivation, counts, fmt)
     try:
         return bounded_render(env.get_template(TEMPLATE_NAMES[fmt]), context)
     except SymflopsError:
