@@ -141,6 +141,17 @@ class SheetCounts:
     backward: tuple[tuple[OrderChoice, ...], ...]
     numbers: tuple[NumbersAt, ...]
     model: WholeModel | None
+    #: backward / forward FLOPs when that is a rational number (None otherwise)
+    backward_per_forward: sympy.Rational | None
+    #: elementwise work of forward and backward together
+    elementwise: sympy.Expr
+    #: the inference peak with defined dims substituted (C = c k B S / M can
+    #: reveal that one bounds another), as ``--json`` reports it, and the
+    #: candidates it is the largest of
+    inference_peak: sympy.Expr
+    inference_candidates: tuple[sympy.Expr, ...]
+    #: the dims the saved activations scale with that no parameter has
+    batch: frozenset[sympy.Symbol]
 
 
 def explain(derivation: Derivation, c: Costs,
@@ -157,10 +168,25 @@ def explain(derivation: Derivation, c: Costs,
     backward = tuple(order_choices(r.terms, rc, layer)
                      for r, rc in zip(derivation.rules, c.backward))
     has_model = layer.tokens is not None or bool(layer.blocks)
-    return SheetCounts(c, forward, backward,
-                       numbers(at_each_size(derivation, c), configs, layer.substitutions)
-                       if configs else (),
-                       whole_model(derivation, c) if has_model else None)
+    peak = substitute(c.inference_peak, layer.substitutions)
+    param_dims = set().union(*(t.elements.free_symbols for t in layer.params))
+    return SheetCounts(
+        c, forward, backward,
+        numbers(at_each_size(derivation, c), configs, layer.substitutions) if configs else (),
+        whole_model(derivation, c) if has_model else None,
+        backward_per_forward=ratio(c.flops_forward, c.flops_backward),
+        elementwise=sympy.expand(c.elementwise_forward + c.elementwise_backward),
+        inference_peak=peak,
+        inference_candidates=peak.args if isinstance(peak, sympy.Max) else (peak,),
+        batch=frozenset(c.activations.free_symbols - param_dims))
+
+
+def ratio(forward: sympy.Expr, backward: sympy.Expr) -> sympy.Rational | None:
+    """``backward / forward`` when it is a rational number (a constant ratio)."""
+    if forward == 0:
+        return None
+    q = sympy.cancel(backward / forward)
+    return q if q.is_Rational else None
 
 
 def pairwise(e: Einsum, extents: Mapping[str, sympy.Expr], flops: sympy.Expr,

@@ -18,7 +18,6 @@ from .derivations import derivation_lines, function_items, reduction_lines
 from .escape import CODE_ESCAPES, ESCAPES
 from .notation import Math, Substituted, fold_lines, sympy_latex
 from ..count.explain import SheetCounts
-from ..core.ir import substitute
 from ..core.records import Derivation, IndexTerm, matrix_form
 
 
@@ -72,15 +71,13 @@ class SheetContext(TypedDict):
     model: dict[str, Any] | None
 
 
-def _ratio(a: sympy.Expr, b: sympy.Expr) -> str | None:
-    if a == 0:
+def _ratio(q: sympy.Rational | None) -> str | None:
+    """``forward : backward``, from backward / forward."""
+    if q is None:
         return None
-    q = sympy.cancel(b / a)
     if q.is_Integer:
         return f"1 : {int(q)}"
-    if q.is_Rational:
-        return f"{q.q} : {q.p}"
-    return None
+    return f"{q.q} : {q.p}"
 
 
 
@@ -93,9 +90,6 @@ def sheet_context(derivation: Derivation, counts: SheetCounts, fmt: str) -> Shee
     layer = derivation.layer
     shape_poly = P.PolyPrinter(tuple(d.name for d in layer.dims))
     poly = Substituted(shape_poly, tuple(layer.substitutions.items()))
-    # The candidates once defined dims are substituted (C = c k B S / M can
-    # reveal that one bounds another), as `--json` reports them.
-    peak = substitute(costs.inference_peak, layer.substitutions)
     m = Math(poly, frozenset(t.name for t in layer.tensors))
     tensors = layer.tensor_map
     unit = costs.unit
@@ -171,12 +165,11 @@ def sheet_context(derivation: Derivation, counts: SheetCounts, fmt: str) -> Shee
             flow.append(r.grad)
     chain = r" \;\longrightarrow\; ".join(m.t(n) for n in flow) if len(flow) > 1 else None
 
-    param_dims = set().union(*(t.elements.free_symbols for t in layer.params))
-    batch = sorted(costs.activations.free_symbols - param_dims, key=poly._rank)
+    batch = sorted(counts.batch, key=poly.rank)
     batch_dims = ", ".join(P.symbol_name(str(s)) for s in batch)
     scales_batch = esc("batch") + (f" (${batch_dims}$)" if batch_dims else "")
     mem = costs.memory()
-    ew = sympy.expand(costs.elementwise_forward + costs.elementwise_backward)
+    ew = counts.elementwise
     params = layer.params
     p_line = None
     if params:
@@ -227,7 +220,7 @@ def sheet_context(derivation: Derivation, counts: SheetCounts, fmt: str) -> Shee
         backward_sum=" + ".join(b["flops"] for b in backward if b["flops"] != "0") or "0",
         backward_total=poly(costs.flops_backward),
         backward_per_param=per_param(costs.flops_backward),
-        ratio=_ratio(costs.flops_forward, costs.flops_backward),
+        ratio=_ratio(counts.backward_per_forward),
         chain=chain,
         saved=[{"name": m.t(s.name), "elements": poly(s.elements),
                 "rules": ", ".join("$" + (m.matrix(r.matrix_form) or m.index_form(r.terms[0])) + "$"
@@ -242,9 +235,8 @@ def sheet_context(derivation: Derivation, counts: SheetCounts, fmt: str) -> Shee
         fixed_bytes=poly(mem["fixed_bytes"]),
         activation_bytes=poly(mem["activation_bytes"]),
         activation_elements=poly(costs.activations),
-        inference_peak=poly(peak),
-        inference_candidates=[poly(a) for a in (peak.args if isinstance(peak, sympy.Max)
-                                                 else (peak,))],
+        inference_peak=poly(counts.inference_peak),
+        inference_candidates=[poly(a) for a in counts.inference_candidates],
         batch_dims=batch_dims,
         numbers=numbers_table(counts.numbers, unit, esc),
         model=model_section(counts.model, layer, costs, poly, m, esc),
