@@ -195,7 +195,7 @@ def template_error(exc: Exception, fmt: str, user_templates: str | None) -> Symf
     if isinstance(exc, jinja2.UndefinedError):
         return SymflopsError(f"{at}: {exc.message}",
                              hint="a template used a variable the sheet does not have; the "
-                                  "variables are listed in symflops/render.py (SheetContext)")
+                                  "variables are listed in symflops/sheets/context.py (SheetContext)")
     if isinstance(exc, jinja2.TemplateNotFound):
         return SymflopsError(f"{at}: template not found: {exc.name}",
                              hint="a --templates directory overrides templates by file name; "
