@@ -17,9 +17,12 @@ class ShownDerivation(Derivation):
 
     def _repr_markdown_(self) -> str:
         from .count.cost import costs
+        from .count.explain import explain
+        from .derive.patterns import with_patterns
         from .sheets.render import render
 
-        return render(self, costs(self), "md")
+        shown = with_patterns(self)
+        return render(shown, explain(shown, costs(shown)), "md")
 
 
 def derive(layer: Layer) -> ShownDerivation:

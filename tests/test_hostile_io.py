@@ -29,7 +29,7 @@ import pytest
 from symflops.commands import cli
 from symflops.commands import build as build_module
 from symflops.commands.build import build, pdflatex_available
-from symflops.sheets.render import TEX_SETTABLE
+from symflops.sheets.escape import TEX_SETTABLE
 
 ROOT = Path(__file__).resolve().parent.parent
 FFN = ROOT / "derivations" / "ffn.yaml"

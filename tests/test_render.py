@@ -15,7 +15,10 @@ import pytest
 import symflops
 from symflops.commands.build import build, compile_pdf
 from symflops.count.cost import costs
-from symflops.sheets.render import escape_md, escape_tex, render
+from symflops.count.explain import explain
+from symflops.derive.patterns import with_patterns
+from symflops.sheets.escape import escape_md, escape_tex
+from symflops.sheets.render import render
 
 ROOT = Path(__file__).resolve().parent.parent
 DERIVATIONS = sorted((ROOT / "derivations").glob("*.yaml"))
@@ -28,8 +31,8 @@ def run_cli(*args, cwd=None):
 
 
 def sheet(fmt, path=ROOT / "derivations" / "ffn.yaml", configs=()):
-    d = symflops.derive(symflops.load(path))
-    return render(d, costs(d), fmt, configs)
+    d = with_patterns(symflops.derive(symflops.load(path)))
+    return render(d, explain(d, costs(d), configs), fmt)
 
 
 # What the seed derives for the feed-forward block, as it must appear on the sheet.

@@ -240,10 +240,12 @@ def test_lookup_table_sizes_must_agree():
 # ------------------------------------------------------------------- sheets --
 
 def _sheet(name, fmt="md"):
+    from symflops.count.explain import explain
+    from symflops.derive.patterns import with_patterns
     from symflops.sheets.render import render
 
-    d = symflops.derive(symflops.load(ROOT / "derivations" / f"{name}.yaml"))
-    return render(d, costs(d), fmt)
+    d = with_patterns(symflops.derive(symflops.load(ROOT / "derivations" / f"{name}.yaml")))
+    return render(d, explain(d, costs(d)), fmt)
 
 
 @pytest.mark.parametrize("fmt", ["md", "tex"])

@@ -36,10 +36,13 @@ from typing import Any, Callable, Iterable, Mapping, Sequence, TextIO
 import sympy
 
 from ..count.cost import costs
+from ..count.explain import SheetCounts, explain
 from ..derive.backward import derive
+from ..derive.patterns import with_patterns
 from ..count.evaluate import check_definitions
 from ..core.errors import SymflopsError, Terminated, shorten
 from .output import directory, write_file
+from ..sheets.escape import check_tex
 from ..sheets.render import render
 from ..declaration.reader import load
 
@@ -94,8 +97,11 @@ def render_file(path: str, fmt: str, configs: Sequence[Mapping[str, sympy.Expr]]
                 precision: str | None = None) -> str:
     """Load, derive and render one declaration in ``fmt``; template errors
     are SymflopsErrors naming the template and line (see :func:`render`)."""
-    derivation = derive(load(path))
-    return render(derivation, costs(derivation, unit, precision), fmt, configs, templates)
+    derivation = with_patterns(derive(load(path)))
+    c = costs(derivation, unit, precision)
+    if fmt == "tex":  # text LaTeX cannot set is refused before the sheet's counts are made
+        check_tex(derivation.layer)
+    return render(derivation, explain(derivation, c, configs), fmt, templates)
 
 
 @dataclass
@@ -288,13 +294,18 @@ def _sheets(path: str, *, configs: Sequence[Mapping[str, sympy.Expr]], templates
                 check_definitions(layer, config)
             except SymflopsError as exc:
                 raise SymflopsError(f"{path}: with --at, {exc.message}", hint=exc.hint) from None
-        derivation = derive(layer)
+        derivation = with_patterns(derive(layer))
         c = costs(derivation, unit, precision)
         sheets: dict[str, str] = {}
         errors: list[str] = []
+        counts: SheetCounts | None = None  # made once for both formats
         for fmt in ("md", "tex"):
             try:
-                sheets[fmt] = render(derivation, c, fmt, mine, templates)
+                if fmt == "tex":  # refused before the counts are made, as in render_file
+                    check_tex(layer)
+                if counts is None:  # an error making them is each format's error
+                    counts = explain(derivation, c, mine)
+                sheets[fmt] = render(derivation, counts, fmt, templates)
             except SymflopsError as exc:
                 errors.append(str(exc))
         pdf_bytes = None

@@ -130,12 +130,56 @@ class Rule:
 
 
 @dataclass(frozen=True)
+class PatternTerm:
+    """One term of an einsum op in its textbook form: tensors renamed
+    ``Y = X W V ...``, letters ``i, j, k, ...`` in order of appearance.
+
+    Terms with the same ``key`` share one derivation on the sheet."""
+
+    key: str
+    term: Einsum
+    index_dims: tuple[tuple[str, sympy.Expr], ...]
+    #: whether the term is its op's only one: only then may an output-saving
+    #: function's rule read the op's output (``tanh'@out``)
+    alone: bool
+
+    @property
+    def inputs(self) -> tuple[str, ...]:
+        """The tensors the term reads, in order of first use."""
+        return tuple(dict.fromkeys(f.tensor for f in self.term.operands if f.reads_tensor))
+
+
+@dataclass(frozen=True)
+class PatternRules:
+    """A pattern's rules for one of its tensors, each with its steps."""
+
+    wrt: str
+    rules: tuple[Rule, ...]
+
+
+@dataclass(frozen=True)
+class Pattern:
+    """A pattern a sheet derives step by step: its textbook form ``term``,
+    the outputs of the ops it applies to, and its rules for each tensor it
+    reads (a tensor without a rule, such as an index, is left out)."""
+
+    term: Einsum
+    applies_to: tuple[str, ...]
+    rules: tuple[PatternRules, ...]
+
+
+@dataclass(frozen=True)
 class Derivation:
-    """A layer with its backward rules in the order they are computed."""
+    """A layer with its backward rules in the order they are computed.
+
+    ``patterns`` is None until the sheet's preparation fills it
+    (:func:`symflops.derive.patterns.with_patterns`): only a sheet shows
+    them, and deriving them costs as much again as a small layer's rules."""
 
     layer: Layer
     rules: tuple[Rule, ...]
     needs_grad: frozenset[str]
+    patterns: tuple[Pattern, ...] | None = None
 
     @property
     def saved(self) -> tuple[str, ...]:

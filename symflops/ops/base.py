@@ -23,7 +23,7 @@ import sympy
 from ..core import ir
 from ..core.errors import Span
 from ..core.ir import Einsum, Factor, Tensor
-from ..core.records import OpCost, Rule
+from ..core.records import OpCost, PatternTerm, Rule
 
 
 class Op(ir.Op, Protocol):
@@ -108,6 +108,11 @@ class Op(ir.Op, Protocol):
     def shown(self) -> Any:
         """The derivation of its backward rule as a sheet shows it, for an op
         that derives it itself (:class:`symflops.ops.reductions.Reduction`), else None."""
+
+    def patterns(self) -> tuple[PatternTerm, ...]:
+        """Its einsum terms in textbook form, whose derivations a sheet shows
+        (:mod:`symflops.ops.einsum.pattern`); empty for an op that is not a
+        sum of einsums (its derivation is :meth:`shown`)."""
 
 
 @dataclass(frozen=True)

@@ -138,6 +138,10 @@ class LogSumExp:
         """The output element as SymPy derives it (the forward stage)."""
         return self.reduction().stage("forward")
 
+    def patterns(self) -> tuple[()]:
+        """No einsum patterns: its derivation is :meth:`shown`."""
+        return ()
+
     def shown(self) -> Reduction:
         """The derivation as the sheet shows it."""
         return self.reduction()

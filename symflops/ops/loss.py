@@ -100,6 +100,10 @@ class CrossEntropy:
         """It reads its logits row by row."""
         return (Einsum(self.out, (self.logits,)),)
 
+    def patterns(self) -> tuple[()]:
+        """No einsum patterns: its derivation is :meth:`shown`."""
+        return ()
+
     def shown(self) -> Reduction:
         """The derivation as the sheet shows it: the one-hot written as ``[v = y_b]``."""
         red = self.reduction()

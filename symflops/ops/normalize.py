@@ -116,6 +116,10 @@ class Normalize:
         """The derivation as the sheet shows it."""
         return self.reduction()
 
+    def patterns(self) -> tuple[()]:
+        """No einsum patterns: its derivation is :meth:`shown`."""
+        return ()
+
     def rules(self, number: int, targets: Sequence[str] = ()) -> tuple[Rule, ...]:
         """The rule for its one differentiable input (``targets`` is that input)."""
         red = self.reduction()

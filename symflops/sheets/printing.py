@@ -141,7 +141,7 @@ class PolyPrinter:
 
     order: tuple[str, ...]
 
-    def _rank(self, s: sympy.Symbol) -> tuple[int, str]:
+    def rank(self, s: sympy.Symbol) -> tuple[int, str]:
         name = str(s)
         return (self.order.index(name) if name in self.order else len(self.order), name)
 
@@ -156,7 +156,7 @@ class PolyPrinter:
         return sympy.latex(n)
 
     def monomial(self, coefficient: sympy.Expr, powers: Sequence[tuple[sympy.Symbol, int]]) -> str:
-        powers = sorted(powers, key=lambda sp: self._rank(sp[0]))
+        powers = sorted(powers, key=lambda sp: self.rank(sp[0]))
         parts = [symbol_name(str(s)) + (f"^{{{k}}}" if k != 1 else "") for s, k in powers]
         body = self._joiner(s for s, _ in powers).join(parts)
         if not body:
@@ -168,7 +168,7 @@ class PolyPrinter:
         return self._number(coefficient) + (r" \, " if body[0].isdigit() else "") + body
 
     def _sum(self, expr: sympy.Expr) -> str:
-        gens = sorted(expr.free_symbols, key=self._rank)
+        gens = sorted(expr.free_symbols, key=self.rank)
         found = monomials(expr)
         if found is None:  # coefficients that are not rational numbers
             return self._fallback(expr)

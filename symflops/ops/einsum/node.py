@@ -17,7 +17,7 @@ import sympy
 
 from ...core.errors import Span
 from ...core.ir import Einsum, Factor
-from ...core.records import OpCost, Rule
+from ...core.records import OpCost, PatternTerm, Rule
 from .cost import Choice, op_cost
 from .numeric import run_op
 from .orders import Order, Unit
@@ -91,6 +91,13 @@ class Contraction:
         generic derivations), not one of its own."""
         return None
 
+    def patterns(self) -> tuple[PatternTerm, ...]:
+        """Each of its terms in textbook form (:mod:`.pattern`): the patterns
+        whose derivations the sheet shows for it."""
+        from .pattern import pattern_terms  # pattern.py builds generic Contractions
+
+        return pattern_terms(self)
+
     def rules(self, number: int, targets: Sequence[str]) -> tuple[Rule, ...]:
         """Every gradient contribution this op sends to each of ``targets``."""
         return tuple(r for name in targets for r in contraction_rules(self, number, name))
@@ -111,7 +118,7 @@ class Contraction:
 
     def latex(self, m: Any) -> str:
         """All terms in index form, ``Y_{bd} = X_{bd} + F_{bd}`` (``m`` prints
-        indexed names and einsum terms: :class:`symflops.sheets.render._Math`)."""
+        indexed names and einsum terms: :class:`symflops.sheets.notation.Math`)."""
         rhs = ""
         for k, t in enumerate(self.terms):
             text = m.einsum_rhs(t)

@@ -1,0 +1,293 @@
+"""The counts a sheet explains, as records: how each op's count arises, what a
+lookup, a shift or a condition does to it, when each order of a crossing
+term is the cheapest, the numbers at each configuration and the whole model.
+
+:func:`explain` computes all of it once per declaration, from the
+derivation and its costs; the sheet (:mod:`symflops.sheets`) only formats
+these records, in either format.  Every record is frozen and holds SymPy
+expressions (or, for the numbers table, the exact numbers).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, Mapping, Sequence, Union
+
+import sympy
+
+from .cost import Costs, costs as count_costs
+from .evaluate import number
+from .records import WholeModel
+from .summary import whole_model
+from ..core.ir import Einsum, Factor, Layer, substitute
+from ..core.records import Derivation, OpCost, TermOrders, grad_name
+from ..ops.einsum.cost import einsum_flops
+from ..ops.einsum.orders import bounds_of, size, steps, written
+
+
+@dataclass(frozen=True)
+class PairwiseCount:
+    """A one-term, two-operand op's count from its one pairwise step:
+    ``factor x outputs x inner`` for a sum of products (``kind`` 'sum'),
+    ``outputs`` products otherwise.  ``outputs`` and ``inner`` are the
+    products of their letters' extents, as written (not expanded)."""
+
+    kind: Literal["sum", "products"]
+    outputs: sympy.Expr
+    inner: sympy.Expr
+    #: what one multiply-add counts: 2 FLOPs or 1 MAC
+    factor: int
+    total: sympy.Expr
+
+
+@dataclass(frozen=True)
+class Scatter:
+    """A lookup's backward: ``grad`` scatter-adds ``elementwise`` adds, one
+    per element of ``read`` (the op's output gradient)."""
+
+    grad: str
+    read: str
+    elementwise: sympy.Expr
+
+
+@dataclass(frozen=True)
+class LookupNote:
+    """A lookup copies: each of ``elements`` elements of ``output`` copies an
+    element of ``tables`` that ``selectors`` select; as a dense product with
+    the one-hot matrices ``onehot`` it would cost ``dense``."""
+
+    output: str
+    elements: sympy.Expr
+    tables: tuple[str, ...]
+    selectors: tuple[str, ...]
+    onehot: tuple[Factor, ...]
+    dense: sympy.Expr
+    scatters: tuple[Scatter, ...]
+
+
+@dataclass(frozen=True)
+class ShiftNote:
+    """A convolution: the brackets ``shifts`` fix the shifted position, so only
+    those terms are counted; as a dense product it would cost ``dense``.
+    ``grads`` are the input gradients (full correlations of ``read``)."""
+
+    shifts: tuple[Factor, ...]
+    dense: sympy.Expr
+    grads: tuple[str, ...]
+    read: str
+
+
+@dataclass(frozen=True)
+class ConditionNote:
+    """A where-clause: the sum runs over ``inside`` of the ``tuples`` tuples
+    of ``letters`` (in the op's order) that ``domain`` allows; over the full
+    range it would cost ``full``."""
+
+    domain: tuple[Factor, ...]
+    inside: sympy.Expr
+    tuples: sympy.Expr
+    letters: tuple[str, ...]
+    full: sympy.Expr
+
+
+DomainNote = Union[LookupNote, ShiftNote, ConditionNote]
+
+
+@dataclass(frozen=True)
+class OrderChoice:
+    """A term whose cheapest orders cross: its orders and, for each, the
+    condition under which it is the cheapest (None when there are too many
+    candidates to solve for)."""
+
+    term: Einsum
+    orders: TermOrders
+    cheaper_when: tuple[sympy.Basic | None, ...]
+
+
+@dataclass(frozen=True)
+class OpCounts:
+    """How one forward op's count arises."""
+
+    #: its one pairwise step, for a one-term op with two operands and a count
+    pairwise: PairwiseCount | None
+    #: per term, what a lookup, a shift or a condition does to the count
+    domain: tuple[DomainNote, ...]
+    orders: tuple[OrderChoice, ...]
+
+
+@dataclass(frozen=True)
+class NumbersAt:
+    """The sheet's numbers at one configuration (free dims' values; defined
+    dims take their formulas' values)."""
+
+    config: tuple[tuple[str, int], ...]
+    forward: int | float
+    backward: int | float
+    training: int | float
+    params: int | float
+    activations: int | float
+    fixed_bytes: int | float
+    activation_bytes: int | float
+    training_bytes: int | float
+
+
+@dataclass(frozen=True)
+class SheetCounts:
+    """Everything a sheet says about counts, computed once for both formats."""
+
+    costs: Costs
+    forward: tuple[OpCounts, ...]
+    #: per backward rule, its terms whose orders cross
+    backward: tuple[tuple[OrderChoice, ...], ...]
+    numbers: tuple[NumbersAt, ...]
+    model: WholeModel | None
+    #: backward / forward FLOPs when that is a rational number (None otherwise)
+    backward_per_forward: sympy.Rational | None
+    #: elementwise work of forward and backward together
+    elementwise: sympy.Expr
+    #: the inference peak with defined dims substituted (C = c k B S / M can
+    #: reveal that one bounds another), as ``--json`` reports it, and the
+    #: candidates it is the largest of
+    inference_peak: sympy.Expr
+    inference_candidates: tuple[sympy.Expr, ...]
+    #: the dims the saved activations scale with that no parameter has
+    batch: frozenset[sympy.Symbol]
+
+
+def explain(derivation: Derivation, c: Costs,
+            configs: Sequence[Mapping[str, sympy.Expr]] = ()) -> SheetCounts:
+    """The sheet's counts of ``derivation`` with costs ``c``, and its numbers
+    table at ``configs`` (none without)."""
+    layer = derivation.layer
+    forward = tuple(OpCounts(
+        pairwise=(pairwise(op.einsum, op.dims(), oc.flops, c.unit)
+                  if len(op.terms) == 1 and oc.flops != 0 else None),
+        domain=domain_notes(k, derivation, c),
+        orders=order_choices(op.terms, oc, layer),
+    ) for k, (op, oc) in enumerate(zip(layer.ops, c.forward)))
+    backward = tuple(order_choices(r.terms, rc, layer)
+                     for r, rc in zip(derivation.rules, c.backward))
+    has_model = layer.tokens is not None or bool(layer.blocks)
+    peak = substitute(c.inference_peak, layer.substitutions)
+    param_dims = set().union(*(t.elements.free_symbols for t in layer.params))
+    return SheetCounts(
+        c, forward, backward,
+        numbers(at_each_size(derivation, c), configs, layer.substitutions) if configs else (),
+        whole_model(derivation, c) if has_model else None,
+        backward_per_forward=ratio(c.flops_forward, c.flops_backward),
+        elementwise=sympy.expand(c.elementwise_forward + c.elementwise_backward),
+        inference_peak=peak,
+        inference_candidates=peak.args if isinstance(peak, sympy.Max) else (peak,),
+        batch=frozenset(c.activations.free_symbols - param_dims))
+
+
+def ratio(forward: sympy.Expr, backward: sympy.Expr) -> sympy.Rational | None:
+    """``backward / forward`` when it is a rational number (a constant ratio)."""
+    if forward == 0:
+        return None
+    q = sympy.cancel(backward / forward)
+    return q if q.is_Rational else None
+
+
+def pairwise(e: Einsum, extents: Mapping[str, sympy.Expr], flops: sympy.Expr,
+             unit: str) -> PairwiseCount | None:
+    """How a forward op's count arises, from the pairwise step the cost model
+    took: None unless it took exactly one, of two operands."""
+    found = steps(e, extents, unit, written(len(e.factors)))
+    if len(found) != 1 or len(e.operands) != 2:
+        return None
+    span, summed = found[0].span, found[0].kind != "product"
+    out = [i for i in dict.fromkeys(e.output.indices) if i in span]
+    inner = [i for i in sorted(span) if i not in out]
+
+    def extent(idx: Sequence[str]) -> sympy.Expr:
+        return sympy.Mul(*(extents[i] for i in idx))
+
+    factor = 2 if unit == "FLOPs" else 1
+    if summed and inner:
+        return PairwiseCount("sum", extent(out), extent(inner), factor, flops)
+    return PairwiseCount("products", extent(out), sympy.Integer(1), factor, flops)
+
+
+def domain_notes(k: int, derivation: Derivation, c: Costs) -> tuple[DomainNote, ...]:
+    """What a lookup, a shift or a where-clause does to op ``k``'s count, per
+    term (empty for an op with none): a lookup copies and is no dense product
+    with a one-hot matrix; a condition sums over part of the square only."""
+    op, unit = derivation.layer.ops[k], c.unit
+    extents = op.dims()
+    notes: list[DomainNote] = []
+    for e in op.terms:
+        lookups = [f for f in e.operands if f.is_select and f.indices[0] in e.summed]
+        if lookups:
+            scatters = tuple(
+                Scatter(r.grad, grad_name(op.output), rc.elementwise)
+                for r, rc in zip(derivation.rules, c.backward)
+                if r.op == k and any(f.is_select and f.indices[0] in t.output.indices
+                                     for t in r.terms for f in t.operands))
+            notes.append(LookupNote(
+                output=e.output.tensor, elements=size(set(e.output.indices), extents),
+                tables=tuple(f.tensor for f in e.factors
+                             if any(x.indices[0] in f.indices for x in lookups)),
+                selectors=tuple(f.tensor for f in lookups), onehot=tuple(lookups),
+                dense=einsum_flops(_dense(e), extents, unit), scatters=scatters))
+        shifts = [f for f in e.operands if f.is_shift]
+        if shifts and e.factors:
+            inputs = [f.tensor for f in e.factors if any(x.indices[0] in f.indices for x in shifts)]
+            notes.append(ShiftNote(
+                shifts=tuple(shifts), dense=einsum_flops(_dense(e), extents, unit),
+                grads=tuple(r.grad for r in derivation.rules if r.op == k and r.wrt in inputs),
+                read=grad_name(op.output)))
+        conditions = [f for f in e.operands if f.is_comparison]
+        if conditions and e.factors:
+            letters = {i for f in conditions for i in f.indices}
+            notes.append(ConditionNote(
+                domain=tuple(conditions), inside=size(letters, extents, bounds_of(e)),
+                tuples=size(letters, extents),
+                letters=tuple(sorted(letters, key=[i for i, _ in op.index_dims].index)),
+                full=einsum_flops(Einsum(e.output, e.factors, e.coefficient), extents, unit)))
+    return tuple(notes)
+
+
+def _dense(e: Einsum) -> Einsum:
+    """``e`` with each lookup's one-hot matrix as an ordinary dense operand."""
+    return Einsum(e.output, tuple(Factor(f"onehot_{f.tensor}", f.indices) if f.is_select
+                                  else Factor("shift", f.indices) if f.is_shift else f
+                                  for f in e.operands), e.coefficient)
+
+
+#: Beyond this many candidate orders, when each is the cheapest is not solved for.
+MAX_SOLVED_CANDIDATES = 4
+
+
+def order_choices(terms: Sequence[Einsum], oc: OpCost, layer: Layer) -> tuple[OrderChoice, ...]:
+    """Each term of an op or rule whose cheapest orders cross, with the
+    condition under which each order is the cheapest, solved for the first
+    free dim that allows it."""
+    dims = [d.name for d in layer.free_dims]
+    return tuple(OrderChoice(terms[o.term], o,
+                             o.cheaper_when(dims) if len(o.candidates) <= MAX_SOLVED_CANDIDATES
+                             else (None,) * len(o.candidates))
+                 for o in oc.orders)
+
+
+def at_each_size(derivation: Derivation, c: Costs) -> Costs:
+    """The costs a numbers table evaluates: where a term's orders cross, the
+    least of them, which at each configuration is the cheapest order there
+    (as ``symflops eval`` counts), not the one chosen at the declared sizes."""
+    crossing = any(o.orders for o in (*c.forward, *c.backward))
+    if not (crossing and derivation.layer.sizes):
+        return c
+    return count_costs(derivation, c.unit, c.precision, "minimum")
+
+
+def numbers(c: Costs, configs: Sequence[Mapping[str, sympy.Expr]],
+            subs: Mapping[sympy.Symbol, sympy.Expr]) -> tuple[NumbersAt, ...]:
+    """The numbers table's columns, one per configuration, exactly."""
+    mem = c.memory()
+    exprs = (c.flops_forward, c.flops_backward, c.flops_total, c.params, c.activations,
+             mem["fixed_bytes"], mem["activation_bytes"], mem["total_bytes"])
+    # Row by row, as the table reads: the first result too large to print is
+    # the one reported.
+    rows = [[number(substitute(expr, subs), cfg) for cfg in configs] for expr in exprs]
+    return tuple(NumbersAt(tuple((k, int(v)) for k, v in cfg.items()), *(row[j] for row in rows))
+                 for j, cfg in enumerate(configs))
