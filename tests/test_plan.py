@@ -17,9 +17,11 @@ import pytest
 from symflops.commands.cli import run as cli_run
 from symflops.core.errors import SymflopsError
 from symflops.planner.hardware import PRESETS, preset
-from symflops.planner.plan import (Formula, Model, TokenFlops, compute, inference, make_plan, memory,
-                           model_from_declaration, model_from_params, rate, run_from_phases,
-                           run_from_steps, run_from_tokens, timing)
+from symflops.planner.compute import (compute, rate, run_from_phases, run_from_steps,
+                                      run_from_tokens, timing)
+from symflops.planner.memory import inference, memory
+from symflops.planner.plan import make_plan, model_from_declaration, model_from_params
+from symflops.planner.records import Formula, Model, TokenFlops
 from symflops.count.precision import POLICIES
 
 MIXED = POLICIES["mixed-adam"]

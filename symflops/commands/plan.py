@@ -17,8 +17,10 @@ from ..core.errors import SymflopsError
 from ..count.evaluate import parse_configs
 from ..lang.expr import parse_number
 from ..planner.hardware import PRESETS, preset
-from ..planner.plan import (RECOMPUTE, make_plan, model_from_architecture, model_from_declaration,
-                   model_from_params, rate, run_from_phases, run_from_steps, run_from_tokens)
+from ..planner.compute import rate, run_from_phases, run_from_steps, run_from_tokens
+from ..planner.plan import (make_plan, model_from_architecture, model_from_declaration,
+                            model_from_params)
+from ..planner.records import RECOMPUTE
 from ..planner.report import check_finite, markdown_report, text_report, to_json
 from ..count.precision import DEFAULT_POLICY, POLICIES
 

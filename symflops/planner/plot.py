@@ -17,7 +17,9 @@ from fractions import Fraction
 
 from ..commands.output import STDOUT, target, write_file
 from ..core.errors import SymflopsError
-from .plan import Plan, memory, token_flops
+from .compute import token_flops
+from .memory import memory
+from .plan import Plan
 
 GB = 10**9
 COMPONENTS = (("weights", "weights", "#4C72B0"), ("grads", "gradients", "#DD8452"),

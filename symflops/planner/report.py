@@ -13,7 +13,9 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from .plan import NO_ACTIVATIONS, NO_KV_CACHE, Formula, Number, Plan, ZERO_SHARDS, show_exact
+from .memory import ZERO_SHARDS
+from .plan import NO_ACTIVATIONS, NO_KV_CACHE, Plan
+from .records import Formula, Number, show_exact
 from ..count.precision import dtype_name
 
 CONVENTIONS = {
