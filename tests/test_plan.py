@@ -307,7 +307,8 @@ def test_plot_writes_a_png(tmp_path, capsys):
 
 def test_plot_of_a_model_with_attention(tmp_path):
     pytest.importorskip("matplotlib")
-    from symflops.planner.plot import _crossover, write_plot
+    from symflops.commands.plan import write_plot
+    from symflops.planner.plot import _crossover
     p = make_plan(hand_model(), MIXED, run=run_from_tokens(10**12, 4096),
                   accelerator=preset("h100"))
     # attention (6 L T W) overtakes 6N where 6 × 32 × T × 4096 >= 6 × 7e9:

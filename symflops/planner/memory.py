@@ -2,6 +2,10 @@
 ZeRO stage (:func:`memory`), and bandwidth-bound decoding (:func:`inference`),
 with :mod:`symflops.planner.plan`'s conventions.  Pure functions of frozen
 dataclasses, exact in integers and fractions.
+
+The decoding bytes are :mod:`symflops.count.inference`'s functions, the ones
+``symflops derive`` reports; that module needs SymPy, so it is imported when
+decoding is asked for, not at start-up.
 """
 
 from __future__ import annotations
@@ -10,7 +14,6 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from ..core.errors import SymflopsError
-from ..count.inference import decode_step_bytes, weights_read_bytes
 from ..count.precision import Precision
 from .records import Model, Number, show_exact
 
@@ -120,6 +123,8 @@ class Inference:
     def step_bytes(self) -> int:
         """Bytes read per decoding step: weights once + each sequence's cache
         (weights only when the cache is unknown: then a lower bound)."""
+        from ..count.inference import decode_step_bytes  # SymPy: only when decoding
+
         return decode_step_bytes(self.weights_read, self.kv_per_sequence or 0, self.batch)
 
     @property
@@ -157,6 +162,8 @@ def inference(model: Model, precision: Precision, context: int | None, batch: in
     if bandwidth is not None and not bandwidth > 0:
         raise SymflopsError(f"--bandwidth must be positive, got {show_exact(bandwidth)}",
                             hint="give bytes/s, e.g. --bandwidth 3.35e12")
+    from ..count.inference import weights_read_bytes  # SymPy: only when decoding
+
     return Inference(context=context, batch=batch,
                      weights_bytes=precision.params * model.params_total,
                      weights_read=weights_read_bytes(model.read, precision),
