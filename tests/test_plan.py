@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from symflops.commands.cli import run as cli_run
+from symflops.cli import run as cli_run
 from symflops.core.errors import SymflopsError
 from symflops.planner.hardware import PRESETS, preset
 from symflops.planner.compute import (compute, rate, run_from_phases, run_from_steps,

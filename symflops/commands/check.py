@@ -11,10 +11,6 @@ import argparse
 import json
 import sys
 
-from ..checks.check import check, text_report
-from ..count.evaluate import parse_assignments
-from ..declaration.reader import load
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", help="a layer declaration (YAML), e.g. derivations/ffn.yaml")
@@ -29,6 +25,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """0 when every claim holds, 1 otherwise; SymflopsError on bad input."""
+    # imported here, not above: the parser takes add_arguments without SymPy
+    from ..checks.check import check, text_report
+    from ..count.evaluate import parse_assignments
+    from ..declaration.reader import load
+
     layer = load(args.file)
     configurations = [parse_assignments([item], layer) for item in (args.at or [])]
     results = check(layer, args.claims, configurations,

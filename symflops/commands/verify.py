@@ -10,10 +10,6 @@ import argparse
 import json
 import sys
 
-from ..checks.verify import json_ready, text_report, verify
-from ..derive.backward import derive
-from ..declaration.reader import load
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", help="a layer declaration (YAML), e.g. derivations/ffn.yaml")
@@ -26,6 +22,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """0 when every check passes, 1 when any fails."""
+    # imported here, not above: the parser takes add_arguments without SymPy
+    from ..checks.verify import json_ready, text_report, verify
+    from ..declaration.reader import load
+    from ..derive.backward import derive
+
     derivation = derive(load(args.file))
     report = verify(derivation, seed=args.seed, use_torch=not getattr(args, "no_torch", False))
     if args.json:
