@@ -1,10 +1,13 @@
 """The run planner behind ``symflops plan``: compute, time, memory and decoding.
 
-Everything here is a pure function of frozen dataclasses, exact in Python
-integers and fractions (the FLOPs of a large run exceed a float's 53-bit
-mantissa). The planner knows a model only through :class:`Model`: what it
-costs per token, what it stores, and the formula behind each figure. Three
-functions fill one:
+This module makes the whole plan (:func:`make_plan`) from the run and its
+time (:mod:`symflops.planner.compute`) and the memory and decoding
+(:mod:`symflops.planner.memory`), over the shared records of
+:mod:`symflops.planner.records`.  Everything is a pure function of frozen
+dataclasses, exact in Python integers and fractions (the FLOPs of a large run
+exceed a float's 53-bit mantissa). The planner knows a model only through
+:class:`~symflops.planner.records.Model`: what it costs per token, what it
+stores, and the formula behind each figure. Three functions fill one:
 
 - :func:`model_from_params` -- a bare parameter count (dense, 6N per token,
   attention not counted);
@@ -13,7 +16,7 @@ functions fill one:
 - :func:`model_from_architecture` -- a Hugging Face config read by
   :mod:`symflops.planner.hfconfig`, mapped onto a shipped declaration. A model whose
   attention has a window (Mistral's ``sliding_window``) carries a
-  :class:`Window`: a plan longer than it is refused.
+  :class:`~symflops.planner.records.Window`: a plan longer than it is refused.
 
 Conventions (also printed with every plan):
 
@@ -29,7 +32,7 @@ Conventions (also printed with every plan):
   shard) also the weights. Activations are never sharded.
 - Decoding reads memory: a step of b sequences reads the weights a token reads
   once (the shared weights, the k of M experts it is routed to, one row of each
-  lookup table: :attr:`Model.read`) and each sequence's KV cache once, at full
+  lookup table: :attr:`~symflops.planner.records.Model.read`) and each sequence's KV cache once, at full
   context; bytes per token = (weights + b x cache) / b, and tokens/s =
   b x bandwidth / (weights + b x cache). The step's bytes are
   :func:`symflops.count.inference.decode_step_bytes`, the computation behind
