@@ -11,25 +11,14 @@ import argparse
 import json
 import sys
 
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("file", help="a layer declaration (YAML), e.g. derivations/ffn.yaml")
-    parser.add_argument("claims", nargs="+", metavar="CLAIM",
-                        help="a comparison over dims and derived quantities, e.g. "
-                             "'flops.total == 6*params*B' (quote it for the shell)")
-    parser.add_argument("--at", action="append", default=[], metavar="DIM=VALUE,...",
-                        help="also evaluate every claim at this configuration, e.g. "
-                             "--at B=1048576,D=4096,F=16384 (repeatable)")
-    parser.add_argument("--json", action="store_true", help="print a JSON list, one object per claim")
+from ..checks.check import check, text_report
+from ..count.evaluate import parse_assignments
+from ..declaration.reader import load
+from .options import check_arguments as add_arguments  # noqa: F401 (the parser's, light)
 
 
 def run(args: argparse.Namespace) -> int:
     """0 when every claim holds, 1 otherwise; SymflopsError on bad input."""
-    # imported here, not above: the parser takes add_arguments without SymPy
-    from ..checks.check import check, text_report
-    from ..count.evaluate import parse_assignments
-    from ..declaration.reader import load
-
     layer = load(args.file)
     configurations = [parse_assignments([item], layer) for item in (args.at or [])]
     results = check(layer, args.claims, configurations,

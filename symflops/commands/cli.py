@@ -1,10 +1,10 @@
 """The ``symflops`` command line's parser: every command, its options and help.
 
 Light by design: building the parser imports neither SymPy, Jinja2, PyYAML
-nor NumPy (each command's ``add_arguments`` and the values its help names
-live in modules that import them only when the command runs), so that
-``symflops --help``, ``symflops CMD --help`` and the light commands start
-fast.  :mod:`symflops.cli` parses with it and runs the command.
+nor NumPy (the options of check, verify and grads and the values sweep's
+help names are in :mod:`symflops.commands.options`; plan's module is light
+itself), so that ``symflops --help``, ``symflops CMD --help`` and the light
+commands start fast.  :mod:`symflops.cli` parses with it and runs the command.
 """
 
 from __future__ import annotations
@@ -12,11 +12,8 @@ from __future__ import annotations
 import argparse
 
 from .. import __version__
-from . import check as check_command
-from . import grads as grads_command
 from . import options
 from . import plan as plan_command
-from . import verify as verify_command
 from ..count.precision import DEFAULT_POLICY, POLICIES
 
 DESCRIPTION = """\
@@ -128,17 +125,17 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Decide each claim (an equation or inequality over the dims "
                                    "and derived quantities) for all dim values; exit 1 when any "
                                    "does not hold or is undetermined.")
-    check_command.add_arguments(c)
+    options.check_arguments(c)
     _unit_options(c)
     v = sub.add_parser("verify", help="check the derived rules numerically and against PyTorch",
                        description="Check every derived backward rule against finite differences "
                                    "and, where PyTorch is installed, torch.autograd; compare FLOPs "
                                    "with FlopCounterMode and saved tensors with autograd's.")
-    verify_command.add_arguments(v)
+    options.verify_arguments(v)
     g = sub.add_parser("grads", help="evaluate the derived gradients on arrays from an .npz",
                        description="Run the forward pass and the derived backward rules on the "
                                    "given arrays and write every gradient to an .npz, atomically.")
-    grads_command.add_arguments(g)
+    options.grads_arguments(g)
     pl = sub.add_parser("plan", help="plan a training run: FLOPs, time, memory, decoding",
                         description=plan_command.DESCRIPTION, epilog=plan_command.EPILOG,
                         formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -10,23 +10,14 @@ import argparse
 import json
 import sys
 
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("file", help="a layer declaration (YAML), e.g. derivations/ffn.yaml")
-    parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
-    parser.add_argument("--seed", type=int, default=0,
-                        help="seed for the random sizes and values (default 0)")
-    parser.add_argument("--no-torch", dest="no_torch", action="store_true",
-                        help="finite differences only, even when PyTorch is installed")
+from ..checks.verify import json_ready, text_report, verify
+from ..derive.backward import derive
+from ..declaration.reader import load
+from .options import verify_arguments as add_arguments  # noqa: F401 (the parser's, light)
 
 
 def run(args: argparse.Namespace) -> int:
     """0 when every check passes, 1 when any fails."""
-    # imported here, not above: the parser takes add_arguments without SymPy
-    from ..checks.verify import json_ready, text_report, verify
-    from ..declaration.reader import load
-    from ..derive.backward import derive
-
     derivation = derive(load(args.file))
     report = verify(derivation, seed=args.seed, use_torch=not getattr(args, "no_torch", False))
     if args.json:
