@@ -1,7 +1,7 @@
-"""Benchmarks of symflops: ``python bench/run.py [--repeats N] [--sections abcd]``.
+"""Benchmarks of symflops: ``python bench/run.py [--repeats N] [--sections abcde]``.
 
 Prints a table per section, each figure the median over ``--repeats`` runs
-(default 3); nothing is asserted.
+(default 3; section (e) the best of at least 5); nothing is asserted.
 
 (a) cold ``symflops build --no-pdf`` of every shipped declaration into a
     temporary directory, in a fresh interpreter: all at once, and one
@@ -15,7 +15,12 @@ Prints a table per section, each figure the median over ``--repeats`` runs
     backward of the same model on the meta device (bench/llama_meta.py):
     time per configuration, the two FLOP counts and their difference,
     explained.  The Llama comparison needs ``derivations/llama.yaml``; the
-    same harness always runs on ``derivations/transformer_block.yaml``.
+    same harness always runs on ``derivations/transformer_block.yaml``;
+(e) start-up: the wall time of ``symflops --help`` and of ``symflops plan
+    --params 7e9 --tokens 2e12``, each in a fresh interpreter, the best of
+    several runs, against the 0.3 s target (the command line imports neither
+    SymPy nor Jinja2 for them; a command that derives imports SymPy when it
+    runs).
 """
 
 from __future__ import annotations
@@ -57,13 +62,18 @@ BLOCK = {"S": 4096, "D": 4096, "N": 32, "E": 128, "F": 11008}
 
 # ---------------------------------------------------------------- helpers --
 
-def median_seconds(run: Callable[[], object], repeats: int) -> float:
+def timings(run: Callable[[], object], repeats: int) -> list[float]:
+    """The wall time of each of ``repeats`` runs."""
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
         run()
         times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    return times
+
+
+def median_seconds(run: Callable[[], object], repeats: int) -> float:
+    return statistics.median(timings(run, repeats))
 
 
 def command(*args: str) -> Callable[[], None]:
@@ -105,7 +115,7 @@ def largest_declaration(paths: Sequence[Path] | None = None) -> Path:
 def section_build(repeats: int) -> None:
     files = shipped()
     print(f"(a) cold `symflops build --no-pdf`, fresh interpreter, median of {repeats}")
-    startup = median_seconds(command("-c", "import symflops.commands.cli"), repeats)
+    startup = median_seconds(command("-c", "import symflops.commands.layer"), repeats)
     with tempfile.TemporaryDirectory(prefix="symflops-bench-") as tmp:
         whole = median_seconds(command("-m", "symflops", "build", "--src", str(DERIVATIONS),
                                        "--out", os.path.join(tmp, "all"), "--no-pdf"), repeats)
@@ -127,7 +137,7 @@ def section_build(repeats: int) -> None:
     rows.append((f"all at once (build -j 0, {cores} workers)", "", f"{parallel:.2f}",
                  f"{parallel - startup:.2f}"))
     table(rows)
-    print(f"  interpreter start-up and imports (python -c 'import symflops.commands.cli'): {startup:.2f} s; "
+    print(f"  interpreter start-up and imports (python -c 'import symflops.commands.layer'): {startup:.2f} s; "
           f"{len(files)} sheets, {whole / len(files):.2f} s per sheet in one build")
 
 
@@ -331,14 +341,44 @@ def section_flopcounter(repeats: int) -> None:
     report(compare(DERIVATIONS / "transformer_block.yaml", "transformer_block", BLOCK, repeats))
 
 
-SECTIONS = {"a": section_build, "b": section_derive, "c": section_sweep, "d": section_flopcounter}
+# ---------------------------------------------------------- (e) start-up --
+
+#: The wall time the light commands should start and finish in, on a laptop-class machine.
+STARTUP_TARGET = 0.3
+
+#: The light commands: each runs without importing SymPy or Jinja2.
+LIGHT_COMMANDS = (("symflops --help", ("--help",)),
+                  ("symflops plan --params 7e9 --tokens 2e12",
+                   ("plan", "--params", "7e9", "--tokens", "2e12")))
+
+
+def best_seconds(run: Callable[[], object], repeats: int) -> float:
+    """The fastest of ``repeats`` runs: start-up noise (a busy core, a cold
+    page cache) only ever adds time."""
+    return min(timings(run, repeats))
+
+
+def section_startup(repeats: int) -> None:
+    runs = max(5, repeats)
+    print(f"(e) start-up of the light commands, fresh interpreter, best of {runs}")
+    bare = best_seconds(command("-c", "pass"), runs)
+    rows = [("command", "seconds", f"target {STARTUP_TARGET} s")]
+    for name, args in LIGHT_COMMANDS:
+        t = best_seconds(command("-m", "symflops", *args), runs)
+        rows.append((name, f"{t:.3f}", "within" if t < STARTUP_TARGET else "OVER"))
+    rows.append(("(a bare interpreter: python -c pass)", f"{bare:.3f}", ""))
+    table(rows)
+
+
+SECTIONS = {"a": section_build, "b": section_derive, "c": section_sweep, "d": section_flopcounter,
+            "e": section_startup}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=3, help="runs per figure (median)")
-    parser.add_argument("--sections", default="abcd", help="which sections, e.g. cd")
+    parser.add_argument("--sections", default="abcde", help="which sections, e.g. cd")
     args = parser.parse_args(argv)
     print(f"symflops benchmarks: Python {sys.version.split()[0]}, {os.cpu_count()} CPUs, "
           f"medians of {args.repeats} runs")

@@ -18,7 +18,7 @@ import pytest
 import sympy
 
 import symflops
-from symflops.commands import cli
+from symflops import cli
 from symflops.checks.check import check
 from symflops.lang.statement import MAX_FACTORS, MAX_LETTERS, MAX_TENSORS
 

@@ -7,7 +7,7 @@ crashes the command line.
 2. Two-operand contractions shaped like a matmul: backward FLOPs are exactly
    twice the forward FLOPs, as polynomials.
 3. Random text, random YAML and structured-but-wrong declarations fed to
-   ``symflops.commands.cli.main`` in-process: the exit status is 0 or 2, never a
+   ``symflops.cli.main`` in-process: the exit status is 0 or 2, never a
    traceback or an internal error (70).
 """
 
@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 
 import symflops
 from gradcheck import gradient_errors
-from symflops.commands import cli
+from symflops import cli
 LETTERS = "abcdef"
 ROLES = [("input", True), ("input", False), ("param", True), ("param", False), ("frozen", False)]
 FUZZ = settings(max_examples=40, deadline=None,

@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 import sympy
 
-from symflops.commands import cli
+from symflops import cli
 from symflops.core.sizes import promised_quotient, size_problem
 
 ROOT = Path(__file__).resolve().parent.parent

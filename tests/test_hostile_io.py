@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from symflops.commands import cli
+from symflops import cli
 from symflops.commands import build as build_module
 from symflops.commands.build import build, pdflatex_available
 from symflops.sheets.escape import TEX_SETTABLE

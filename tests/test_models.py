@@ -12,7 +12,7 @@ import re
 import pytest
 import sympy
 
-from symflops.commands.cli import main
+from symflops.cli import main
 from symflops.count.cost import costs
 from symflops.derive.backward import derive
 from symflops.core.errors import SymflopsError

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import symflops
-from symflops.commands.cli import main
+from symflops.cli import main
 from symflops.count.cost import costs
 from symflops.ops.einsum.cost import einsum_flops
 from symflops.core.ir import dim_symbol

@@ -14,12 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from symflops.commands.cli import run as cli_run
+from symflops.cli import run as cli_run
 from symflops.core.errors import SymflopsError
 from symflops.planner.hardware import PRESETS, preset
-from symflops.planner.plan import (Formula, Model, TokenFlops, compute, inference, make_plan, memory,
-                           model_from_declaration, model_from_params, rate, run_from_phases,
-                           run_from_steps, run_from_tokens, timing)
+from symflops.planner.compute import (compute, rate, run_from_phases, run_from_steps,
+                                      run_from_tokens, timing)
+from symflops.planner.memory import inference, memory
+from symflops.planner.plan import make_plan, model_from_declaration, model_from_params
+from symflops.planner.records import Formula, Model, TokenFlops
 from symflops.count.precision import POLICIES
 
 MIXED = POLICIES["mixed-adam"]
@@ -305,7 +307,8 @@ def test_plot_writes_a_png(tmp_path, capsys):
 
 def test_plot_of_a_model_with_attention(tmp_path):
     pytest.importorskip("matplotlib")
-    from symflops.planner.plot import _crossover, write_plot
+    from symflops.commands.plan import write_plot
+    from symflops.planner.plot import _crossover
     p = make_plan(hand_model(), MIXED, run=run_from_tokens(10**12, 4096),
                   accelerator=preset("h100"))
     # attention (6 L T W) overtakes 6N where 6 × 32 × T × 4096 >= 6 × 7e9:

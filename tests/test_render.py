@@ -222,7 +222,7 @@ def test_numbers_table_of_a_layer_with_a_defined_dim(tmp_path):
     Parameters by hand at D=64, N=32, G=8 (R=4), E=2, F=16: W_q and W_o
     D G R E = 4096 each, W_k and W_v D G E = 1024 each, three MLP matrices
     3 D F = 3072, two gains 2 D = 128: 13,440."""
-    from symflops.commands.cli import main
+    from symflops.cli import main
 
     out = tmp_path / "sheet.md"
     assert main(["render", "derivations/llama_block.yaml", "--at",

@@ -14,7 +14,7 @@ import pytest
 import sympy
 
 from symflops.checks.check import claim_symbols
-from symflops.commands.cli import main
+from symflops.cli import main
 from symflops.count.cost import costs
 from symflops.count.evaluate import evaluate
 from symflops.count.records import (FlopTotals, Memory, Summary, WholeModel, leaves, lookup,

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import sympy
 
-from symflops.commands import cli
+from symflops import cli
 from symflops.count.cost import costs
 from symflops.derive.backward import derive
 from symflops.count.evaluate import evaluate

@@ -14,17 +14,7 @@ import sys
 from ..checks.check import check, text_report
 from ..count.evaluate import parse_assignments
 from ..declaration.reader import load
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("file", help="a layer declaration (YAML), e.g. derivations/ffn.yaml")
-    parser.add_argument("claims", nargs="+", metavar="CLAIM",
-                        help="a comparison over dims and derived quantities, e.g. "
-                             "'flops.total == 6*params*B' (quote it for the shell)")
-    parser.add_argument("--at", action="append", default=[], metavar="DIM=VALUE,...",
-                        help="also evaluate every claim at this configuration, e.g. "
-                             "--at B=1048576,D=4096,F=16384 (repeatable)")
-    parser.add_argument("--json", action="store_true", help="print a JSON list, one object per claim")
+from .options import check_arguments as add_arguments  # noqa: F401 (the parser's, light)
 
 
 def run(args: argparse.Namespace) -> int:

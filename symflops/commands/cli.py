@@ -1,42 +1,20 @@
-"""The ``symflops`` command: wires declaration -> derive -> cost -> evaluate -> output.
+"""The ``symflops`` command line's parser: every command, its options and help.
 
-Exit status: 0 success; 1 a check or verification failed; 2 bad input (one
-line on stderr naming file:line:column, no traceback); 70 an internal error
-(a bug: set SYMFLOPS_DEBUG=1 for the traceback); 130 interrupted (Ctrl-C,
-SIGINT); 143 terminated (SIGTERM; 129 for SIGHUP).  A termination signal is
-raised as :class:`~symflops.core.errors.Terminated` where the program is, so that
-temporary files (``.tmp-*`` beside an output, ``symflops-tex-*``) are removed
-on the way out, exactly as for Ctrl-C.
+Light by design: building the parser imports neither SymPy, Jinja2, PyYAML
+nor NumPy (the options of check, verify and grads and the values sweep's
+help names are in :mod:`symflops.commands.options`; plan's module is light
+itself), so that ``symflops --help``, ``symflops CMD --help`` and the light
+commands start fast.  :mod:`symflops.cli` parses with it and runs the command.
 """
 
 from __future__ import annotations
 
 import argparse
-import errno
-import json
-import os
-import signal
-import sys
-import threading
-import traceback
-from typing import Sequence
 
 from .. import __version__
-from . import check as check_command
-from . import grads as grads_command
+from . import options
 from . import plan as plan_command
-from . import sweep as sweep_command
-from . import verify as verify_command
-from ..count.cost import UNITS, costs
-from ..derive.backward import derive
-from ..core.errors import SymflopsError, Terminated
-from .build import build, render_file
-from .output import STDOUT, write_file
-from ..count.evaluate import evaluate, parse_assignments, parse_config
 from ..count.precision import DEFAULT_POLICY, POLICIES
-from .text import text_report
-from ..declaration.reader import load
-from ..count.summary import summary
 
 DESCRIPTION = """\
 symflops derives, from a layer declared as einsum contractions, its backward
@@ -107,7 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
                        epilog="values: B=1048576 (one), D=1024:8192:1024 (start:stop:step; the "
                               "stop is included when a step lands on it), N=8,16,32 (a list, "
                               "whose items may be ranges). Every dim needs values; the grid may "
-                              f"hold at most {sweep_command.MAX_POINTS:,} configurations. "
+                              f"hold at most {options.MAX_POINTS:,} configurations. "
                               "Numbers are float64: exact below 2**53 (about 9.0e15), rounded "
                               "to float64 above (int64 would overflow at about 9.2e18); "
                               "symflops eval gives exact integers.")
@@ -116,7 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="values for every dimension, e.g. B=1048576 D=1024:8192:1024 F=8,16,32")
     w.add_argument("--csv", required=True, metavar="OUT",
                    help="write the CSV here ('-' for standard output); columns: the dims, then "
-                        + ", ".join(sweep_command.QUANTITIES)
+                        + ", ".join(options.QUANTITIES)
                         + " (macs.* instead of flops.* with --macs)")
     _unit_options(w)
     r = sub.add_parser("render", help="render one derivation sheet (Markdown or LaTeX)",
@@ -147,17 +125,17 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Decide each claim (an equation or inequality over the dims "
                                    "and derived quantities) for all dim values; exit 1 when any "
                                    "does not hold or is undetermined.")
-    check_command.add_arguments(c)
+    options.check_arguments(c)
     _unit_options(c)
     v = sub.add_parser("verify", help="check the derived rules numerically and against PyTorch",
                        description="Check every derived backward rule against finite differences "
                                    "and, where PyTorch is installed, torch.autograd; compare FLOPs "
                                    "with FlopCounterMode and saved tensors with autograd's.")
-    verify_command.add_arguments(v)
+    options.verify_arguments(v)
     g = sub.add_parser("grads", help="evaluate the derived gradients on arrays from an .npz",
                        description="Run the forward pass and the derived backward rules on the "
                                    "given arrays and write every gradient to an .npz, atomically.")
-    grads_command.add_arguments(g)
+    options.grads_arguments(g)
     pl = sub.add_parser("plan", help="plan a training run: FLOPs, time, memory, decoding",
                         description=plan_command.DESCRIPTION, epilog=plan_command.EPILOG,
                         formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -173,148 +151,3 @@ def _sheet_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--templates", metavar="DIR",
                    help="a directory of Jinja templates that override the shipped ones by name")
     _unit_options(p)
-
-
-def _run_sheet(args: argparse.Namespace) -> int:
-    configs = [parse_config(text) for text in args.at]
-    unit = "MACs" if args.macs else "FLOPs"
-    if args.templates and not os.path.isdir(args.templates):
-        raise SymflopsError(f"{args.templates}: no such template directory",
-                            hint="give a directory holding sheet.md.j2 and/or sheet.tex.j2")
-    if args.command == "build":
-        if args.jobs < 0:
-            raise SymflopsError(f"--jobs must be 0 or more, got {args.jobs}",
-                                hint="give -j 0 for one worker per core, or a count")
-        result = build(args.src, args.out, pdf=args.pdf, configs=configs, jobs=args.jobs,
-                       templates=args.templates, unit=unit, precision=args.precision)
-        print(f"{len(result.written)} files written, {len(result.failed)} declarations failed",
-              file=sys.stderr if result.failed else sys.stdout)
-        return 70 if result.internal else 2 if result.failed else 0
-    layer = load(args.file)
-    for config in configs:
-        parse_assignments([",".join(f"{k}={v}" for k, v in config.items())], layer)
-    text = render_file(args.file, args.format, configs, args.templates, unit, args.precision)
-    if args.output is not None and args.output != STDOUT:
-        write_file(args.output, text, "-o")
-        print(f"wrote {args.output}")
-    else:
-        sys.stdout.write(text)
-    return 0
-
-
-def _run_sweep(args: argparse.Namespace) -> int:
-    layer, s = _derive_structure(args, "minimum")
-    result = sweep_command.sweep(layer, s, args.values, args.csv)
-    print(sweep_command.summary_line(layer, result, args.csv),
-          file=sys.stderr if args.csv == "-" else sys.stdout)
-    return 0
-
-
-def _derive_structure(args: argparse.Namespace, choice: str = "declared"):
-    """The layer and its summary; ``choice`` as in :data:`symflops.count.cost.Choice`
-    (the commands that evaluate at given sizes take each size's cheapest order)."""
-    layer = load(args.file)
-    derivation = derive(layer)
-    c = costs(derivation, "MACs" if args.macs else "FLOPs", args.precision, choice)
-    return layer, summary(derivation, c)
-
-
-def _run_plan(args: argparse.Namespace) -> int:
-    return plan_command.run(args)
-
-
-def run(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    if args.command in ("build", "render"):
-        return _run_sheet(args)
-    if args.command == "plan":
-        return _run_plan(args)
-    commands = {"check": check_command, "verify": verify_command, "grads": grads_command}
-    if args.command in commands:
-        return commands[args.command].run(args)
-    if args.command == "sweep":
-        return _run_sweep(args)
-    layer, s = _derive_structure(args, "declared" if args.command == "derive" else "minimum")
-    if args.command == "derive":
-        out = json.dumps(s.to_json(), indent=2) + "\n" if args.json else text_report(s)
-    else:  # eval
-        values = parse_assignments(args.values, layer)
-        numbers = evaluate(s, values)
-        at = {k: int(v) if v.is_Integer else float(v) for k, v in values.items()}
-        if args.json:
-            out = json.dumps({**numbers.to_json(), "at": at}, indent=2) + "\n"
-        else:
-            out = text_report(numbers, at)
-    sys.stdout.write(out)
-    return 0
-
-
-def _terminate(signum: int, frame: object) -> None:
-    """SIGTERM and SIGHUP: unwind like Ctrl-C does (a second signal during
-    the clean-up is ignored, so that the clean-up finishes)."""
-    for sig in _SIGNALS:
-        signal.signal(sig, signal.SIG_IGN)
-    raise Terminated(signum)
-
-
-_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
-
-
-def _quiet_stdout() -> None:
-    """Standard output failed (the reader left, the disk is full): point it at
-    /dev/null so that the interpreter's last flush has nothing to complain of."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-    except (OSError, ValueError, AttributeError):  # not a real file (a test's capture)
-        pass
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    previous = {}
-    if threading.current_thread() is threading.main_thread():  # where handlers can be set
-        previous = {sig: signal.signal(sig, _terminate) for sig in _SIGNALS}
-    try:
-        code = run(argv)
-        sys.stdout.flush()  # a full disk behind standard output shows here
-        return code
-    except SymflopsError as exc:
-        print(f"symflops: {exc}", file=sys.stderr)
-        excerpt = exc.excerpt()
-        if excerpt:
-            print(excerpt, file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("symflops: interrupted", file=sys.stderr)
-        return 130
-    except Terminated as exc:
-        print(f"symflops: terminated by signal {exc.signum}", file=sys.stderr)
-        return 128 + exc.signum
-    except BrokenPipeError:
-        _quiet_stdout()
-        return 0
-    except OSError as exc:
-        if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EIO) and not exc.filename:
-            _quiet_stdout()  # writing standard output failed: the input was fine, the output not
-            print(f"symflops: cannot write standard output: {exc.strerror}", file=sys.stderr)
-            return 2
-        return _internal(exc)
-    except Exception as exc:  # a bug in symflops, not in the user's input
-        return _internal(exc)
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-
-
-def _internal(exc: Exception) -> int:
-    if os.environ.get("SYMFLOPS_DEBUG"):
-        traceback.print_exception(exc)
-    print(f"symflops: internal error: {type(exc).__name__}: {exc} "
-          "(this is a bug; rerun with SYMFLOPS_DEBUG=1 and report the traceback)",
-          file=sys.stderr)
-    return 70
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -15,6 +15,7 @@ import numpy as np
 from ..checks.grads import compute, load_arrays
 from ..derive.backward import derive
 from ..declaration.reader import load
+from .options import grads_arguments as add_arguments  # noqa: F401 (the parser's, light)
 from .output import STDOUT, open_output
 
 
@@ -24,16 +25,6 @@ def write_npz(path: str, arrays: Mapping[str, np.ndarray]) -> None:
     so readers see the old file or the whole new one."""
     with open_output(path, "--out") as out:
         np.savez(out, **arrays)
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("file", help="a layer declaration (YAML), e.g. derivations/ffn.yaml")
-    parser.add_argument("--inputs", required=True, metavar="IN.npz",
-                        help="every input and parameter by name, and optionally the upstream "
-                             "gradient of each output as d<output> (default: ones)")
-    parser.add_argument("--out", required=True, metavar="OUT.npz",
-                        help="where to write every derived gradient (d<tensor>), atomically "
-                             "('-': standard output)")
 
 
 def run(args: argparse.Namespace) -> int:

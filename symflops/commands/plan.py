@@ -1,26 +1,36 @@
 """``symflops plan``: options -> :mod:`symflops.planner.plan` -> table, Markdown, JSON, plot.
 
 Every number on the command line goes through the whitelisting reader
-(:func:`symflops.lang.expr.parse_number`): ``2e12``, ``2**20``, ``0.4``; an MFU
-may also be written ``40%``.
+(:func:`symflops.core.numbers.read_number`, the grammar of
+:func:`symflops.lang.expr.parse_number` without SymPy): ``2e12``, ``2**20``,
+``0.4``; an MFU may also be written ``40%``.
+
+Start-up stays light: ``plan --params`` and ``plan --hf-config`` (up to the
+derivation of the shipped declaration) import neither SymPy nor Jinja2; a
+declaration's dims are read by :mod:`symflops.count.evaluate` only when one is
+given, and matplotlib only for ``--plot``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from fractions import Fraction
 
 from ..planner import hfconfig
 from ..core.errors import SymflopsError
-from ..count.evaluate import parse_configs
-from ..lang.expr import parse_number
+from ..core.numbers import read_number
 from ..planner.hardware import PRESETS, preset
-from ..planner.plan import (RECOMPUTE, make_plan, model_from_architecture, model_from_declaration,
-                   model_from_params, rate, run_from_phases, run_from_steps, run_from_tokens)
+from ..planner.compute import rate, run_from_phases, run_from_steps, run_from_tokens
+from ..planner.plan import (Plan, make_plan, model_from_architecture, model_from_declaration,
+                            model_from_params)
+from ..planner.plot import render_png
+from ..planner.records import RECOMPUTE
 from ..planner.report import check_finite, markdown_report, text_report, to_json
 from ..count.precision import DEFAULT_POLICY, POLICIES
+from .output import STDOUT, target, write_file
 
 DESCRIPTION = """\
 Plan a training run: FLOPs (model and executed), time on a number of
@@ -120,10 +130,9 @@ def _number(text: str | None, option: str) -> Fraction | None:
         raise SymflopsError(f"{option}: {text.strip()!r} is not a number",
                             hint="give a number; only --mfu also takes a percentage (40%)")
     try:
-        value = parse_number(text.strip())
+        value = read_number(text.strip())
     except SymflopsError as exc:
         raise SymflopsError(f"{option}: {exc.message}", hint=exc.hint) from None
-    value = Fraction(int(value.p), int(value.q))
     if value and not Fraction(1, MAX_PLAN_NUMBER) <= abs(value) <= MAX_PLAN_NUMBER:
         raise SymflopsError(f"{option} {text.strip()} is outside the range the planner "
                             f"takes, 1e-30 to 1e30", hint=f"give {option} in sensible units")
@@ -175,6 +184,8 @@ def _model(args: argparse.Namespace, precision):
     if args.hf_config is not None:
         arch = hfconfig.load(args.hf_config)
         return model_from_architecture(arch, args.recompute, precision)
+    from ..count.evaluate import parse_configs  # SymPy: only for a declaration
+
     path, *dims = args.declaration
     values = {k: Fraction(int(v.p), int(v.q)) for k, v in parse_configs(dims).items()}
     return model_from_declaration(path, values, args.recompute, precision)
@@ -231,7 +242,6 @@ def run(args: argparse.Namespace) -> int:
         bandwidth=_number(args.bandwidth, "--bandwidth"))
     plot_to_stdout = args.plot == "-"
     if args.plot is not None:
-        from ..planner.plot import write_plot
         write_plot(plan, args.plot)
     if args.json:
         data = to_json(plan)
@@ -246,3 +256,15 @@ def run(args: argparse.Namespace) -> int:
     if args.plot is not None and not plot_to_stdout:
         print(f"wrote {args.plot}", file=sys.stderr)
     return 0
+
+
+def write_plot(plan: Plan, path: str) -> None:
+    """Draw the plan (:func:`symflops.planner.plot.render_png`) and write it to
+    ``path`` (a .png, or '-' for standard output), atomically."""
+    path = os.fspath(path)
+    if path != STDOUT:
+        target(path, "--plot")  # a bad path is refused before the plot is drawn
+    if path != STDOUT and not path.lower().endswith(".png"):
+        raise SymflopsError(f"--plot {path}: the plot is a PNG image",
+                            hint="name the file FILE.png, or give '-' for standard output")
+    write_file(path, render_png(plan), "--plot")

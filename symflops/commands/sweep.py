@@ -45,15 +45,9 @@ from ..count.records import Formula, Summary, lookup
 from ..count.evaluate import check_all_given, check_definitions, check_dim_name, dim_value, number
 from ..lang.expr import parse_number
 from ..core.ir import Layer, dim_symbol
+from .options import MAX_POINTS, QUANTITIES  # beside the parser, whose help names them
 from .output import open_output
 from ..core.sizes import size_problem
-
-#: The quantities in the CSV, as paths of fields of :func:`symflops.count.summary.summary`.
-QUANTITIES = ("flops.forward", "flops.backward", "flops.total", "flops_elementwise.total",
-              "params", "memory.activation_bytes", "memory.total_bytes")
-
-#: The largest grid a sweep accepts (its CSV would be tens of gigabytes).
-MAX_POINTS = 10**8
 
 #: Configurations evaluated and formatted at once.
 BLOCK = 1 << 18

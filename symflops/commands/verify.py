@@ -13,15 +13,7 @@ import sys
 from ..checks.verify import json_ready, text_report, verify
 from ..derive.backward import derive
 from ..declaration.reader import load
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("file", help="a layer declaration (YAML), e.g. derivations/ffn.yaml")
-    parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
-    parser.add_argument("--seed", type=int, default=0,
-                        help="seed for the random sizes and values (default 0)")
-    parser.add_argument("--no-torch", dest="no_torch", action="store_true",
-                        help="finite differences only, even when PyTorch is installed")
+from .options import verify_arguments as add_arguments  # noqa: F401 (the parser's, light)
 
 
 def run(args: argparse.Namespace) -> int:

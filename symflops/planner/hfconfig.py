@@ -1,11 +1,12 @@
 """Read the architecture of a decoder-only model from a Hugging Face ``config.json``.
 
-Only the standard :mod:`json` module reads the file (at most 1 MiB, integers
-of at most 30 digits, nesting as deep as the parser allows); nothing in it is
-executed.  The family comes from ``model_type`` (``llama``, ``mistral``,
-``mixtral``, ``gpt2``); a config without one is refused, never guessed from
-its keys.  Every key of the file is one of three kinds, and anything else is
-refused with its name (a key this module does not know may change a count):
+Only the standard :mod:`json` module reads the file
+(:mod:`symflops.planner.hfjson`: at most 1 MiB, integers of at most 30
+digits, nesting as deep as the parser allows); nothing in it is executed.
+The family comes from ``model_type`` (``llama``, ``mistral``, ``mixtral``,
+``gpt2``); a config without one is refused, never guessed from its keys.
+Every key of the file is one of three kinds, and anything else is refused
+with its name (a key this module does not know may change a count):
 
 **read** (honoured, or refused when the shipped declaration cannot express
 the value; ``null`` means the key's default):
@@ -62,16 +63,13 @@ from __future__ import annotations
 
 import json
 import os
-import re
-import stat
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Mapping
 
 from ..core.errors import Span, SymflopsError
+from .hfjson import key_name, read_json, span_at
 
-MAX_BYTES = 1 << 20          # a config.json is a few kilobytes
-MAX_DIGITS = 30              # longer integers are refused while parsing
 MAX_VALUE = 10**12           # a dimension beyond this is surely a mistake
 
 
@@ -172,11 +170,6 @@ def _shown(value: Any) -> str:
     return "a JSON array" if isinstance(value, list) else "a JSON object"
 
 
-def _named(key: str) -> str:
-    """A key of the file for a message, quoted; a long one by its length."""
-    return repr(key) if len(key) <= 40 else f"of {len(key)} characters"
-
-
 class _Reader:
     """Typed access to the keys of one config file, with errors that name them."""
 
@@ -185,7 +178,7 @@ class _Reader:
 
     def span(self, key: str) -> Span | None:
         """Where ``"key":`` first appears in the file (None when it does not)."""
-        return _span_at(self.path, self.text, self.text.find(f'"{key}"'))
+        return span_at(self.path, self.text, self.text.find(f'"{key}"'))
 
     def has(self, key: str) -> bool:
         return self.data.get(key) is not None
@@ -257,18 +250,6 @@ class _Reader:
         return total // parts
 
 
-def _span_at(path: str, text: str, at: int) -> Span | None:
-    """The position of character ``at`` (None when negative); the line is shown
-    only when it is short (a minified file is one long line)."""
-    if at < 0:
-        return None
-    line = text.count("\n", 0, at) + 1
-    start = text.rfind("\n", 0, at) + 1
-    end = text.find("\n", at)
-    shown = text[start:end if end >= 0 else None]
-    return Span(path, line, at - start + 1, shown if len(shown) <= 200 else None)
-
-
 def model_type_of(data: Mapping[str, Any], path: str) -> str:
     """The config's ``model_type``; a missing or unknown one is refused."""
     families = ", ".join(sorted(MODEL_TYPES))
@@ -289,7 +270,7 @@ def _check_keys(r: _Reader) -> None:
     known = READ[r.model_type] | _COMMON_READ | IGNORED | FAMILY_IGNORED[r.model_type]
     for key in r.data:
         if key not in known and r.data[key] is not None:
-            raise r.error(key, f"key {_named(key)} is not one symflops reads or knows to change no "
+            raise r.error(key, f"key {key_name(key)} is not one symflops reads or knows to change no "
                                f"count in a {r.model_type} config, so it may change one",
                           "remove it if the model does not need it, or plan from a "
                           "declaration (symflops plan FILE DIM=V ...); the keys read and "
@@ -400,84 +381,8 @@ def architecture(data: Mapping[str, Any], path: str = "config.json", text: str =
     return _gpt2(r) if r.model_type == "gpt2" else _llama(r)
 
 
-class _LongInteger(Exception):
-    pass
-
-
-class _DuplicateKey(Exception):
-    pass
-
-
-def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """A JSON object whose keys are distinct (transformers would keep the last
-    of two, silently)."""
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise _DuplicateKey(key)
-        out[key] = value
-    return out
-
-
-def _parse_int(digits: str) -> int:
-    if len(digits.lstrip("-")) > MAX_DIGITS:
-        raise _LongInteger(digits)
-    return int(digits)
-
-
-def _read(path: str) -> str:
-    """The file's text: a regular file of at most :data:`MAX_BYTES`."""
-    hint = "give the path of a Hugging Face config.json"
-    try:
-        info = os.stat(path)
-    except FileNotFoundError:
-        raise SymflopsError(f"{path}: no such file", hint=hint) from None
-    except OSError as exc:
-        raise SymflopsError(f"{path}: cannot read: {exc.strerror}", hint=hint) from None
-    if not stat.S_ISREG(info.st_mode):
-        raise SymflopsError(f"{path}: not a regular file", hint=hint)
-    try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read(MAX_BYTES + 1)
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SymflopsError(f"{path}: cannot read: {exc}",
-                            hint="give a readable UTF-8 text file") from None
-    if len(text) > MAX_BYTES:
-        raise SymflopsError(f"{path}: larger than {MAX_BYTES} bytes, too large for a "
-                            "config.json", hint=hint)
-    return text
-
-
 def load(path: str | os.PathLike) -> Architecture:
     """Read ``config.json`` at ``path`` into an :class:`Architecture`."""
     path = os.fspath(path)
-    text = _read(path)
-    try:
-        data = json.loads(text, parse_int=_parse_int, object_pairs_hook=_unique)
-    except json.JSONDecodeError as exc:
-        lines = text.splitlines()
-        line_text = lines[exc.lineno - 1] if 0 < exc.lineno <= len(lines) else None
-        if line_text is not None and len(line_text) > 200:
-            line_text = None
-        raise SymflopsError(f"not valid JSON: {exc.msg}",
-                            Span(path, exc.lineno, exc.colno, line_text),
-                            "a config.json is one JSON object") from None
-    except RecursionError:
-        raise SymflopsError(f"{path}: nested too deeply to be a config.json",
-                            hint="a config.json is one JSON object of numbers, text and short "
-                                 "lists") from None
-    except _LongInteger:
-        at = re.search(r"\d{%d,}" % (MAX_DIGITS + 1), text)
-        raise SymflopsError(f"{path}: an integer of more than {MAX_DIGITS} digits",
-                            _span_at(path, text, at.start() if at else -1),
-                            "no count in a config.json is that long; check the file") from None
-    except _DuplicateKey as exc:
-        key = str(exc)
-        second = text.find(f'"{key}"', text.find(f'"{key}"') + 1)
-        raise SymflopsError(f"{path}: key {_named(key)} appears twice",
-                            _span_at(path, text, second),
-                            "keep one of the two") from None
-    except ValueError as exc:  # a number the parser cannot convert
-        raise SymflopsError(f"{path}: not valid JSON: {exc}",
-                            hint="a config.json is one JSON object") from None
+    text, data = read_json(path)
     return architecture(data, path, text)

@@ -26,6 +26,7 @@ from ..derive.backward import derive
 from ..core.errors import SymflopsError
 from ..count.evaluate import check_all_given, check_definitions, check_dim_name, number
 from .hfconfig import Architecture
+from .records import Formula, Model, TokenFlops, Window
 from ..core.ir import Layer, dim_symbol
 from ..count.precision import Precision
 from ..declaration.reader import load
@@ -60,9 +61,7 @@ def model_from_layer(layer: Layer, file: str, dims: Mapping[str, Any], recompute
                      precision: Precision, window: Any = None) -> Any:
     """The planner's model of ``layer`` (read from ``file``, perhaps changed by
     :mod:`symflops.planner.variants`) at ``dims``; ``window``: a
-    :class:`symflops.planner.plan.Window` the model's counts hold within."""
-    from .plan import Formula, Model, TokenFlops  # the planner's types
-
+    :class:`symflops.planner.records.Window` the model's counts hold within."""
     d = derive(layer)
     s = summary(d, costs(d, precision=precision, choice="minimum"))
     per = s.model.per_token
@@ -194,8 +193,6 @@ def architecture_layer(arch: Architecture) -> tuple[str, Layer, dict[str, int]]:
 
 
 def model_from_architecture(arch: Architecture, recompute: str, precision: Precision) -> Any:
-    from .plan import Window
-
     path, layer, dims = architecture_layer(arch)
     window = None
     if arch.sliding_window is not None:

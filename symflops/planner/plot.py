@@ -6,18 +6,19 @@ training FLOPs per token against the sequence length, split into the 6N
 (parameter) part and the attention part, marking where attention overtakes
 6N. matplotlib is imported only here, only when a plot is asked for (install
 it with ``pip install 'symflops[plot]'``); the figure is drawn without pyplot
-(no global state, no display) and written atomically.
+(no global state, no display) into PNG bytes (:func:`render_png`), which
+:mod:`symflops.commands.plan` writes atomically: the planner writes no file.
 """
 
 from __future__ import annotations
 
 import io
-import os
 from fractions import Fraction
 
-from ..commands.output import STDOUT, target, write_file
 from ..core.errors import SymflopsError
-from .plan import Plan, memory, token_flops
+from .compute import token_flops
+from .memory import memory
+from .plan import Plan
 
 GB = 10**9
 COMPONENTS = (("weights", "weights", "#4C72B0"), ("grads", "gradients", "#DD8452"),
@@ -172,15 +173,3 @@ def render_png(plan: Plan) -> bytes:
     buf = io.BytesIO()
     fig.savefig(buf, format="png")
     return buf.getvalue()
-
-
-def write_plot(plan: Plan, path: str) -> None:
-    """Draw the plan and write it to ``path`` (a .png, or '-' for standard
-    output), atomically."""
-    path = os.fspath(path)
-    if path != STDOUT:
-        target(path, "--plot")  # a bad path is refused before the plot is drawn
-    if path != STDOUT and not path.lower().endswith(".png"):
-        raise SymflopsError(f"--plot {path}: the plot is a PNG image",
-                            hint="name the file FILE.png, or give '-' for standard output")
-    write_file(path, render_png(plan), "--plot")

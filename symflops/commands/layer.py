@@ -1,0 +1,88 @@
+"""The commands that derive one layer, or every shipped one: ``derive``, ``eval``,
+``render``, ``build`` and ``sweep`` (wired declaration -> derive -> cost ->
+evaluate -> output).  :mod:`symflops.cli` imports this module only when one of
+them runs: it needs SymPy (and Jinja2 for the sheets, NumPy for sweep).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from . import sweep as sweep_command
+from ..core.errors import SymflopsError
+from ..count.cost import costs
+from ..count.evaluate import evaluate, parse_assignments, parse_config
+from ..count.summary import summary
+from ..declaration.reader import load
+from ..derive.backward import derive
+from .build import build, render_file
+from .output import STDOUT, write_file
+from .text import text_report
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``args.command``, one of derive, eval, render, build and sweep."""
+    if args.command in ("build", "render"):
+        return _run_sheet(args)
+    if args.command == "sweep":
+        return _run_sweep(args)
+    layer, s = _derive_structure(args, "declared" if args.command == "derive" else "minimum")
+    if args.command == "derive":
+        out = json.dumps(s.to_json(), indent=2) + "\n" if args.json else text_report(s)
+    else:  # eval
+        values = parse_assignments(args.values, layer)
+        numbers = evaluate(s, values)
+        at = {k: int(v) if v.is_Integer else float(v) for k, v in values.items()}
+        if args.json:
+            out = json.dumps({**numbers.to_json(), "at": at}, indent=2) + "\n"
+        else:
+            out = text_report(numbers, at)
+    sys.stdout.write(out)
+    return 0
+
+
+def _run_sheet(args: argparse.Namespace) -> int:
+    configs = [parse_config(text) for text in args.at]
+    unit = "MACs" if args.macs else "FLOPs"
+    if args.templates and not os.path.isdir(args.templates):
+        raise SymflopsError(f"{args.templates}: no such template directory",
+                            hint="give a directory holding sheet.md.j2 and/or sheet.tex.j2")
+    if args.command == "build":
+        if args.jobs < 0:
+            raise SymflopsError(f"--jobs must be 0 or more, got {args.jobs}",
+                                hint="give -j 0 for one worker per core, or a count")
+        result = build(args.src, args.out, pdf=args.pdf, configs=configs, jobs=args.jobs,
+                       templates=args.templates, unit=unit, precision=args.precision)
+        print(f"{len(result.written)} files written, {len(result.failed)} declarations failed",
+              file=sys.stderr if result.failed else sys.stdout)
+        return 70 if result.internal else 2 if result.failed else 0
+    layer = load(args.file)
+    for config in configs:
+        parse_assignments([",".join(f"{k}={v}" for k, v in config.items())], layer)
+    text = render_file(args.file, args.format, configs, args.templates, unit, args.precision)
+    if args.output is not None and args.output != STDOUT:
+        write_file(args.output, text, "-o")
+        print(f"wrote {args.output}")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def _run_sweep(args: argparse.Namespace) -> int:
+    layer, s = _derive_structure(args, "minimum")
+    result = sweep_command.sweep(layer, s, args.values, args.csv)
+    print(sweep_command.summary_line(layer, result, args.csv),
+          file=sys.stderr if args.csv == "-" else sys.stdout)
+    return 0
+
+
+def _derive_structure(args: argparse.Namespace, choice: str = "declared"):
+    """The layer and its summary; ``choice`` as in :data:`symflops.count.cost.Choice`
+    (the commands that evaluate at given sizes take each size's cheapest order)."""
+    layer = load(args.file)
+    derivation = derive(layer)
+    c = costs(derivation, "MACs" if args.macs else "FLOPs", args.precision, choice)
+    return layer, summary(derivation, c)

@@ -1,0 +1,123 @@
+"""Read a Hugging Face ``config.json`` as JSON, safely, for :mod:`symflops.planner.hfconfig`.
+
+Only the standard :mod:`json` module reads the file: a regular file of at
+most :data:`MAX_BYTES`, integers of at most :data:`MAX_DIGITS` digits (refused
+while parsing, before ``int`` converts them), nesting as deep as the parser
+allows, every key of an object once (transformers would keep the last of two,
+silently); nothing in it is executed.  Each refusal is one SymflopsError
+naming the file and, where it can, the line and column.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+from typing import Any
+
+from ..core.errors import Span, SymflopsError
+
+MAX_BYTES = 1 << 20          # a config.json is a few kilobytes
+MAX_DIGITS = 30              # longer integers are refused while parsing
+
+
+def key_name(key: str) -> str:
+    """A key of the file for a message, quoted; a long one by its length."""
+    return repr(key) if len(key) <= 40 else f"of {len(key)} characters"
+
+
+def span_at(path: str, text: str, at: int) -> Span | None:
+    """The position of character ``at`` (None when negative); the line is shown
+    only when it is short (a minified file is one long line)."""
+    if at < 0:
+        return None
+    line = text.count("\n", 0, at) + 1
+    start = text.rfind("\n", 0, at) + 1
+    end = text.find("\n", at)
+    shown = text[start:end if end >= 0 else None]
+    return Span(path, line, at - start + 1, shown if len(shown) <= 200 else None)
+
+
+class _LongInteger(Exception):
+    pass
+
+
+class _DuplicateKey(Exception):
+    pass
+
+
+def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object whose keys are distinct (transformers would keep the last
+    of two, silently)."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(key)
+        out[key] = value
+    return out
+
+
+def _parse_int(digits: str) -> int:
+    if len(digits.lstrip("-")) > MAX_DIGITS:
+        raise _LongInteger(digits)
+    return int(digits)
+
+
+def _read(path: str) -> str:
+    """The file's text: a regular file of at most :data:`MAX_BYTES`."""
+    hint = "give the path of a Hugging Face config.json"
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        raise SymflopsError(f"{path}: no such file", hint=hint) from None
+    except OSError as exc:
+        raise SymflopsError(f"{path}: cannot read: {exc.strerror}", hint=hint) from None
+    if not stat.S_ISREG(info.st_mode):
+        raise SymflopsError(f"{path}: not a regular file", hint=hint)
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read(MAX_BYTES + 1)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SymflopsError(f"{path}: cannot read: {exc}",
+                            hint="give a readable UTF-8 text file") from None
+    if len(text) > MAX_BYTES:
+        raise SymflopsError(f"{path}: larger than {MAX_BYTES} bytes, too large for a "
+                            "config.json", hint=hint)
+    return text
+
+
+def read_json(path: str) -> tuple[str, Any]:
+    """The text of the JSON file at ``path`` and its parsed value; a file that
+    is not a regular file of at most :data:`MAX_BYTES`, or not valid JSON
+    within the limits, is a SymflopsError naming the place."""
+    text = _read(path)
+    try:
+        data = json.loads(text, parse_int=_parse_int, object_pairs_hook=_unique)
+    except json.JSONDecodeError as exc:
+        lines = text.splitlines()
+        line_text = lines[exc.lineno - 1] if 0 < exc.lineno <= len(lines) else None
+        if line_text is not None and len(line_text) > 200:
+            line_text = None
+        raise SymflopsError(f"not valid JSON: {exc.msg}",
+                            Span(path, exc.lineno, exc.colno, line_text),
+                            "a config.json is one JSON object") from None
+    except RecursionError:
+        raise SymflopsError(f"{path}: nested too deeply to be a config.json",
+                            hint="a config.json is one JSON object of numbers, text and short "
+                                 "lists") from None
+    except _LongInteger:
+        at = re.search(r"\d{%d,}" % (MAX_DIGITS + 1), text)
+        raise SymflopsError(f"{path}: an integer of more than {MAX_DIGITS} digits",
+                            span_at(path, text, at.start() if at else -1),
+                            "no count in a config.json is that long; check the file") from None
+    except _DuplicateKey as exc:
+        key = str(exc)
+        second = text.find(f'"{key}"', text.find(f'"{key}"') + 1)
+        raise SymflopsError(f"{path}: key {key_name(key)} appears twice",
+                            span_at(path, text, second),
+                            "keep one of the two") from None
+    except ValueError as exc:  # a number the parser cannot convert
+        raise SymflopsError(f"{path}: not valid JSON: {exc}",
+                            hint="a config.json is one JSON object") from None
+    return text, data
