@@ -239,7 +239,7 @@ def test_logsumexp_pool_verifies():
     ("Y[] = logsumexp_t(V[t])", "logsumexp_t of a tensor with no other index", 11),
 ])
 def test_logsumexp_bad_statements_point_at_the_mistake(tmp_path, capsys, op, expect, column):
-    from symflops.commands import cli
+    from symflops import cli
 
     path = tmp_path / "bad.yaml"
     path.write_text("dims: {S: rows}\ntensors:\n  A: {shape: [S, S], role: input}\n"

@@ -43,7 +43,6 @@ import sympy
 from ..core.errors import SymflopsError
 from ..count.records import Formula, Summary, lookup
 from ..count.evaluate import check_all_given, check_definitions, check_dim_name, dim_value, number
-from ..lang.expr import parse_number
 from ..core.ir import Layer, dim_symbol
 from .options import MAX_POINTS, QUANTITIES  # beside the parser, whose help names them
 from .output import open_output

@@ -108,7 +108,7 @@ def _model_section(plan: Plan) -> Section:
     given = m.formulas.get("params_total", Formula("N"))
     if m.params_total == m.params_active == m.params_trainable:
         rows.append(Row("parameters", m.params_total, "",
-                        equation(f"N (total = active = trainable)", given.numbers), given.note,
+                        equation("N (total = active = trainable)", given.numbers), given.note,
                         "params.total"))
     else:
         for key, label, symbol, value in (("params_total", "parameters", "N", m.params_total),
