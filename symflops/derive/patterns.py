@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 
 from ..core.records import Derivation, Pattern, PatternRules, PatternTerm
-from ..ops.einsum.pattern import pattern_rules
+from ..ops.einsum.node import pattern_rules
 
 
 def patterns(derivation: Derivation) -> tuple[Pattern, ...]:

@@ -21,6 +21,7 @@ from ...core.records import OpCost, PatternTerm, Rule
 from .cost import Choice, op_cost
 from .numeric import run_op
 from .orders import Order, Unit
+from .pattern import pattern_terms
 from .rules import contraction_rules
 from .torch import torch_op
 
@@ -94,8 +95,6 @@ class Contraction:
     def patterns(self) -> tuple[PatternTerm, ...]:
         """Each of its terms in textbook form (:mod:`.pattern`): the patterns
         whose derivations the sheet shows for it."""
-        from .pattern import pattern_terms  # pattern.py builds generic Contractions
-
         return pattern_terms(self)
 
     def rules(self, number: int, targets: Sequence[str]) -> tuple[Rule, ...]:
@@ -127,3 +126,9 @@ class Contraction:
             else:
                 rhs += (" + " if k else "") + text
         return f"{m.ix(self.out)} = {rhs}"
+
+
+def pattern_rules(pattern: PatternTerm, wrt: str) -> tuple[Rule, ...]:
+    """The rules of a generic term (:mod:`.pattern`) for ``wrt``, with their steps."""
+    g = Contraction((pattern.term,), pattern.index_dims, pattern.term.statement())
+    return contraction_rules(g, 0, wrt, output_form=pattern.alone)

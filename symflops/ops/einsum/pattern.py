@@ -4,21 +4,23 @@ Each term of an op is written in its generic form (``Y_ik = sum_j X_ij W_jk``:
 tensors ``X, W, V, ...``, letters ``i, j, k, ...``), so that every op of a
 layer with the same pattern shares one derivation.  Naming the patterns
 (:func:`pattern_terms`) is cheap; deriving a pattern's rules
-(:func:`pattern_rules`) is done only for the patterns a sheet shows.
+(:func:`symflops.ops.einsum.node.pattern_rules`, a generic term being a
+contraction of its own) is done only for the patterns a sheet shows.
 """
 
 from __future__ import annotations
 
-from ...core.ir import Einsum, Factor
-from ...core.records import PatternTerm, Rule
+import sympy
+
+from ...core.ir import Einsum, Factor, Op
+from ...core.records import PatternTerm
 from ..functions import FUNCTIONS
-from .node import Contraction
-from .rules import contraction_rules
 
 
-def generic_term(op: Contraction, term: int = 0) -> Contraction:
+def generic_term(op: Op, term: int = 0) -> tuple[Einsum, tuple[tuple[str, sympy.Expr], ...]]:
     """One term of the op, alone, with tensors renamed Y = X W V ... and letters
-    i, j, k, ... in order of appearance: the textbook form of its pattern."""
+    i, j, k, ... in order of appearance: the textbook form of its pattern,
+    with the extents of its letters."""
     e = op.terms[term]
     pool = iter("ijklmnpqrsuvw")
     letters: dict[str, str] = {}
@@ -49,23 +51,18 @@ def generic_term(op: Contraction, term: int = 0) -> Contraction:
     dims = tuple((letters[i], ext) for i, ext in op.index_dims if i in letters)
     if len(op.terms) > 1:  # a term of a sum: its pattern is that of the term alone
         generic = Einsum(generic.output, generic.operands, generic.coefficient)
-    return Contraction((generic,), dims, generic.statement())
+    return generic, dims
 
 
-def pattern_terms(op: Contraction) -> tuple[PatternTerm, ...]:
+def pattern_terms(op: Op) -> tuple[PatternTerm, ...]:
     """Each term of ``op`` in its generic form, keyed by its statement."""
     lone = len(op.terms) == 1
     out = []
     for k in range(len(op.terms)):
-        g = generic_term(op, k)
+        term, dims = generic_term(op, k)
         # Only an output-saving function's rule depends on the term being alone.
-        output_form = any(f.fn and FUNCTIONS[f.fn].saves == "output" for f in g.einsum.factors)
-        key = g.einsum.statement() + ("" if lone or not output_form else " (a term of a sum)")
-        out.append(PatternTerm(key, g.einsum, g.index_dims, lone))
+        output_form = any(f.fn and FUNCTIONS[f.fn].saves == "output" for f in term.factors)
+        key = term.statement() + ("" if lone or not output_form else " (a term of a sum)")
+        out.append(PatternTerm(key, term, dims, lone))
     return tuple(out)
 
-
-def pattern_rules(pattern: PatternTerm, wrt: str) -> tuple[Rule, ...]:
-    """The rules of a generic term for ``wrt``, with their steps."""
-    g = Contraction((pattern.term,), pattern.index_dims, pattern.term.statement())
-    return contraction_rules(g, 0, wrt, output_form=pattern.alone)
