@@ -19,124 +19,26 @@ Examples: ``H[b,f] = X[b,d] W_in[d,f]``, ``A[s,t] = Q[s,h] K[t,h] / sqrt(H)``,
 A call whose argument is an indexed tensor applies a function (or an op such
 as ``softmax_t``) to it; any other parenthesised or named factor is a
 constant, kept as text with its column and read later by the whitelisting
-:mod:`symflops.lang.expr`.  Nothing here evaluates anything.
+:mod:`symflops.lang.expr`.  Nothing here evaluates anything.  The records it
+produces are in :mod:`symflops.lang.syntax` (re-exported here).
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from ..core.errors import Span, SymflopsError
+from .syntax import Call, Condition, Constant, Gather, Ref, Shift, Statement, Term, Token
+
+__all__ = ["Call", "Condition", "Constant", "Gather", "MAX_FACTORS", "MAX_LETTERS", "MAX_TENSORS",
+           "MAX_TERMS", "Ref", "Shift", "Statement", "Term", "Token", "output_name", "parse_statement",
+           "tokenize"]
 
 _TOKEN = re.compile(
     r"(?P<space>\s+)|(?P<name>[A-Za-z_][A-Za-z0-9_]*)"
     r"|(?P<number>\d[\d_]*(?:\.\d*)?(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?)"
     r"|(?P<punct>\*\*|<=|>=|[\[\],=*/()+\-^<>])"
 )
-
-
-@dataclass(frozen=True)
-class Token:
-    kind: str  # 'name' | 'number' | 'punct' | 'end'
-    text: str
-    column: int  # 0-based offset in the statement
-
-
-@dataclass(frozen=True)
-class Ref:
-    """``NAME[i, j]`` with the 0-based column of the name and of each index.
-    A looked-up position (``E[tok[b], d]``) has ``""`` in ``indices`` and its
-    index tensor's reference in ``gathers`` (a :class:`Gather`).  A shifted
-    position (``X[b,c,p+k]``) has ``""`` in ``indices`` and its two letters in
-    ``shifts`` (a :class:`Shift`)."""
-
-    name: str
-    column: int
-    indices: tuple[str, ...]
-    index_columns: tuple[int, ...]
-    gathers: tuple["Gather", ...] = ()
-    shifts: tuple["Shift", ...] = ()
-
-
-@dataclass(frozen=True)
-class Gather:
-    """A looked-up index position, ``tok[b]`` in ``E[tok[b], d]``."""
-
-    position: int     # which index of the tensor it is
-    ref: Ref          # the index tensor with its letters
-
-
-@dataclass(frozen=True)
-class Shift:
-    """A shifted index position, ``p+k`` in ``X[b,c,p+k]``, with the columns of both letters."""
-
-    position: int
-    left: str
-    left_column: int
-    right: str
-    right_column: int
-
-
-@dataclass(frozen=True)
-class Condition:
-    """``left op right`` in a where-clause, with the columns of both letters."""
-
-    left: str
-    op: str
-    right: str
-    column: int
-    right_column: int
-
-
-@dataclass(frozen=True)
-class Call:
-    """``name(ref[, constant])``: a pointwise function or an op applied to a tensor."""
-
-    name: str
-    column: int
-    ref: Ref
-    argument: "Constant | Ref | None" = None
-
-
-@dataclass(frozen=True)
-class Constant:
-    """Constant text (``sqrt(H)``, ``0.125``, ``D``) and its column; ``divide``
-    when it follows ``/``."""
-
-    text: str
-    column: int
-    divide: bool = False
-
-
-@dataclass(frozen=True)
-class Term:
-    """A signed product of factors."""
-
-    negative: bool
-    factors: tuple[Ref | Call | Constant, ...]
-    column: int
-
-
-@dataclass(frozen=True)
-class Statement:
-    lhs: Ref
-    terms: tuple[Term, ...]
-    text: str
-    where: tuple[Condition, ...] = ()
-
-    @property
-    def refs(self) -> tuple[Ref, ...]:
-        """Every tensor reference on the right side, in order (an index
-        tensor of a lookup right after the tensor it looks up)."""
-        out: list[Ref] = []
-        for term in self.terms:
-            for f in term.factors:
-                ref = f if isinstance(f, Ref) else f.ref if isinstance(f, Call) else None
-                if ref is not None:
-                    out.append(ref)
-                    out += [g.ref for g in ref.gathers]
-        return tuple(out)
 
 
 EXAMPLE = "'H[b,f] = X[b,d] W[d,f]'"
