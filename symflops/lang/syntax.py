@@ -68,13 +68,28 @@ class Condition:
 
 
 @dataclass(frozen=True)
+class Reduced:
+    """One letter of a call's braced index list, ``c`` in ``layernorm_{c,p}(X[b,c,p])``,
+    with its column."""
+
+    letter: str
+    column: int
+
+
+@dataclass(frozen=True)
 class Call:
-    """``name(ref[, constant])``: a pointwise function or an op applied to a tensor."""
+    """``name(ref[, constant])``: a pointwise function or an op applied to a tensor.
+
+    ``softmax_t(A[s,t])`` has the name ``softmax_t`` (which letters of a name
+    are an index is the op kind's business) and no ``reduced``;
+    ``layernorm_{c,p}(X[b,c,p])`` has the name ``layernorm_{c,p}`` (spaces
+    dropped) and its letters, in order and distinct, in ``reduced``."""
 
     name: str
     column: int
     ref: Ref
     argument: "Constant | Ref | None" = None
+    reduced: tuple[Reduced, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -226,7 +226,7 @@ class Normalize:
                 + (rf"\quad\text{{where }} {where}" if where else ""))
 
 
-_NAME = re.compile(r"(softmax|layernorm|rmsnorm)_([A-Za-z_][A-Za-z0-9_]*)\Z")
+_NAME = re.compile(r"(softmax|layernorm|rmsnorm)_([A-Za-z_][A-Za-z0-9_]*|\{[^{}]*\})\Z")
 
 
 def _lower(call: Any, out: Factor, scope: Scope) -> Normalize:
@@ -235,7 +235,11 @@ def _lower(call: Any, out: Factor, scope: Scope) -> Normalize:
     at = scope.at
     m = _NAME.match(call.name)
     assert m is not None
-    kind, index = m.group(1), m.group(2)
+    kind, index = m.group(1), call.reduced[0].letter if call.reduced else m.group(2)
+    if len(call.reduced) > 1:
+        raise SymflopsError(f"{call.name}(...) over several indices is not supported yet",
+                            at(call.column), f"normalise over one index, e.g. {kind}_{index}"
+                            f"({call.ref.name}[...])")
     if call.argument is not None:
         raise SymflopsError(f"{call.name} takes one tensor", at(call.argument.column),
                             f"write {call.name}({call.ref.name}[...])")
