@@ -1,4 +1,4 @@
-"""Backward rules of reductions over one named index, derived by SymPy.
+"""Backward rules of reductions over named indices, derived by SymPy.
 
 Softmax, RMSNorm, LayerNorm and cross-entropy are not contractions: each output
 element depends on a whole row of the input through a sum over the reduced
@@ -28,6 +28,11 @@ answers:
 (f) *rule*: the generic indices get the input's letters back, the remaining
     summed letters get fresh ones (the letters after the reduced one, so
     softmax over ``t`` sums over ``u``), equal products are merged.
+
+Softmax and the norms may reduce over several letters at once
+(``layernorm_{c,p}``): each sum then runs over a tuple of letters
+(``Sum(X[b,e,q], (e, 0, C - 1), (q, 0, P - 1))``), the statistics divide by the
+product of their extents, and everything else is as for one letter.
 
 Only the sums that differentiation creates are evaluated (split by linearity,
 delta terms by :func:`sympy.concrete.delta.deltasummation`).  The forward
@@ -250,6 +255,9 @@ def _evaluate_created_sums(expr: sympy.Expr, opaque: set[sympy.Sum],
                 else:
                     total += const * sympy.Sum(dep, limit)
             body = total
+        # A summand kept over several letters is one sum over all of them.
+        body = body.replace(lambda e: isinstance(e, sympy.Sum) and isinstance(e.function, sympy.Sum),
+                            lambda e: sympy.Sum(e.function.function, *e.function.limits, *e.limits))
         return body.replace(lambda e: getattr(e, "func", None) in restore, reopen)
 
     return expr.replace(lambda e: isinstance(e, sympy.Sum) and e not in opaque, evaluate)
@@ -257,77 +265,84 @@ def _evaluate_created_sums(expr: sympy.Expr, opaque: set[sympy.Sum],
 
 # ------------------------------------------------------- substitution --
 
-def _full_sum(e: sympy.Basic, dim: sympy.Expr) -> tuple[sympy.Symbol, sympy.Expr] | None:
-    """``(j, f)`` when ``e`` is ``Sum(f, (j, 0, dim - 1))``."""
-    if isinstance(e, sympy.Sum) and len(e.limits) == 1:
-        j, low, high = e.limits[0]
-        if low == 0 and high == dim - 1:
-            return j, e.function
+Positions = tuple[int, ...]  # where the reduced letters stand among an element's indices
+Letters = tuple[sympy.Symbol, ...]
+
+
+def _full_sum(e: sympy.Basic, dims: tuple[sympy.Expr, ...]) -> tuple[Letters, sympy.Expr] | None:
+    """``((j, ...), f)`` when ``e`` is ``Sum(f, (j, 0, dims[0] - 1), ...)``, one
+    limit per reduced letter, in order."""
+    if isinstance(e, sympy.Sum) and len(e.limits) == len(dims):
+        if all(low == 0 and high == dim - 1 for (_, low, high), dim in zip(e.limits, dims)):
+            return tuple(j for j, _, _ in e.limits), e.function
     return None
 
 
-def _row(element: sympy.Expr, base: sympy.IndexedBase, k: int,
-         j: sympy.Symbol | None = None) -> tuple[sympy.Expr, ...] | None:
-    """The indices other than the ``k``-th of ``element`` when it is an element
-    of ``base`` (whose ``k``-th index is ``j``, when given, and no other is)."""
+def _row(element: sympy.Expr, base: sympy.IndexedBase, ks: Positions,
+         js: Letters | None = None) -> tuple[sympy.Expr, ...] | None:
+    """The indices other than those at positions ``ks`` of ``element`` when it
+    is an element of ``base`` (whose indices there are ``js``, when given, and
+    no other index holds one of them)."""
     if not (isinstance(element, sympy.Indexed) and element.base == base):
         return None
     idx = element.indices
-    rest = idx[:k] + idx[k + 1:]
-    if j is not None and (idx[k] != j or any(i.has(j) for i in rest)):
+    rest = tuple(i for n, i in enumerate(idx) if n not in ks)
+    if js is not None and (tuple(idx[k] for k in ks) != js
+                           or any(i.has(j) for i in rest for j in js)):
         return None
     return rest
 
 
-def _replace_row_sums(expr: sympy.Expr, dim: sympy.Expr, k: int,
-                      summand: Callable[[sympy.Expr], tuple[sympy.Expr, ...] | None],
+def _replace_row_sums(expr: sympy.Expr, dims: tuple[sympy.Expr, ...],
+                      summand: Callable[[Letters, sympy.Expr], tuple[sympy.Expr, ...] | None],
                       value: Callable[[tuple[sympy.Expr, ...]], sympy.Expr]) -> sympy.Expr:
-    """Replace each ``Sum(f, (j, 0, dim - 1))`` whose summand ``f`` is recognised
-    by ``summand`` (which returns the row's other indices) by ``value(row)``;
-    any name of the summed index matches."""
+    """Replace each ``Sum(f, (j, 0, dims[0] - 1), ...)`` whose summand ``f`` is
+    recognised by ``summand`` (which returns the row's other indices) by
+    ``value(row)``; any names of the summed letters match."""
 
     def row_of(e: sympy.Basic) -> tuple[sympy.Expr, ...] | None:
-        found = _full_sum(e, dim)
+        found = _full_sum(e, dims)
         return summand(*found) if found else None
 
     return expr.replace(lambda e: row_of(e) is not None, lambda e: value(row_of(e)))
 
 
-def _elements(base: sympy.IndexedBase, k: int) -> Callable[[sympy.Symbol, sympy.Expr], tuple | None]:
-    """Recognise summands ``base[..., j, ...]`` (``j`` at position ``k``)."""
-    return lambda j, f: _row(f, base, k, j)
+def _elements(base: sympy.IndexedBase, ks: Positions) -> Callable[[Letters, sympy.Expr], tuple | None]:
+    """Recognise summands ``base[..., j, ...]`` (the ``js`` at positions ``ks``)."""
+    return lambda js, f: _row(f, base, ks, js)
 
 
-def _exp_elements(base: sympy.IndexedBase, k: int) -> Callable[[sympy.Symbol, sympy.Expr], tuple | None]:
+def _exp_elements(base: sympy.IndexedBase, ks: Positions) -> Callable[[Letters, sympy.Expr], tuple | None]:
     """Recognise summands ``exp(base[..., j, ...])``."""
-    return lambda j, f: _row(f.args[0], base, k, j) if isinstance(f, sympy.exp) else None
+    return lambda js, f: _row(f.args[0], base, ks, js) if isinstance(f, sympy.exp) else None
 
 
 def _substitute_softmax(expr: sympy.Expr, logits: sympy.IndexedBase, probs: sympy.IndexedBase,
-                        k: int, dim: sympy.Expr, norm: sympy.IndexedBase) -> sympy.Expr:
+                        ks: Positions, dims: tuple[sympy.Expr, ...],
+                        norm: sympy.IndexedBase) -> sympy.Expr:
     """``sum_u exp(A[..u..]) -> Z[..]`` and ``exp(A[..i..]) -> P[..i..] Z[..]``:
     the normaliser ``Z`` then cancels by itself."""
-    expr = _replace_row_sums(expr, dim, k, _exp_elements(logits, k), lambda row: norm[row])
+    expr = _replace_row_sums(expr, dims, _exp_elements(logits, ks), lambda row: norm[row])
 
     def is_exp(e: sympy.Basic) -> bool:
-        return isinstance(e, sympy.exp) and _row(e.args[0], logits, k) is not None
+        return isinstance(e, sympy.exp) and _row(e.args[0], logits, ks) is not None
 
     def to_probs(e: sympy.exp) -> sympy.Expr:
         element = e.args[0]
-        return probs[element.indices] * norm[_row(element, logits, k)]
+        return probs[element.indices] * norm[_row(element, logits, ks)]
 
     return expr.replace(is_exp, to_probs)
 
 
-def _substitute_centred(expr: sympy.Expr, x: sympy.IndexedBase, k: int, shift: Callable,
+def _substitute_centred(expr: sympy.Expr, x: sympy.IndexedBase, ks: Positions, shift: Callable,
                         scale: sympy.IndexedBase, out: sympy.IndexedBase) -> sympy.Expr:
     """``x[..i..] -> out[..i..] / scale[..] + shift(..)``: the input in terms
     of the normalised output."""
     def is_x(e: sympy.Basic) -> bool:
-        return _row(e, x, k) is not None
+        return _row(e, x, ks) is not None
 
     def from_out(e: sympy.Indexed) -> sympy.Expr:
-        row = _row(e, x, k)
+        row = _row(e, x, ks)
         return out[e.indices] / scale[row] + shift(row)
 
     return expr.replace(is_x, from_out)
@@ -416,22 +431,24 @@ def _fresh_letters(index: str, taken: set[str]) -> list[str]:
     return names + [f"{index}{n}" for n in range(1, 100) if f"{index}{n}" not in taken]
 
 
-def _finish(terms: tuple[IndexTerm, ...], generic: dict[str, str], index: str,
+def _finish(terms: tuple[IndexTerm, ...], generic: dict[str, str], index: tuple[str, ...],
             taken: set[str], order: tuple[str, ...]
             ) -> tuple[tuple[IndexTerm, ...], dict[str, str]]:
-    """Generic letters back to the input's letters, summed letters fresh,
-    equal products merged, factors and terms in a fixed order.  Also returns
-    the letter each fresh letter replaced (for its extent)."""
+    """Generic letters back to the input's letters, summed letters fresh
+    (each a letter after the reduced letter it sums, t -> u), equal products
+    merged, factors and terms in a fixed order.  Also returns the letter each
+    fresh letter replaced (for its extent)."""
     merged: dict[tuple, IndexTerm] = {}
     origin: dict[str, str] = {}
     for t in terms:
         if t.deltas:
             raise AssertionError(f"a diagonal delta survived contraction: {t.deltas}")
         mapping = dict(generic)
-        fresh = iter(_fresh_letters(index, taken | set(generic.values())))
+        used = taken | set(generic.values())
         first_seen = [i for f in t.factors for i in f.indices if i in t.summed]
         for s in dict.fromkeys(first_seen):
-            mapping[s] = next(fresh)
+            mapping[s] = _fresh_letters(s if s in index else index[-1], used)[0]
+            used.add(mapping[s])
             origin[mapping[s]] = s
         summed = tuple(mapping[s] for s in dict.fromkeys(first_seen))
         free = set(generic.values())
@@ -459,7 +476,7 @@ class _Op:
     forward: sympy.Expr
     inp: Factor
     base: sympy.IndexedBase          # the input's, as the forward expression uses it
-    index: str                       # the reduced letter of the input
+    index: tuple[str, ...]           # the reduced letters of the input
     extents: tuple[tuple[str, sympy.Expr], ...]   # known extents, input letters
     substitute: Callable[[sympy.Expr], sympy.Expr]
     saved: tuple[Factor, ...]
@@ -525,20 +542,55 @@ def _sym(letter: str) -> sympy.Symbol:
     return sympy.Symbol(letter, integer=True)
 
 
-def _check(indices: tuple[str, ...], index: str, names: tuple[str, ...]) -> int:
-    """Validate the arguments; return the position of the reduced index."""
+def _check(indices: tuple[str, ...], index: tuple[str, ...], names: tuple[str, ...]) -> Positions:
+    """Validate the arguments; return the positions of the reduced indices."""
     if len(set(indices)) != len(indices) or any(not i or "'" in i for i in indices):
         raise ValueError(f"index letters must be distinct plain names: {indices}")
-    if index not in indices:
-        raise ValueError(f"reduced index {index!r} is not among {indices}")
+    if not index or len(set(index)) != len(index):
+        raise ValueError(f"the reduced indices must be distinct and at least one: {index}")
+    for i in index:
+        if i not in indices:
+            raise ValueError(f"reduced index {i!r} is not among {indices}")
     grads = tuple("d" + n for n in names)
     if len(set(names + grads)) != 2 * len(names):
         raise ValueError(f"tensor names must be distinct (and not each other's gradients): {names}")
-    return indices.index(index)
+    return tuple(indices.index(i) for i in index)
 
 
 def _dim(dim: sympy.Expr | None, index: str) -> sympy.Expr:
     return dim_symbol(index.upper()) if dim is None else dim
+
+
+def _reduced(index: str | tuple[str, ...], dim: sympy.Expr | tuple[sympy.Expr, ...] | None
+             ) -> tuple[tuple[str, ...], tuple[sympy.Expr, ...]]:
+    """The reduced letters and their extents as tuples: one letter may be
+    given alone (``"t"``, ``T``); an extent left out is the upper-cased letter."""
+    letters = (index,) if isinstance(index, str) else tuple(index)
+    if dim is None or isinstance(dim, tuple):
+        dims = dim or (None,) * len(letters)
+    else:
+        dims = (dim,)
+    if len(dims) != len(letters):
+        raise ValueError(f"{len(letters)} reduced indices {letters} but {len(dims)} dims")
+    return letters, tuple(_dim(d, i) for i, d in zip(letters, dims))
+
+
+def _fresh_for(index: tuple[str, ...], taken: set[str]) -> Letters:
+    """A fresh summed letter for each reduced letter (the first free one after
+    it: t -> u), each added to ``taken``."""
+    out = []
+    for i in index:
+        out.append(_fresh_letters(i, taken)[0])
+        taken.add(out[-1])
+    return tuple(_sym(f) for f in out)
+
+
+def _at(idx: tuple[sympy.Expr, ...], ks: Positions, js: tuple[sympy.Expr, ...]) -> tuple[sympy.Expr, ...]:
+    """``idx`` with ``js`` in place of the letters at positions ``ks``."""
+    out = list(idx)
+    for k, j in zip(ks, js):
+        out[k] = j
+    return tuple(out)
 
 
 def _unused(preferred: str, taken: tuple[str, ...]) -> str:
@@ -550,125 +602,139 @@ def _unused(preferred: str, taken: tuple[str, ...]) -> str:
 
 @functools.lru_cache(maxsize=None)
 def softmax_rule(out: str = "P", inp: str = "A", out_indices: tuple[str, ...] = ("s", "t"),
-                 index: str = "t", dim: sympy.Expr | None = None) -> Reduction:
+                 index: str | tuple[str, ...] = "t",
+                 dim: sympy.Expr | tuple[sympy.Expr, ...] | None = None) -> Reduction:
     """``out[..t..] = exp(inp[..t..]) / sum_u exp(inp[..u..])`` over ``index``
-    (extent ``dim``, default the upper-cased letter).  Saves ``out``."""
-    k = _check(out_indices, index, (out, inp))
-    dim = _dim(dim, index)
+    (extent ``dim``, default the upper-cased letter), or jointly over a tuple
+    of letters (and extents).  Saves ``out``."""
+    index, dims = _reduced(index, dim)
+    ks = _check(out_indices, index, (out, inp))
     A, P = sympy.IndexedBase(inp, real=True), sympy.IndexedBase(out, positive=True)
     norm = sympy.IndexedBase(_unused("Z", (out, inp)), positive=True)
     idx = tuple(_sym(i) for i in out_indices)
-    u = _sym(_fresh_letters(index, set(out_indices))[0])
-    forward = sympy.exp(A[idx]) / sympy.Sum(sympy.exp(A[idx[:k] + (u,) + idx[k + 1:]]), (u, 0, dim - 1))
+    us = _fresh_for(index, set(out_indices))
+    forward = sympy.exp(A[idx]) / sympy.Sum(sympy.exp(A[_at(idx, ks, us)]),
+                                            *((u, 0, d - 1) for u, d in zip(us, dims)))
     op = _Op(
         name="softmax", output=Factor(out, out_indices), forward=forward,
-        inp=Factor(inp, out_indices), base=A, index=index, extents=((index, dim),),
-        substitute=lambda e: _substitute_softmax(e, A, P, k, dim, norm),
+        inp=Factor(inp, out_indices), base=A, index=index, extents=tuple(zip(index, dims)),
+        substitute=lambda e: _substitute_softmax(e, A, P, ks, dims, norm),
         saved=(Factor(out, out_indices),), aux=(),
         definitions=((Factor(out, out_indices), forward),),
-        dims=frozenset(dim.free_symbols),
+        dims=frozenset().union(*(d.free_symbols for d in dims)),
     )
     return _derive(op)
 
 
-def _stats(x: sympy.IndexedBase, idx: tuple[sympy.Symbol, ...], k: int, dim: sympy.Expr,
-           eps: sympy.Expr, letters: list[str], centred: bool) -> tuple[sympy.Expr, sympy.Expr]:
+def _stats(x: sympy.IndexedBase, idx: tuple[sympy.Symbol, ...], ks: Positions,
+           index: tuple[str, ...], dims: tuple[sympy.Expr, ...], eps: sympy.Expr,
+           centred: bool) -> tuple[sympy.Expr, sympy.Expr]:
     """The row mean (or 0) and the reciprocal root of the row's mean square
-    (centred on the mean when ``centred``), over fresh summed letters."""
-    def at(j: sympy.Symbol) -> sympy.Indexed:
-        return x[idx[:k] + (j,) + idx[k + 1:]]
+    (centred on the mean when ``centred``), over fresh summed letters; a row
+    is every element with the other letters fixed, ``prod(dims)`` of them."""
+    taken = {str(i) for i in idx}
+    es, fs = _fresh_for(index, taken), _fresh_for(index, taken)
+    size = sympy.Mul(*dims)
 
-    e, f = _sym(letters[0]), _sym(letters[1])
-    mean = sympy.Sum(at(f), (f, 0, dim - 1)) / dim if centred else sympy.Integer(0)
-    variance = sympy.Sum((at(e) - mean) ** 2, (e, 0, dim - 1)) / dim
+    def over(body: sympy.Expr, js: Letters) -> sympy.Sum:
+        return sympy.Sum(body, *((j, 0, d - 1) for j, d in zip(js, dims)))
+
+    mean = over(x[_at(idx, ks, fs)], fs) / size if centred else sympy.Integer(0)
+    variance = over((x[_at(idx, ks, es)] - mean) ** 2, es) / size
     return mean, (variance + eps) ** sympy.Rational(-1, 2)
 
 
 @functools.lru_cache(maxsize=None)
 def rmsnorm_rule(out: str = "R", inp: str = "X", out_indices: tuple[str, ...] = ("b", "d"),
-                 index: str = "d", dim: sympy.Expr | None = None, eps: sympy.Expr = EPS,
+                 index: str | tuple[str, ...] = "d",
+                 dim: sympy.Expr | tuple[sympy.Expr, ...] | None = None, eps: sympy.Expr = EPS,
                  rstd: str = "r", saves: str = "input") -> Reduction:
     """``out[..d..] = inp[..d..] r[..]`` with ``r[..] = (sum_e inp[..e..]**2 / D
-    + eps)**(-1/2)``, over ``index``.  Saves ``inp`` and the auxiliary ``rstd``
+    + eps)**(-1/2)``, over ``index`` (or jointly over a tuple of letters, ``D``
+    the product of their extents).  Saves ``inp`` and the auxiliary ``rstd``
     (``saves="input"``, the fused-kernel convention) or ``out`` and ``rstd``
     (``saves="output"``)."""
-    k = _check(out_indices, index, (out, inp, rstd))
+    index, dims = _reduced(index, dim)
+    ks = _check(out_indices, index, (out, inp, rstd))
     if saves not in ("input", "output"):
         raise ValueError(f"saves must be 'input' or 'output', not {saves!r}")
-    dim = _dim(dim, index)
+    size = sympy.Mul(*dims)
     X, R = sympy.IndexedBase(inp, real=True), sympy.IndexedBase(out, real=True)
     r = sympy.IndexedBase(rstd, positive=True)
     idx = tuple(_sym(i) for i in out_indices)
-    _, rstd_expr = _stats(X, idx, k, dim, eps, _fresh_letters(index, set(out_indices)), False)
+    _, rstd_expr = _stats(X, idx, ks, index, dims, eps, False)
     forward = X[idx] * rstd_expr
-    aux = Factor(rstd, tuple(out_indices[:k] + out_indices[k + 1:]))
+    aux = Factor(rstd, tuple(i for i in out_indices if i not in index))
     kept = Factor(inp if saves == "input" else out, out_indices)
 
     def substitute(expr: sympy.Expr) -> sympy.Expr:
         # sum_e X[..e..]**2 = D (r**-2 - eps), so the mean square plus eps is r**-2.
-        squares = lambda j, f: _row(f.base, X, k, j) if f.is_Pow and f.exp == 2 else None
-        expr = _replace_row_sums(expr, dim, k, squares, lambda rw: dim * (r[rw] ** -2 - eps))
+        squares = lambda js, f: _row(f.base, X, ks, js) if f.is_Pow and f.exp == 2 else None
+        expr = _replace_row_sums(expr, dims, squares, lambda rw: size * (r[rw] ** -2 - eps))
         if saves == "output":
-            expr = _substitute_centred(expr, X, k, lambda rw: 0, r, R)
+            expr = _substitute_centred(expr, X, ks, lambda rw: 0, r, R)
         return expr
 
     op = _Op(
         name="rmsnorm", output=Factor(out, out_indices), forward=forward,
-        inp=Factor(inp, out_indices), base=X, index=index, extents=((index, dim),),
+        inp=Factor(inp, out_indices), base=X, index=index, extents=tuple(zip(index, dims)),
         substitute=substitute, saved=(kept, aux), aux=(aux,),
         definitions=((Factor(out, out_indices), forward), (aux, rstd_expr)),
-        dims=frozenset(dim.free_symbols),
+        dims=frozenset().union(*(d.free_symbols for d in dims)),
     )
     return _derive(op)
 
 
 @functools.lru_cache(maxsize=None)
 def layernorm_rule(out: str = "N", inp: str = "X", out_indices: tuple[str, ...] = ("b", "d"),
-                   index: str = "d", dim: sympy.Expr | None = None, eps: sympy.Expr = EPS,
+                   index: str | tuple[str, ...] = "d",
+                   dim: sympy.Expr | tuple[sympy.Expr, ...] | None = None, eps: sympy.Expr = EPS,
                    rstd: str = "r", mean: str = "mu", saves: str = "output") -> Reduction:
     """``out[..d..] = (inp[..d..] - mu[..]) r[..]`` with ``mu[..] = sum_e
     inp[..e..] / D`` and ``r[..] = (sum_e (inp[..e..] - mu[..])**2 / D +
-    eps)**(-1/2)``, over ``index``.  Saves ``out`` and the auxiliary ``rstd``
+    eps)**(-1/2)``, over ``index`` (or jointly over a tuple of letters, ``D``
+    the product of their extents).  Saves ``out`` and the auxiliary ``rstd``
     (``saves="output"``), or ``inp``, ``mean`` and ``rstd`` (``saves="input"``)."""
-    k = _check(out_indices, index, (out, inp, rstd, mean))
+    index, dims = _reduced(index, dim)
+    ks = _check(out_indices, index, (out, inp, rstd, mean))
     if saves not in ("input", "output"):
         raise ValueError(f"saves must be 'input' or 'output', not {saves!r}")
-    dim = _dim(dim, index)
+    size = sympy.Mul(*dims)
     X, N = sympy.IndexedBase(inp, real=True), sympy.IndexedBase(out, real=True)
     r, mu = sympy.IndexedBase(rstd, positive=True), sympy.IndexedBase(mean, real=True)
     idx = tuple(_sym(i) for i in out_indices)
-    row_letters = tuple(out_indices[:k] + out_indices[k + 1:])
-    mean_expr, rstd_expr = _stats(X, idx, k, dim, eps, _fresh_letters(index, set(out_indices)), True)
+    row_letters = tuple(i for i in out_indices if i not in index)
+    mean_expr, rstd_expr = _stats(X, idx, ks, index, dims, eps, True)
     forward = (X[idx] - mean_expr) * rstd_expr
     r_aux, mu_aux = Factor(rstd, row_letters), Factor(mean, row_letters)
 
     def substitute(expr: sympy.Expr) -> sympy.Expr:
         # sum_e X[..e..] = D mu; then sum_e (X[..e..] - mu)**2 = D (r**-2 - eps).
-        expr = _replace_row_sums(expr, dim, k, _elements(X, k), lambda rw: dim * mu[rw])
+        expr = _replace_row_sums(expr, dims, _elements(X, ks), lambda rw: size * mu[rw])
 
-        def centred_squares(j: sympy.Symbol, f: sympy.Expr) -> tuple | None:
+        def centred_squares(js: Letters, f: sympy.Expr) -> tuple | None:
             if not (f.is_Pow and f.exp == 2 and isinstance(f.base, sympy.Add)):
                 return None
             for term in f.base.args:
-                rw = _row(term, X, k, j)
+                rw = _row(term, X, ks, js)
                 if rw is not None and sympy.expand(f.base - term + mu[rw]) == 0:
                     return rw
             return None
 
-        expr = _replace_row_sums(expr, dim, k, centred_squares, lambda rw: dim * (r[rw] ** -2 - eps))
+        expr = _replace_row_sums(expr, dims, centred_squares, lambda rw: size * (r[rw] ** -2 - eps))
         if saves == "output":
-            expr = _substitute_centred(expr, X, k, lambda rw: mu[rw], r, N)
+            expr = _substitute_centred(expr, X, ks, lambda rw: mu[rw], r, N)
         return expr
 
     saved = (Factor(out, out_indices), r_aux) if saves == "output" else \
         (Factor(inp, out_indices), mu_aux, r_aux)
     op = _Op(
         name="layernorm", output=Factor(out, out_indices), forward=forward,
-        inp=Factor(inp, out_indices), base=X, index=index, extents=((index, dim),),
+        inp=Factor(inp, out_indices), base=X, index=index, extents=tuple(zip(index, dims)),
         substitute=substitute, saved=saved,
         aux=(r_aux,) if saves == "output" else (mu_aux, r_aux),
         definitions=((Factor(out, out_indices), forward), (mu_aux, mean_expr), (r_aux, rstd_expr)),
-        dims=frozenset(dim.free_symbols),
+        dims=frozenset().union(*(d.free_symbols for d in dims)),
     )
     return _derive(op)
 
@@ -685,7 +751,7 @@ def cross_entropy_rule(loss: str = "L", logits: str = "Z", target: str = "y",
     letters); ``c`` is 1, or one over the number of rows when ``mean``.
     ``target`` holds integer class indices, with the logits' other letters.
     Saves the auxiliary probabilities ``probs`` and reads ``onehot_<target>``."""
-    k = _check(logit_indices, index, (loss, logits, target, probs))
+    (k,) = _check(logit_indices, (index,), (loss, logits, target, probs))
     if len(logit_indices) < 2:
         raise ValueError("cross-entropy needs a batch letter besides the class index")
     dim = _dim(dim, index)
@@ -712,9 +778,9 @@ def cross_entropy_rule(loss: str = "L", logits: str = "Z", target: str = "y",
     p_expr = sympy.exp(at(v)) / sympy.Sum(sympy.exp(at(w)), (w, 0, dim - 1))
     op = _Op(
         name="cross_entropy", output=Factor(loss, ()), forward=forward,
-        inp=Factor(logits, logit_indices), base=Z, index=index,
+        inp=Factor(logits, logit_indices), base=Z, index=(index,),
         extents=((index, dim), *zip(batch, batch_dims)),
-        substitute=lambda e: _substitute_softmax(e, Z, P, k, dim, norm),
+        substitute=lambda e: _substitute_softmax(e, Z, P, (k,), (dim,), norm),
         saved=(p_aux, Factor(onehot, logit_indices)), aux=(p_aux,),
         definitions=((p_aux, p_expr),
                      (Factor(onehot, logit_indices), sympy.KroneckerDelta(y[rows] if rows else y, v))),
