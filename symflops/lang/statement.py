@@ -5,7 +5,10 @@
     statement := ref "=" rhs ["where" condition ("," condition)*]
     rhs       := ["-"] term (("+" | "-") term)*
     term      := factor (["*"] factor | "/" constant)*
-    factor    := ref | NAME "(" ref ["," constant] ")" | constant
+    factor    := ref | call | constant
+    call      := NAME "(" ref ["," constant] ")"
+               | NAME "{" INDEX ("," INDEX)* "}" "(" ref ["," constant] ")"
+                                       (NAME ends in "_": layernorm_{c,p}(X[b,c,p]))
     ref       := NAME "[" [index ("," index)*] "]"
     index     := INDEX | NAME "[" INDEX ("," INDEX)* "]"       (a lookup: E[tok[b], d])
                | INDEX "+" INDEX                             (a shift: X[b,c,p+k])
@@ -17,126 +20,31 @@ Examples: ``H[b,f] = X[b,d] W_in[d,f]``, ``A[s,t] = Q[s,h] K[t,h] / sqrt(H)``,
 ``Z[b,d] = dropout(A[b,d], 0.1)``, ``X[b,d] = E[tok[b], d]``,
 ``A[s,t] = Q[s,e] K[t,e] / sqrt(E) where t <= s``.  Juxtaposition and ``*`` both multiply.
 A call whose argument is an indexed tensor applies a function (or an op such
-as ``softmax_t``) to it; any other parenthesised or named factor is a
+as ``softmax_t``, or ``layernorm_{c,p}`` over several letters) to it; any other parenthesised or named factor is a
 constant, kept as text with its column and read later by the whitelisting
-:mod:`symflops.lang.expr`.  Nothing here evaluates anything.
+:mod:`symflops.lang.expr`.  Nothing here evaluates anything.  The records it
+produces are in :mod:`symflops.lang.syntax` (re-exported here).
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from ..core.errors import Span, SymflopsError
+from .syntax import (Call, Condition, Constant, Gather, Reduced, Ref, Shift, Statement, Term,
+                     Token)
+
+__all__ = ["Call", "Condition", "Constant", "Gather", "MAX_FACTORS", "MAX_LETTERS", "MAX_TENSORS",
+           "MAX_TERMS", "Reduced", "Ref", "Shift", "Statement", "Term", "Token", "output_name",
+           "parse_statement", "tokenize"]
 
 _TOKEN = re.compile(
     r"(?P<space>\s+)|(?P<name>[A-Za-z_][A-Za-z0-9_]*)"
     r"|(?P<number>\d[\d_]*(?:\.\d*)?(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?)"
-    r"|(?P<punct>\*\*|<=|>=|[\[\],=*/()+\-^<>])"
+    r"|(?P<punct>\*\*|<=|>=|[\[\],=*/()+\-^<>{}])"
 )
-
-
-@dataclass(frozen=True)
-class Token:
-    kind: str  # 'name' | 'number' | 'punct' | 'end'
-    text: str
-    column: int  # 0-based offset in the statement
-
-
-@dataclass(frozen=True)
-class Ref:
-    """``NAME[i, j]`` with the 0-based column of the name and of each index.
-    A looked-up position (``E[tok[b], d]``) has ``""`` in ``indices`` and its
-    index tensor's reference in ``gathers`` (a :class:`Gather`).  A shifted
-    position (``X[b,c,p+k]``) has ``""`` in ``indices`` and its two letters in
-    ``shifts`` (a :class:`Shift`)."""
-
-    name: str
-    column: int
-    indices: tuple[str, ...]
-    index_columns: tuple[int, ...]
-    gathers: tuple["Gather", ...] = ()
-    shifts: tuple["Shift", ...] = ()
-
-
-@dataclass(frozen=True)
-class Gather:
-    """A looked-up index position, ``tok[b]`` in ``E[tok[b], d]``."""
-
-    position: int     # which index of the tensor it is
-    ref: Ref          # the index tensor with its letters
-
-
-@dataclass(frozen=True)
-class Shift:
-    """A shifted index position, ``p+k`` in ``X[b,c,p+k]``, with the columns of both letters."""
-
-    position: int
-    left: str
-    left_column: int
-    right: str
-    right_column: int
-
-
-@dataclass(frozen=True)
-class Condition:
-    """``left op right`` in a where-clause, with the columns of both letters."""
-
-    left: str
-    op: str
-    right: str
-    column: int
-    right_column: int
-
-
-@dataclass(frozen=True)
-class Call:
-    """``name(ref[, constant])``: a pointwise function or an op applied to a tensor."""
-
-    name: str
-    column: int
-    ref: Ref
-    argument: "Constant | Ref | None" = None
-
-
-@dataclass(frozen=True)
-class Constant:
-    """Constant text (``sqrt(H)``, ``0.125``, ``D``) and its column; ``divide``
-    when it follows ``/``."""
-
-    text: str
-    column: int
-    divide: bool = False
-
-
-@dataclass(frozen=True)
-class Term:
-    """A signed product of factors."""
-
-    negative: bool
-    factors: tuple[Ref | Call | Constant, ...]
-    column: int
-
-
-@dataclass(frozen=True)
-class Statement:
-    lhs: Ref
-    terms: tuple[Term, ...]
-    text: str
-    where: tuple[Condition, ...] = ()
-
-    @property
-    def refs(self) -> tuple[Ref, ...]:
-        """Every tensor reference on the right side, in order (an index
-        tensor of a lookup right after the tensor it looks up)."""
-        out: list[Ref] = []
-        for term in self.terms:
-            for f in term.factors:
-                ref = f if isinstance(f, Ref) else f.ref if isinstance(f, Call) else None
-                if ref is not None:
-                    out.append(ref)
-                    out += [g.ref for g in ref.gathers]
-        return tuple(out)
+#: An example of the braced call, for messages.
+BRACED = "layernorm_{c,p}(X[b,c,p])"
 
 
 EXAMPLE = "'H[b,f] = X[b,d] W[d,f]'"
@@ -159,8 +67,23 @@ MAX_TENSORS = 8
 def tokenize(text: str, span: Span | None = None) -> list[Token]:
     tokens: list[Token] = []
     pos = 0
+    braces = 0  # open '{' of a call's index list
     while pos < len(text):
         m = _TOKEN.match(text, pos)
+        if m is not None and m.group() == "{":
+            # Only a call's index list opens a brace, right after its name: softmax_{c,p}.
+            last = tokens[-1] if tokens else None
+            adjacent = last is not None and last.kind == "name" and last.column + len(last.text) == pos
+            if adjacent and last.text.endswith("_"):
+                braces += 1
+            elif adjacent:
+                raise SymflopsError(f"'{{' right after {last.text!r}", _at(span, pos),
+                                    f"a call's index list follows an underscore: write "
+                                    f"{last.text}_{{...}}(...), e.g. {BRACED}")
+            else:
+                m = None
+        elif m is not None and m.group() == "}":
+            m, braces = (m, braces - 1) if braces else (None, braces)
         if m is None:
             raise SymflopsError(
                 f"unexpected character {text[pos]!r} in op {text!r}", _at(span, pos),
@@ -306,22 +229,13 @@ class _Parser:
             return Constant(tok.text, tok.column)
         if tok.kind == "name" and self.peek().text == "[":
             return self.ref()
+        if tok.kind == "name" and self.peek().text == "{":
+            return self.braced_call()
         if tok.kind == "name" and self.peek().text == "(":
             # A call on an indexed tensor is a function or an op; else a constant.
             if self.peek(2).kind == "name" and self.peek(3).text == "[":
-                self.pos += 2
-                ref = self.ref()
-                argument = None
-                if self.tok.text == ",":
-                    self.pos += 1
-                    argument = self.constant_or_call()
-                    if isinstance(argument, Call):
-                        raise self.error("the second argument must be a constant or a tensor",
-                                         "e.g. dropout(A[b,d], 0.1) or "
-                                         "cross_entropy_v(Z[b,v], y[b])")
-                self.expect(")", f"expected ')' to close {tok.text}(...)",
-                            f"a call takes one tensor, e.g. {tok.text}(X[b,d])")
-                return Call(tok.text, tok.column, ref, argument)
+                self.pos += 1
+                return self.call(tok, tok.text)
             return self._balanced()
         if tok.kind == "name":
             if tok.text in self.tensors:  # a tensor without its indices
@@ -332,6 +246,61 @@ class _Parser:
             return self._balanced()
         raise self.error(f"unexpected {self.describe(tok)}",
                          f"the right side is a sum of products of tensors, e.g. {EXAMPLE}")
+
+    def call(self, name: Token, written: str, reduced: tuple[Reduced, ...] = ()) -> Call:
+        """The rest of a call from its '(' (the current token) on: the tensor,
+        an optional second argument, and ')'."""
+        self.pos += 1
+        ref = self.ref()
+        argument = None
+        if self.tok.text == ",":
+            self.pos += 1
+            argument = self.constant_or_call()
+            if isinstance(argument, Call):
+                raise self.error("the second argument must be a constant or a tensor",
+                                 "e.g. dropout(A[b,d], 0.1) or "
+                                 "cross_entropy_v(Z[b,v], y[b])")
+        self.expect(")", f"expected ')' to close {written}(...)",
+                    f"a call takes one tensor, e.g. {written}(X[b,d])")
+        return Call(written, name.column, ref, argument, reduced)
+
+    def braced_call(self) -> Call:
+        """``NAME_{a,b}(ref ...)``: a call over the letters in braces (the
+        current token is the name, the next '{')."""
+        name = self.tok
+        self.pos += 1
+        opening = self.tok
+        self.pos += 1
+        hint = f"list the letters it reduces over, each once, e.g. {BRACED}"
+        reduced: list[Reduced] = []
+        while self.tok.text != "}":
+            if self.tok.kind == "end":
+                raise self.error(f"'{{' after {name.text!r} is never closed",
+                                 f"close the index list with '}}', e.g. {BRACED}", opening)
+            if reduced:
+                self.expect(",", f"expected ',' or '}}' in the index list of {name.text}{{...}}",
+                            f"separate the letters with commas, e.g. {BRACED}")
+            letter = self.tok
+            if letter.kind != "name":
+                raise self.error(f"expected an index letter in {name.text}{{...}}, found "
+                                 f"{self.describe(letter)}", hint)
+            if any(r.letter == letter.text for r in reduced):
+                raise self.error(f"the index {letter.text!r} is listed twice in "
+                                 f"{name.text}{{...}}", hint, letter)
+            reduced.append(Reduced(letter.text, letter.column))
+            self.pos += 1
+        if not reduced:
+            raise self.error(f"{name.text}{{}} names no index", hint + " (or one index as "
+                             f"{name.text}d(X[b,d]))", opening)
+        self.pos += 1
+        written = f"{name.text}{{{','.join(r.letter for r in reduced)}}}"
+        if self.tok.text != "(":
+            raise self.error(f"expected '(' after {written}, found {self.describe(self.tok)}",
+                             f"apply it to a tensor, e.g. {BRACED}")
+        if not (self.peek().kind == "name" and self.peek(2).text == "["):
+            raise self.error(f"{written}(...) applies to a tensor with its indices, found "
+                             f"{self.describe(self.peek())}", f"e.g. {BRACED}", self.peek())
+        return self.call(name, written, tuple(reduced))
 
     def term(self, negative: bool) -> Term:
         start = self.tok.column

@@ -28,10 +28,9 @@ add into the row sum, divide for ``P_Y``), per row 1 (the log).  The backward
 cost is counted from the derived rule like any einsum: one multiply per
 element.
 
-Imported from :mod:`symflops.ops.reductions` besides its public names: the
-private pipeline pieces ``_Op``, ``_derive``, ``_substitute_softmax`` (the
-substitution softmax uses), ``_check``, ``_sym``, ``_fresh_letters``,
-``_unused`` and ``_dim``, so that the derivation is the same code as softmax's.
+The derivation is the same code as softmax's: :mod:`symflops.ops.derivation`'s
+pipeline (``DerivedOp``, ``derive_reduction``) with softmax's substitution
+from :mod:`symflops.ops.reductions` (``substitute_softmax``).
 """
 
 from __future__ import annotations
@@ -48,8 +47,8 @@ from ..core.errors import Span, SymflopsError
 from ..core.ir import Einsum, Factor
 from ..core.records import OpCost, Rule, Step
 from .base import Scope
-from .reductions import (Reduction, _check, _derive, _dim, _fresh_letters, _Op, _substitute_softmax,
-                         _sym, _unused)
+from .derivation import DerivedOp, derive_reduction, fresh_letters, index_symbol
+from .reductions import Reduction, check_arguments, default_dim, substitute_softmax, unused_name
 
 PER_ELEMENT, PER_ROW = 3, 1
 
@@ -62,25 +61,26 @@ def logsumexp_rule(out: str = "Y", inp: str = "A", inp_indices: tuple[str, ...] 
     default the upper-cased letter); ``out_indices`` are the input's other
     letters (default in the input's order).  Saves the auxiliary ``probs``,
     the softmax of ``inp`` over ``index``."""
-    k = _check(inp_indices, index, (out, inp, probs))
+    ks = check_arguments(inp_indices, (index,), (out, inp, probs))
+    k = ks[0]
     if len(inp_indices) < 2:
         raise ValueError("logsumexp needs a row letter besides the reduced index")
     rows = inp_indices[:k] + inp_indices[k + 1:]
     out_indices = rows if out_indices is None else out_indices
     if sorted(out_indices) != sorted(rows):
         raise ValueError(f"the output's letters {out_indices} must be the input's other letters {rows}")
-    dim = _dim(dim, index)
+    dim = default_dim(dim, index)
     A, P = sympy.IndexedBase(inp, real=True), sympy.IndexedBase(probs, positive=True)
-    norm = sympy.IndexedBase(_unused("Z", (out, inp, probs)), positive=True)
-    idx = tuple(_sym(i) for i in inp_indices)
-    u = _sym(_fresh_letters(index, set(inp_indices))[0])
+    norm = sympy.IndexedBase(unused_name("Z", (out, inp, probs)), positive=True)
+    idx = tuple(index_symbol(i) for i in inp_indices)
+    u = index_symbol(fresh_letters(index, set(inp_indices))[0])
     row_sum = sympy.Sum(sympy.exp(A[idx[:k] + (u,) + idx[k + 1:]]), (u, 0, dim - 1))
     p_aux = Factor(probs, inp_indices)
-    return _derive(_Op(
+    return derive_reduction(DerivedOp(
         name="logsumexp", output=Factor(out, out_indices), forward=sympy.log(row_sum),
-        inp=Factor(inp, inp_indices), base=A, index=index, extents=((index, dim),),
+        inp=Factor(inp, inp_indices), base=A, index=(index,), extents=((index, dim),),
         # sum_u exp(A[..u..]) -> Z[..], exp(A[..t..]) -> P[..t..] Z[..]: Z cancels.
-        substitute=lambda e: _substitute_softmax(e, A, P, k, dim, norm),
+        substitute=lambda e: substitute_softmax(e, A, P, ks, (dim,), norm),
         saved=(p_aux,), aux=(p_aux,), definitions=((p_aux, sympy.exp(A[idx]) / row_sum),),
         dims=frozenset(dim.free_symbols),
     ))
@@ -204,7 +204,7 @@ class LogSumExp:
         return rf"{m.ix(self.out)} = \operatorname{{logsumexp}}_{{{self.index}}}({m.ix(self.inp)})"
 
 
-_NAME = re.compile(r"logsumexp_([A-Za-z_][A-Za-z0-9_]*)\Z")
+_NAME = re.compile(r"logsumexp_([A-Za-z_][A-Za-z0-9_]*|\{[^{}]*\})\Z")
 
 
 class LogSumExpCall:
@@ -219,6 +219,11 @@ class LogSumExpCall:
 
     def whole(self, call: Any, statement: Any, out: Factor, scope: Scope) -> LogSumExp:
         at = scope.at
+        if len(call.reduced) > 1:
+            raise SymflopsError(f"{call.name}(...) over {len(call.reduced)} indices is not supported",
+                                at(call.column),
+                                "log-sum-exp reduces one index, e.g. "
+                                "'Y[s] = logsumexp_t(A[s,t])'; reduce one index at a time")
         if len(statement.terms) != 1 or statement.terms[0].negative:
             self.inline(call, out, scope)
         if statement.where:
@@ -227,7 +232,7 @@ class LogSumExpCall:
                                 "remove it; only softmax takes a domain (a causal mask)")
         m = _NAME.match(call.name)
         assert m is not None
-        index, ref = m.group(1), call.ref
+        index, ref = call.reduced[0].letter if call.reduced else m.group(1), call.ref
         if call.argument is not None:
             raise SymflopsError(f"{call.name} takes one tensor", at(call.argument.column),
                                 f"write {call.name}({ref.name}[...])")

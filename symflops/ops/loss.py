@@ -179,7 +179,7 @@ class CrossEntropy:
         return f"{m.ix(self.out)} = {name}_{{{self.index}}}({m.ix(self.logits)},\\ {m.ix(self.target)})"
 
 
-_NAME = re.compile(r"cross_entropy(_mean)?_([A-Za-z_][A-Za-z0-9_]*)\Z")
+_NAME = re.compile(r"cross_entropy(_mean)?_([A-Za-z_][A-Za-z0-9_]*|\{[^{}]*\})\Z")
 
 
 class CrossEntropyCall:
@@ -194,11 +194,17 @@ class CrossEntropyCall:
 
     def whole(self, call: Any, statement: Any, out: Factor, scope: Scope) -> CrossEntropy:
         at = scope.at
+        if len(call.reduced) > 1:
+            stem = call.name[:call.name.index("{")]
+            raise SymflopsError(f"{call.name}(...) takes one class index, not "
+                                f"{len(call.reduced)}", at(call.column),
+                                f"cross-entropy is over the class index alone, e.g. "
+                                f"'L[] = {stem}v(Z[b,v], y[b])'; the other letters are rows")
         if len(statement.terms) != 1 or statement.terms[0].negative or statement.where:
             self.inline(call, out, scope)
         m = _NAME.match(call.name)
         assert m is not None
-        mean, index = bool(m.group(1)), m.group(2)
+        mean, index = bool(m.group(1)), call.reduced[0].letter if call.reduced else m.group(2)
         logits = call.ref
         if out.indices:
             raise SymflopsError(f"the loss {out.tensor} must be a scalar, written {out.tensor}[]",

@@ -1,8 +1,12 @@
-"""Ops that normalise over one named index: softmax, LayerNorm, RMSNorm.
+"""Ops that normalise over named indices: softmax, LayerNorm, RMSNorm.
 
 ``P[s,t] = softmax_t(A[s,t])``, ``N[b,d] = layernorm_d(X[b,d])``,
 ``R[b,d] = rmsnorm_d(X[b,d])``: each output element depends on a whole row of
-the input, so these are not einsums.  This module keeps everything one such op
+the input, so these are not einsums.  Over several letters at once,
+``N[b,c,p] = layernorm_{c,p}(X[b,c,p])``, a row is every element with the
+other letters fixed (``C*P`` of them): the statistics are taken over all of
+them jointly (GroupNorm, InstanceNorm and a 2-D BatchNorm are such norms), and
+softmax normalises over the joint set; ``rstd`` is one per row.  This module keeps everything one such op
 knows in one class: its forward pass (NumPy and PyTorch), its backward rule
 (derived by SymPy in :mod:`symflops.ops.reductions`, never typed in), its cost,
 and the auxiliary per-row tensor it saves (the reciprocal standard deviation
@@ -49,12 +53,14 @@ LATEX = {"softmax": r"\operatorname{softmax}", "layernorm": r"\operatorname{laye
 @dataclass(frozen=True)
 class Normalize:
     """``out = kind_index(inp)``; ``aux`` are the per-row tensors it also
-    produces (``rstd`` for the norms)."""
+    produces (``rstd`` for the norms).  ``index`` lists the reduced letters
+    (one for ``softmax_t``, several for ``layernorm_{c,p}``), distinct, each a
+    letter of ``inp``."""
 
     kind: str
     out: Factor
     inp: Factor
-    index: str
+    index: tuple[str, ...]
     index_dims: tuple[tuple[str, sympy.Expr], ...]
     text: str = ""
     span: Span | None = field(default=None, compare=False)
@@ -83,19 +89,25 @@ class Normalize:
     def aux(self) -> tuple[Factor, ...]:
         if self.kind == "softmax":
             return ()
-        return (Factor(self.rstd, tuple(i for i in self.out.indices if i != self.index)),)
+        return (Factor(self.rstd, tuple(i for i in self.out.indices if i not in self.index)),)
 
     @property
     def aux_description(self) -> str:
         return f"reciprocal standard deviation saved by {self.kind}"
 
+    @property
+    def name(self) -> str:
+        """The call as written: ``softmax_t``, ``layernorm_{c,p}``."""
+        letters = self.index[0] if len(self.index) == 1 else "{" + ",".join(self.index) + "}"
+        return f"{self.kind}_{letters}"
+
     def statement(self) -> str:
         where = ", ".join(f.condition() for f in self.conditions)
-        return f"{self.out} = {self.kind}_{self.index}({self.inp})" + (f" where {where}" if where else "")
+        return f"{self.out} = {self.name}({self.inp})" + (f" where {where}" if where else "")
 
     def reduction(self) -> Reduction:
         """The SymPy derivation of the backward rule, in this op's names."""
-        dim = self.dims()[self.index]
+        dim = tuple(self.dims()[i] for i in self.index)
         if self.kind == "softmax":
             return softmax_rule(self.out.tensor, self.inp.tensor, self.out.indices, self.index, dim)
         if self.kind == "layernorm":
@@ -146,9 +158,9 @@ class Normalize:
             # the reduced index renamed to a fresh summed letter
             fresh = [i for i in e.summed if i not in self.out.indices]
             for u in fresh:
-                if a == self.index and b in letters:
+                if (a,) == self.index and b in letters:
                     extra.append(Factor(c.tensor, (u, b), fn=c.fn))
-                elif b == self.index and a in letters:
+                elif (b,) == self.index and a in letters:
                     extra.append(Factor(c.tensor, (a, u), fn=c.fn))
         return Einsum(e.output, (*e.operands, *extra), e.coefficient) if extra else e
 
@@ -159,7 +171,7 @@ class Normalize:
 
         elements = size(set(self.out.indices), self.dims(),
                         bounds_of(Einsum(self.out, self.conditions)))
-        rows = sympy.Mul(*(self.dims()[i] for i in self.out.indices if i != self.index))
+        rows = sympy.Mul(*(self.dims()[i] for i in self.out.indices if i not in self.index))
         return OpCost(sympy.Integer(0),
                       sympy.expand(PER_ELEMENT[self.kind] * elements + PER_ROW[self.kind] * rows))
 
@@ -167,7 +179,7 @@ class Normalize:
             dims: Mapping[str, int] | None = None) -> dict[str, np.ndarray]:
         """The forward pass with NumPy: the output and the auxiliary tensors."""
         x = values[self.inp.tensor]
-        axis = self.inp.indices.index(self.index)
+        axis = self._axes()
         # The output's letters may be in another order than the input's.
         order = [self.inp.indices.index(i) for i in self.out.indices]
         if self.kind == "softmax":
@@ -184,22 +196,31 @@ class Normalize:
               dims: Mapping[str, int] | None = None) -> dict[str, Any]:
         """The same with PyTorch's own kernels, for the verifier."""
         x = values[self.inp.tensor]
-        axis = self.inp.indices.index(self.index)
+        axes = self._axes()
         order = [self.inp.indices.index(i) for i in self.out.indices]
+        # The reduced axes last, in the order listed: a row is the trailing block.
+        last = tuple(range(x.dim() - len(axes), x.dim()))
         if self.kind == "softmax":
             keep = torch.as_tensor(self._mask(tuple(x.shape)), device=x.device)
-            x = x.masked_fill(~keep, float("-inf"))
-            return {self.output: torch.softmax(x, dim=axis).permute(order)}
-        moved = x.movedim(axis, -1)
-        n = moved.shape[-1]
+            moved = x.masked_fill(~keep, float("-inf")).movedim(axes, last)
+            shape = tuple(moved.shape[moved.dim() - len(axes):])
+            y = torch.softmax(moved.flatten(start_dim=moved.dim() - len(axes)), dim=-1)
+            return {self.output: y.unflatten(-1, shape).movedim(last, axes).permute(order)}
+        moved = x.movedim(axes, last)
+        shape = tuple(moved.shape[moved.dim() - len(axes):])
+        trailing = tuple(range(-len(axes), 0))
         if self.kind == "layernorm":
-            y = torch.nn.functional.layer_norm(moved, (n,), eps=EPS)
-            var = moved.var(dim=-1, unbiased=False)
+            y = torch.nn.functional.layer_norm(moved, shape, eps=EPS)
+            var = moved.var(dim=trailing, unbiased=False)
         else:
-            var = (moved ** 2).mean(dim=-1)
-            y = moved * torch.rsqrt(var.unsqueeze(-1) + EPS)
+            var = (moved ** 2).mean(dim=trailing)
+            y = moved * torch.rsqrt(var.reshape(var.shape + (1,) * len(axes)) + EPS)
         r = torch.rsqrt(var + EPS)
-        return {self.output: y.movedim(-1, axis).permute(order), self.rstd: r.permute(self._row_order())}
+        return {self.output: y.movedim(last, axes).permute(order), self.rstd: r.permute(self._row_order())}
+
+    def _axes(self) -> tuple[int, ...]:
+        """The input's axes of the reduced letters, in the order listed."""
+        return tuple(self.inp.indices.index(i) for i in self.index)
 
     def _mask(self, shape: tuple[int, ...]) -> np.ndarray:
         """True inside the where-clause's domain, over the input's axes."""
@@ -219,40 +240,47 @@ class Normalize:
 
     def _row_order(self) -> list[int]:
         """Axis order taking the input's row letters to the auxiliary tensor's."""
-        rows = [i for i in self.inp.indices if i != self.index]
+        rows = [i for i in self.inp.indices if i not in self.index]
         return [rows.index(i) for i in self.aux[0].indices]
 
     def latex(self, m: Any) -> str:
         """``P_{st} = \\operatorname{softmax}_t(A_{st})``; ``m.ix`` prints an
         indexed name, and a condition as an Iverson bracket."""
         where = r",\ ".join(m.ix(c) for c in self.conditions)
-        return (f"{m.ix(self.out)} = {LATEX[self.kind]}_{{{self.index}}}({m.ix(self.inp)})"
+        return (f"{m.ix(self.out)} = {LATEX[self.kind]}_{{{','.join(self.index)}}}({m.ix(self.inp)})"
                 + (rf"\quad\text{{where }} {where}" if where else ""))
 
 
-_NAME = re.compile(r"(softmax|layernorm|rmsnorm)_([A-Za-z_][A-Za-z0-9_]*)\Z")
+_NAME = re.compile(r"(softmax|layernorm|rmsnorm)_([A-Za-z_][A-Za-z0-9_]*|\{[^{}]*\})\Z")
 
 
 def _lower(call: Any, out: Factor, scope: Scope) -> Normalize:
-    """``softmax_t(A[s,t])`` and the like, checked: the index is one of the
-    tensor's letters, and no second argument."""
+    """``softmax_t(A[s,t])``, ``layernorm_{c,p}(X[b,c,p])`` and the like,
+    checked: each reduced letter is one of the tensor's letters (the grammar
+    has made them distinct), and no second argument."""
     at = scope.at
     m = _NAME.match(call.name)
     assert m is not None
-    kind, index = m.group(1), m.group(2)
+    kind = m.group(1)
+    # A letter of the name (softmax_t) points at the call; a braced one at itself.
+    index = tuple((r.letter, at(r.column)) for r in call.reduced) or ((m.group(2), at(call.column)),)
     if call.argument is not None:
         raise SymflopsError(f"{call.name} takes one tensor", at(call.argument.column),
                             f"write {call.name}({call.ref.name}[...])")
-    if index not in call.ref.indices:
-        raise SymflopsError(
-            f"{kind} over {index!r}, an index {call.ref.name} does not have", at(call.column),
-            f"normalise over one of {call.ref.name}'s indices: "
-            + ", ".join(f"{kind}_{i}" for i in dict.fromkeys(call.ref.indices)))
+    for letter, where in index:
+        if letter not in call.ref.indices:
+            raise SymflopsError(
+                f"{kind} over {letter!r}, an index {call.ref.name} does not have", where,
+                f"normalise over one of {call.ref.name}'s indices: "
+                + ", ".join(f"{kind}_{i}" for i in dict.fromkeys(call.ref.indices))
+                + (f", or several, e.g. {kind}_{{{','.join(call.ref.indices[-2:])}}}"
+                   if len(index) > 1 else ""))
     if len(set(call.ref.indices)) != len(call.ref.indices):
         raise SymflopsError(f"{call.name} of a diagonal is not supported", at(call.column),
                             "give each axis its own letter")
     letters = tuple(dict.fromkeys(call.ref.indices))
-    return Normalize(kind, out, Factor(call.ref.name, call.ref.indices, at(call.ref.column)), index,
+    return Normalize(kind, out, Factor(call.ref.name, call.ref.indices, at(call.ref.column)),
+                     tuple(letter for letter, _ in index),
                      tuple((i, scope.extents[i]) for i in letters), scope.text, scope.span)
 
 
@@ -273,6 +301,10 @@ class NormalizeCall:
         if not statement.where:
             return op
         where = statement.where
+        if len(op.index) > 1:
+            raise SymflopsError(f"a where-clause on {call.name}(...) over several indices is not "
+                                "supported", scope.at(where[0].column),
+                                "mask a softmax over one index, e.g. softmax_t(A[s,t]) where t <= s")
         if op.kind != "softmax":
             raise SymflopsError(f"a where-clause on {call.name}(...) is not supported",
                                 scope.at(where[0].column),
