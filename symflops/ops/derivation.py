@@ -55,7 +55,7 @@ from typing import Callable, Mapping
 import sympy
 from sympy.core.function import AppliedUndef
 
-from ..core.records import IndexTerm
+from ..core.records import IndexTerm, Rule, Step
 from ..core.ir import Einsum, Factor
 from .sums import evaluate_created_sums
 
@@ -313,3 +313,56 @@ def derive_reduction(op: DerivedOp) -> Reduction:
 
 def index_symbol(letter: str) -> sympy.Symbol:
     return sympy.Symbol(letter, integer=True)
+
+
+# ------------------------------------------- what such ops share --
+
+class ReductionOp:
+    """The members shared by the op kinds whose backward rule is a
+    :class:`Reduction` (softmax and the norms, log-sum-exp, cross-entropy).
+
+    A kind is a frozen dataclass with the fields ``out`` (its output with its
+    letters) and ``index_dims``, and a method ``reduction()`` giving the
+    derivation in its own names; it inherits the rest of these members."""
+
+    terms = ()  # not a sum of einsums
+
+    @property
+    def output(self) -> str:
+        return self.out.tensor  # type: ignore[attr-defined]
+
+    def dims(self) -> dict[str, sympy.Expr]:
+        return dict(self.index_dims)  # type: ignore[attr-defined]
+
+    def formula(self) -> sympy.Expr:
+        """The output element as SymPy derives it (the forward stage)."""
+        return self.reduction().stage("forward")  # type: ignore[attr-defined]
+
+    def patterns(self) -> tuple[()]:
+        """No einsum patterns: its derivation is :meth:`shown`."""
+        return ()
+
+    def shown(self) -> Reduction:
+        """The derivation as the sheet shows it."""
+        return self.reduction()  # type: ignore[attr-defined]
+
+
+def reduction_rule(red: Reduction, wrt: str, number: int, einsums: tuple[Einsum, ...],
+                   dims: Mapping[str, sympy.Expr],
+                   shown: Callable[[tuple[IndexTerm, ...]], tuple[IndexTerm, ...]] = lambda t: t
+                   ) -> Rule:
+    """The rule a :class:`Reduction` gives for ``wrt`` (op ``number``), written
+    as ``einsums``, with the derivation's stages as its steps: index-term
+    stages carry their terms (as ``shown`` writes them), the others their
+    SymPy expression.  ``dims`` are the op's letters' extents."""
+    extents = {**dims, **dict(red.index_dims)}
+    steps = []
+    for name, value in red.stages:
+        if isinstance(value, tuple):
+            lhs = red.lhs if name in ("scalar", "contracted", "rule") else red.output
+            steps.append(Step(name, lhs, shown(value), name))
+        else:
+            steps.append(Step(name, red.output, (), name, value))
+    letters = sorted({i for e in einsums for i in e.indices})
+    return Rule(wrt, number, einsums, tuple((i, extents[i]) for i in letters), tuple(steps),
+                matmul=False)

@@ -45,9 +45,10 @@ import sympy
 
 from ..core.errors import Span, SymflopsError
 from ..core.ir import Einsum, Factor
-from ..core.records import OpCost, Rule, Step
+from ..core.records import OpCost, Rule
 from .base import Scope
-from .derivation import DerivedOp, derive_reduction, fresh_letters, index_symbol
+from .derivation import (DerivedOp, ReductionOp, derive_reduction, fresh_letters, index_symbol,
+                         reduction_rule)
 from .reductions import Reduction, check_arguments, default_dim, substitute_softmax, unused_name
 
 PER_ELEMENT, PER_ROW = 3, 1
@@ -87,7 +88,7 @@ def logsumexp_rule(out: str = "Y", inp: str = "A", inp_indices: tuple[str, ...] 
 
 
 @dataclass(frozen=True)
-class LogSumExp:
+class LogSumExp(ReductionOp):
     """``out = logsumexp_index(inp)``: ``out`` has ``inp``'s letters but ``index``;
     ``aux`` is the softmax ``P_<out>`` it saves."""
 
@@ -97,20 +98,11 @@ class LogSumExp:
     index_dims: tuple[tuple[str, sympy.Expr], ...]
     text: str = ""
     span: Span | None = field(default=None, compare=False)
-
-    terms = ()  # not a sum of einsums
     kind = "logsumexp"
-
-    @property
-    def output(self) -> str:
-        return self.out.tensor
 
     @property
     def inputs(self) -> tuple[str, ...]:
         return (self.inp.tensor,)
-
-    def dims(self) -> dict[str, sympy.Expr]:
-        return dict(self.index_dims)
 
     @property
     def probs(self) -> str:
@@ -134,38 +126,14 @@ class LogSumExp:
         return logsumexp_rule(self.out.tensor, self.inp.tensor, self.inp.indices, self.index,
                               self.dims()[self.index], self.probs, self.out.indices)
 
-    def formula(self) -> sympy.Expr:
-        """The output element as SymPy derives it (the forward stage)."""
-        return self.reduction().stage("forward")
-
-    def patterns(self) -> tuple[()]:
-        """No einsum patterns: its derivation is :meth:`shown`."""
-        return ()
-
-    def shown(self) -> Reduction:
-        """The derivation as the sheet shows it."""
-        return self.reduction()
-
     def reads(self) -> tuple[Einsum, ...]:
         """It reads its input row by row."""
         return (Einsum(self.out, (self.inp,)),)
 
     def rules(self, number: int, targets: Sequence[str] = ()) -> tuple[Rule, ...]:
-        """The rule for its one input, with the derivation's stages as steps:
-        index-term stages carry their terms, the others their SymPy expression."""
+        """The rule for its one input, with the derivation's stages as steps."""
         red = self.reduction()
-        extents = {**self.dims(), **dict(red.index_dims)}
-        einsums = red.einsums()
-        steps = []
-        for name, value in red.stages:
-            if isinstance(value, tuple):
-                lhs = red.lhs if name in ("scalar", "contracted", "rule") else red.output
-                steps.append(Step(name, lhs, value, name))
-            else:
-                steps.append(Step(name, red.output, (), name, value))
-        letters = sorted({i for e in einsums for i in e.indices})
-        return (Rule(self.inp.tensor, number, einsums, tuple((i, extents[i]) for i in letters),
-                     tuple(steps), matmul=False),)
+        return (reduction_rule(red, self.inp.tensor, number, red.einsums(), self.dims()),)
 
     def cost(self, unit: str, order: str = "written", sizes: tuple[tuple[str, int], ...] = (),
              choice: str = "declared") -> OpCost:

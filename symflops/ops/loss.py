@@ -26,18 +26,19 @@ import numpy as np
 import sympy
 
 from ..core.records import OpCost
-from ..core.records import IndexTerm, Rule, Step
+from ..core.records import IndexTerm, Rule
 from ..core.errors import Span, SymflopsError, closest
 from ..core.ir import SELECT, Einsum, Factor
 from ..lang.statement import Ref
 from .base import Scope
+from .derivation import ReductionOp, reduction_rule
 from .reductions import Reduction, cross_entropy_rule
 
 PER_ELEMENT, PER_ROW = 3, 2
 
 
 @dataclass(frozen=True)
-class CrossEntropy:
+class CrossEntropy(ReductionOp):
     """``out[] = cross_entropy_index(logits, target)``, summed (or averaged,
     ``mean``) over the logits' other letters."""
 
@@ -49,20 +50,11 @@ class CrossEntropy:
     index_dims: tuple[tuple[str, sympy.Expr], ...]
     text: str = ""
     span: Span | None = field(default=None, compare=False)
-
-    terms = ()  # not a sum of einsums
     kind = "cross_entropy"
-
-    @property
-    def output(self) -> str:
-        return self.out.tensor
 
     @property
     def inputs(self) -> tuple[str, ...]:
         return (self.logits.tensor, self.target.tensor)
-
-    def dims(self) -> dict[str, sympy.Expr]:
-        return dict(self.index_dims)
 
     @property
     def probs(self) -> str:
@@ -92,17 +84,9 @@ class CrossEntropy:
         return Factor(self.target.tensor,
                       (letter[self.index], *(letter[i] for i in self.target.indices)), fn=SELECT)
 
-    def formula(self) -> sympy.Expr:
-        """The loss as SymPy derives it (the forward stage)."""
-        return self.reduction().stage("forward")
-
     def reads(self) -> tuple[Einsum, ...]:
         """It reads its logits row by row."""
         return (Einsum(self.out, (self.logits,)),)
-
-    def patterns(self) -> tuple[()]:
-        """No einsum patterns: its derivation is :meth:`shown`."""
-        return ()
 
     def shown(self) -> Reduction:
         """The derivation as the sheet shows it: the one-hot written as ``[v = y_b]``."""
@@ -120,18 +104,14 @@ class CrossEntropy:
     def rules(self, number: int, targets: Sequence[str] = ()) -> tuple[Rule, ...]:
         """The rule for its one differentiable input (``targets`` is that input)."""
         red = self.reduction()
-        terms = tuple(Einsum(red.lhs, tuple(self._select(f) for f in t.factors), t.coefficient)
-                      for t in red.terms)
-        extents = {**self.dims(), **dict(red.index_dims)}
-        letters = {i for e in terms for i in e.indices}
-        steps = tuple(Step(name, red.lhs if name in ("scalar", "contracted", "rule") else red.output,
-                           tuple(IndexTerm(t.coefficient, tuple(self._select(f) for f in t.factors),
-                                           t.deltas, t.summed) for t in value)
-                           if isinstance(value, tuple) else (), name,
-                           None if isinstance(value, tuple) else value)
-                      for name, value in red.stages)
-        return (Rule(self.logits.tensor, number, terms,
-                     tuple((i, extents[i]) for i in sorted(letters)), steps, matmul=False),)
+
+        def shown(terms: tuple[IndexTerm, ...]) -> tuple[IndexTerm, ...]:
+            return tuple(IndexTerm(t.coefficient, tuple(self._select(f) for f in t.factors),
+                                   t.deltas, t.summed) for t in terms)
+
+        einsums = tuple(Einsum(red.lhs, tuple(self._select(f) for f in t.factors), t.coefficient)
+                        for t in red.terms)
+        return (reduction_rule(red, self.logits.tensor, number, einsums, self.dims(), shown),)
 
     def cost(self, unit: str, order: str = "written", sizes: tuple[tuple[str, int], ...] = (),
              choice: str = "declared") -> OpCost:

@@ -36,10 +36,11 @@ import numpy as np
 import sympy
 
 from ..core.records import OpCost
-from ..core.records import Rule, Step
+from ..core.records import Rule
 from ..core.errors import Span, SymflopsError
 from ..core.ir import Einsum, Factor
 from .base import Scope
+from .derivation import ReductionOp, reduction_rule
 from .reductions import Reduction, layernorm_rule, rmsnorm_rule, softmax_rule
 
 KINDS = ("softmax", "layernorm", "rmsnorm")
@@ -51,7 +52,7 @@ LATEX = {"softmax": r"\operatorname{softmax}", "layernorm": r"\operatorname{laye
 
 
 @dataclass(frozen=True)
-class Normalize:
+class Normalize(ReductionOp):
     """``out = kind_index(inp)``; ``aux`` are the per-row tensors it also
     produces (``rstd`` for the norms).  ``index`` lists the reduced letters
     (one for ``softmax_t``, several for ``layernorm_{c,p}``), distinct, each a
@@ -68,18 +69,9 @@ class Normalize:
     #: the scores count as -infinity, so the probabilities there are 0.
     conditions: tuple[Factor, ...] = ()
 
-    terms = ()  # not a sum of einsums
-
-    @property
-    def output(self) -> str:
-        return self.out.tensor
-
     @property
     def inputs(self) -> tuple[str, ...]:
         return (self.inp.tensor,)
-
-    def dims(self) -> dict[str, sympy.Expr]:
-        return dict(self.index_dims)
 
     @property
     def rstd(self) -> str:
@@ -116,34 +108,15 @@ class Normalize:
         return rmsnorm_rule(self.out.tensor, self.inp.tensor, self.out.indices, self.index, dim,
                             rstd=self.rstd)
 
-    def formula(self) -> sympy.Expr:
-        """The output element as SymPy derives it (the forward stage)."""
-        return self.reduction().stage("forward")
-
     def reads(self) -> tuple[Einsum, ...]:
         """It reads its input row by row, inside its where-clause."""
         return (Einsum(self.out, (self.inp, *self.conditions)),)
 
-    def shown(self) -> Reduction:
-        """The derivation as the sheet shows it."""
-        return self.reduction()
-
-    def patterns(self) -> tuple[()]:
-        """No einsum patterns: its derivation is :meth:`shown`."""
-        return ()
-
     def rules(self, number: int, targets: Sequence[str] = ()) -> tuple[Rule, ...]:
         """The rule for its one differentiable input (``targets`` is that input)."""
         red = self.reduction()
-        extents = {**self.dims(), **dict(red.index_dims)}
         einsums = tuple(self._restricted(e) for e in red.einsums())
-        letters = {i for e in einsums for i in e.indices}
-        steps = tuple(Step(name, red.lhs if name in ("scalar", "contracted", "rule") else red.output,
-                           value if isinstance(value, tuple) else (), name, value
-                           if not isinstance(value, tuple) else None)
-                      for name, value in red.stages)
-        return (Rule(self.inp.tensor, number, einsums,
-                     tuple((i, extents[i]) for i in sorted(letters)), steps, matmul=False),)
+        return (reduction_rule(red, self.inp.tensor, number, einsums, self.dims()),)
 
     def _restricted(self, e: Einsum) -> Einsum:
         """A rule term with the where-clause on every pair of its letters that
