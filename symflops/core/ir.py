@@ -24,6 +24,7 @@ from typing import Any, Iterable, Mapping, Protocol
 
 import sympy
 
+from .domain import Bound
 from .errors import Span
 from .polynomial import substitute_max, substituted
 
@@ -138,10 +139,10 @@ SELECT = "="
 SHIFT = "=+"
 
 
-def comparison(f: Factor) -> tuple[str, str, bool]:
-    """A comparison indicator as ``(low, high, strict)``: ``[s >= t]`` is ``(t, s, False)``."""
+def comparison(f: Factor) -> Bound:
+    """A comparison indicator as the bound it says: ``[s >= t]`` is ``Bound(t, s, strict=False)``."""
     a, b = f.indices
-    return (a, b, f.fn == "<") if f.fn in ("<=", "<") else (b, a, f.fn == ">")
+    return Bound(a, b, f.fn == "<") if f.fn in ("<=", "<") else Bound(b, a, f.fn == ">")
 
 
 def selections(operands: Iterable[Factor]) -> dict[str, tuple[str, ...]]:

@@ -95,7 +95,7 @@ class Pattern:
 
 def bounds_of(e: Einsum) -> tuple[Bound, ...]:
     """The where-clause of ``e`` as bounds between letters."""
-    return tuple(Bound(*comparison(f)) for f in e.operands if f.is_comparison)
+    return tuple(comparison(f) for f in e.operands if f.is_comparison)
 
 
 def pattern(e: Einsum) -> Pattern:
