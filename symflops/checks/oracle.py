@@ -20,7 +20,7 @@ from ..count.cost import Costs
 from ..core.records import Derivation
 from ..core.ir import Einsum, Factor, Layer, dim_symbol
 from ..ops.einsum.orders import steps, written
-from .report import FlopCheck, SavedCheck
+from .report import Direction, FlopCheck, FlopStatus, SavedCheck, SizeName
 from .sizes import shape_at
 
 
@@ -127,7 +127,7 @@ def _meta_leaves(torch: Any, layer: Layer, derivation: Derivation, dims: Mapping
             for t in layer.tensors if t.role != "activation"}
 
 
-def check_flops(derivation: Derivation, c: Costs, sizes: Mapping[str, Mapping[str, int]],
+def check_flops(derivation: Derivation, c: Costs, sizes: Mapping[SizeName, Mapping[str, int]],
                 torch: Any) -> tuple[FlopCheck, ...]:
     """Each op's forward and backward FLOPs, and the layer totals, against
     FlopCounterMode at each named size (shapes only: the meta device)."""
@@ -176,11 +176,11 @@ def check_flops(derivation: Derivation, c: Costs, sizes: Mapping[str, Mapping[st
     return tuple(checks)
 
 
-def _flop_check(direction: str, op: int | None, statement: str, size: str, derived: int,
+def _flop_check(direction: Direction, op: int | None, statement: str, size: SizeName, derived: int,
                 counted: int, einsums: Sequence[Einsum] | None) -> FlopCheck:
     if counted == derived:
         return FlopCheck(direction, op, statement, size, derived, counted, "agree", True)
-    status = "not counted" if counted == 0 else "differs"
+    status: FlopStatus = "not counted" if counted == 0 else "differs"
     if einsums is None:
         return FlopCheck(direction, op, statement, size, derived, counted, status, True,
                          "see the per-op lines")

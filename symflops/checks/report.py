@@ -11,7 +11,7 @@ never stored.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Mapping
+from typing import Any, Literal, Mapping
 
 import numpy as np
 
@@ -19,6 +19,11 @@ from ..core.text import table
 
 FD_TOLERANCE = 1e-6      # central differences of a polynomial: rounding ~1e-10 at eps 1e-6
 TORCH_TOLERANCE = 1e-10  # the same float64 arithmetic in another order: ~1e-15
+
+Direction = Literal["forward", "backward"]
+#: small: the sizes every check runs at; medium: dims 8..64, FLOP counts only
+SizeName = Literal["small", "medium"]
+FlopStatus = Literal["agree", "not counted", "differs"]
 
 
 # ---------------------------------------------------------------- results --
@@ -55,13 +60,13 @@ class FlopCheck:
     ``op`` is the op's 1-based number, None for the whole layer's totals.  ``status`` is 'agree',
     'not counted' (PyTorch counted 0), or 'differs'."""
 
-    direction: str  # forward | backward
+    direction: Direction
     op: int | None
     statement: str
-    size: str  # small | medium
+    size: SizeName
     derived: int
     torch: int
-    status: str
+    status: FlopStatus
     passed: bool
     note: str = ""
 

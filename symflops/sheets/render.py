@@ -29,7 +29,7 @@ import signal
 import threading
 import unicodedata
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence, TypedDict
+from typing import Any, Literal, Mapping, Sequence, TypedDict, get_args
 
 import jinja2
 import jinja2.sandbox
@@ -51,8 +51,9 @@ from ..ops.functions import FUNCTIONS
 from ..count.precision import dtype_name
 from ..count.summary import whole_model
 
-FORMATS = ("md", "tex")
-TEMPLATE_NAMES = {"md": "sheet.md.j2", "tex": "sheet.tex.j2"}
+Format = Literal["md", "tex"]
+FORMATS: tuple[Format, ...] = get_args(Format)
+TEMPLATE_NAMES: dict[Format, str] = {"md": "sheet.md.j2", "tex": "sheet.tex.j2"}
 
 
 def template_dir() -> str:
@@ -785,7 +786,7 @@ def _model(derivation: Derivation, costs: Costs, poly: Any, m: "_Math", esc: Any
     }
 
 
-def sheet_context(derivation: Derivation, costs: Costs, fmt: str,
+def sheet_context(derivation: Derivation, costs: Costs, fmt: Format,
                   configs: Sequence[Mapping[str, sympy.Expr]] = ()) -> SheetContext:
     """Everything the sheet shows, computed by the engine, escaped for ``fmt``."""
     esc, code = ESCAPES[fmt], CODE_ESCAPES[fmt]
@@ -994,7 +995,7 @@ class _Loader(jinja2.FileSystemLoader):
 
 
 @functools.lru_cache(maxsize=32)
-def environment(fmt: str, user_templates: str | None = None) -> jinja2.Environment:
+def environment(fmt: Format, user_templates: str | None = None) -> jinja2.Environment:
     """The Jinja environment for ``fmt``; a user's directory comes first.
     Sandboxed (:class:`jinja2.sandbox.SandboxedEnvironment`): a template can
     place the sheet's strings and call safe methods on them, never reach
@@ -1096,7 +1097,7 @@ def _in_user_templates(where: str | None, user_templates: str | None) -> bool:
     return os.path.commonpath([os.path.realpath(where.rpartition(":")[0]), root]) == root
 
 
-def _template_error(exc: Exception, fmt: str, user_templates: str | None) -> SymflopsError | None:
+def _template_error(exc: Exception, fmt: Format, user_templates: str | None) -> SymflopsError | None:
     """The SymflopsError for an exception raised while rendering, or None for
     one that is a bug (raised by a shipped template alone, and not a Jinja
     error): syntax, an undefined variable, a sandbox refusal, a missing
@@ -1135,7 +1136,7 @@ def _template_error(exc: Exception, fmt: str, user_templates: str | None) -> Sym
                          hint="fix the template")
 
 
-def render(derivation: Derivation, costs: Costs, fmt: str,
+def render(derivation: Derivation, costs: Costs, fmt: Format,
            configs: Sequence[Mapping[str, sympy.Expr]] = (), user_templates: str | None = None) -> str:
     """The sheet as a string in ``fmt`` ('md' or 'tex').  Whatever a user
     template does wrong is a SymflopsError naming the template and line."""

@@ -57,9 +57,8 @@ from ...core.domain import Bound, domain_size
 from ...core.ir import Einsum, Factor, comparison, selections
 from ...core.polynomial import dominated, terms
 from ...core.records import Candidate, Tree
+from ..base import Unit
 
-Unit = Literal["FLOPs", "MACs"]
-Order = Literal["written", "cheapest"]
 StepKind = Literal["contraction", "dot", "product", "scatter", "reduction"]
 
 
