@@ -15,6 +15,7 @@ element that einsums are; errors are relative to ``max(1, max |reference|)``.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -26,11 +27,18 @@ from ..ops.einsum.numeric import extents_at, run_einsum
 EPS = 1e-6
 
 
-def forward(layer: Layer, arrays: Mapping[str, np.ndarray], dims: Mapping[str, int]) -> dict[str, np.ndarray]:
-    """Run every forward op; returns inputs, params and activations by name."""
+def forward(layer: Layer, arrays: Mapping[str, np.ndarray], dims: Mapping[str, int],
+            override: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+    """Run every forward op; returns inputs, params and activations by name.
+    The activations in ``override`` are taken as given instead of computed (so
+    that a gradient with respect to an intermediate can be differenced)."""
+    override = override or {}
     values = dict(arrays)
     for op in layer.ops:
-        values.update(op.run(values, extents_at(op.index_dims, dims), dims))
+        if op.output in override:
+            values[op.output] = override[op.output]
+        else:
+            values.update(op.run(values, extents_at(op.index_dims, dims), dims))
     return values
 
 
@@ -47,20 +55,6 @@ def backward(derivation: Derivation, values: Mapping[str, np.ndarray],
         grads[rule.grad] = grads.get(rule.grad, 0) + total
         env[rule.grad] = grads[rule.grad]
     return grads
-
-
-def forward_with(layer: Layer, leaves: Mapping[str, np.ndarray], dims: Mapping[str, int],
-                 override: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
-    """The forward pass, with the activations in ``override`` replaced (so that
-    a gradient with respect to an intermediate can be differenced)."""
-    override = override or {}
-    values = dict(leaves)
-    for op in layer.ops:
-        if op.output in override:
-            values[op.output] = override[op.output]
-        else:
-            values.update(op.run(values, extents_at(op.index_dims, dims), dims))
-    return values
 
 
 def relative_error(value: np.ndarray, reference: np.ndarray) -> float:
@@ -106,9 +100,17 @@ def apply_rules(rules: Sequence[Rule], env: Mapping[str, np.ndarray],
     return np.asarray(total, dtype=float)
 
 
+@dataclass(frozen=True)
+class Chain:
+    """The gradients the chained rules computed, and those they could not
+    (gradient name -> why)."""
+
+    grads: Mapping[str, np.ndarray]
+    broken: Mapping[str, str]
+
+
 def chained(derivation: Derivation, values: Mapping[str, np.ndarray],
-            upstream: Mapping[str, np.ndarray], dims: Mapping[str, int]
-            ) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+            upstream: Mapping[str, np.ndarray], dims: Mapping[str, int]) -> Chain:
     """:func:`symflops.checks.numeric.backward`, except that a rule that cannot be
     evaluated marks its gradient, and every gradient computed from it, as
     broken (gradient name -> why) instead of stopping the whole check."""
@@ -127,4 +129,4 @@ def chained(derivation: Derivation, values: Mapping[str, np.ndarray],
             broken.setdefault(rule.grad, f"cannot evaluate {rule.statement}: {exc}")
             continue
         grads[rule.grad] = env[rule.grad] = total
-    return grads, broken
+    return Chain(grads, broken)

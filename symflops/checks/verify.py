@@ -53,7 +53,7 @@ from ..count.cost import costs
 from ..core.records import Derivation, Rule, grad_name
 from ..core.errors import SymflopsError
 from ..ops.einsum.numeric import extents_at
-from .numeric import apply_rules, central_differences, chained, forward_with, relative_error
+from .numeric import apply_rules, central_differences, chained, forward, relative_error
 from .oracle import check_flops, check_saved, grad_or_zeros, load_torch, torch_forward, torch_leaf
 from .report import (FD_TOLERANCE, TORCH_TOLERANCE, FlopCheck, GradCheck, Report, RuleCheck,
                      json_ready, text_report)
@@ -113,17 +113,18 @@ def check_chain(derivation: Derivation, leaves: Mapping[str, np.ndarray], dims: 
                 rng: np.random.Generator, torch: Any | None) -> tuple[GradCheck, ...]:
     """Every computed gradient, rules chained, against the whole layer's scalar."""
     layer = derivation.layer
-    values = forward_with(layer, leaves, dims)
+    values = forward(layer, leaves, dims)
     upstream = {grad_name(o): rng.standard_normal(values[o].shape) for o in layer.outputs}
     outputs = set(layer.outputs)
     targets = [t.name for t in layer.tensors
                if t.name in derivation.needs_grad and t.name not in outputs]
-    grads, broken = chained(derivation, values, upstream, dims)
+    chain = chained(derivation, values, upstream, dims)
+    grads, broken = chain.grads, chain.broken
 
     def total(new: Mapping[str, np.ndarray]) -> float:
         leaf = {n: new.get(n, v) for n, v in leaves.items()}
         override = {n: v for n, v in new.items() if n not in leaves}
-        v = forward_with(layer, leaf, dims, override)
+        v = forward(layer, leaf, dims, override)
         return sum(float(np.sum(upstream[grad_name(o)] * v[o])) for o in layer.outputs)
 
     references: dict[str, np.ndarray] = {}
@@ -163,7 +164,7 @@ def verify(derivation: Derivation, seed: int = 0, use_torch: bool = True) -> Rep
     medium = choose_sizes(layer, rng, *MEDIUM, MEDIUM_LIMITS)
     torch = load_torch() if use_torch else None
     leaves = random_leaves(layer, small, rng)
-    values = forward_with(layer, leaves, small)
+    values = forward(layer, leaves, small)
     rules = check_rules(derivation, values, small, rng, torch)
     chain = check_chain(derivation, leaves, small, rng, torch)
     notes: list[str] = []

@@ -359,14 +359,14 @@ class _Parser:
         if number_digits(value) > MAX_DIGITS:
             self.fail(f"{what} is too large: the value would have more than {MAX_DIGITS} digits", pos,
                       "use smaller numbers")
-        degree, terms, digits = measure(value, self.measured)
-        if digits > MAX_DIGITS:  # (10**999*B + 1)**5 writes no number above the limit
+        found = measure(value, self.measured)
+        if found.digits > MAX_DIGITS:  # (10**999*B + 1)**5 writes no number above the limit
             self.fail(f"{what} would expand to coefficients of more than {MAX_DIGITS} digits", pos,
                       "use smaller numbers")
-        if degree > MAX_DEGREE:
+        if found.degree > MAX_DEGREE:
             self.fail(f"{what} has a degree above {MAX_DEGREE} in the names", pos,
                       f"formulas of dims are polynomials of degree at most {MAX_DEGREE}")
-        if terms > MAX_EXPANDED_TERMS:
+        if found.terms > MAX_EXPANDED_TERMS:
             self.fail(f"{what} would expand to more than {MAX_EXPANDED_TERMS} terms", pos,
                       "write a smaller formula (expanding it would take minutes)")
         return value

@@ -11,6 +11,7 @@ objects the parser has already built.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import mpmath
 import sympy
@@ -64,7 +65,13 @@ def root_digits(value: sympy.Expr) -> float:
     return sum(number_digits(f.base) for f in factors if f.is_Pow and f.base.is_Rational and f.exp.is_Rational)
 
 
-Measure = tuple[int, int, float]
+@dataclass(frozen=True)
+class Measure:
+    """Upper bounds on what expanding a value would build (see :func:`measure`)."""
+
+    degree: int    # total degree in the names
+    terms: int     # terms of the full expansion
+    digits: float  # digits of its largest coefficient
 
 
 def measure(value: sympy.Expr, memo: dict[sympy.Expr, Measure] | None = None) -> Measure:
@@ -80,31 +87,32 @@ def measure(value: sympy.Expr, memo: dict[sympy.Expr, Measure] | None = None) ->
     comparison with them matters)."""
     memo = {} if memo is None else memo
     if not value.free_symbols:
-        return 0, 1, number_digits(value)
+        return Measure(0, 1, number_digits(value))
     if value in memo:
         return memo[value]
     if value.is_Symbol:
-        found: Measure = (1, 1, 0.0)
+        found = Measure(1, 1, 0.0)
     elif value.is_Add or value.is_Mul:
         parts = [measure(a, memo) for a in value.args]
         if value.is_Add:
-            found = (max(d for d, _, _ in parts), sum(t for _, t, _ in parts),
-                     max(c for _, _, c in parts) + math.log10(len(parts)))
+            found = Measure(max(p.degree for p in parts), sum(p.terms for p in parts),
+                            max(p.digits for p in parts) + math.log10(len(parts)))
         else:
-            found = (sum(d for d, _, _ in parts),
-                     math.prod(min(t, MAX_EXPANDED_TERMS + 1) for _, t, _ in parts),
-                     sum(c for _, _, c in parts))
+            found = Measure(sum(p.degree for p in parts),
+                            math.prod(min(p.terms, MAX_EXPANDED_TERMS + 1) for p in parts),
+                            sum(p.digits for p in parts))
     elif value.is_Pow and value.exp.is_number:
-        degree, terms, digits = measure(value.base, memo)
+        base = measure(value.base, memo)
         power = abs(value.exp)
         n = MAX_DEGREE + 1 if power > MAX_DEGREE else math.ceil(power)
-        found = (degree * n, math.comb(n + terms - 1, terms - 1) if power.is_Integer and terms > 1
-                 else 1, n * (digits + math.log10(terms)))
+        found = Measure(base.degree * n, math.comb(n + base.terms - 1, base.terms - 1)
+                        if power.is_Integer and base.terms > 1 else 1,
+                        n * (base.digits + math.log10(base.terms)))
     else:  # a function, or a power with names in its exponent: one term, not expanded
         parts = [measure(a, memo) for a in value.args]
-        found = (max(d for d, _, _ in parts), 1, max(c for _, _, c in parts))
-    degree = min(found[0], MAX_DEGREE + 1)
+        found = Measure(max(p.degree for p in parts), 1, max(p.digits for p in parts))
+    degree = min(found.degree, MAX_DEGREE + 1)
     monomials = math.comb(degree + len(value.free_symbols), degree)
-    found = (degree, min(found[1], monomials, MAX_EXPANDED_TERMS + 1), min(found[2], 1e9))
+    found = Measure(degree, min(found.terms, monomials, MAX_EXPANDED_TERMS + 1), min(found.digits, 1e9))
     memo[value] = found
     return found
