@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import symflops.lang.expr as expr_module
+import symflops.lang.limits as limits_module
 from symflops.core.errors import Span, SymflopsError
 from symflops.lang.expr import DEFAULT_FUNCTIONS, Comparison, parse_expression, parse_number
 
@@ -386,8 +387,9 @@ def test_moderate_nesting_is_fine() -> None:
     assert "nested too deeply" in _error("(" * 500 + "B" + ")" * 500).message
 
 
-def test_module_never_calls_eval_or_sympify() -> None:
-    tree = ast.parse(Path(expr_module.__file__).read_text())
+@pytest.mark.parametrize("module", [expr_module, limits_module], ids=lambda m: m.__name__)
+def test_module_never_calls_eval_or_sympify(module) -> None:
+    tree = ast.parse(Path(module.__file__).read_text())
     calls = [node.func for node in ast.walk(tree) if isinstance(node, ast.Call)]
     names = {func.id for func in calls if isinstance(func, ast.Name)}
     attributes = {func.attr for func in calls if isinstance(func, ast.Attribute)}

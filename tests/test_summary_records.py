@@ -137,3 +137,22 @@ def test_the_literal_codes_are_the_engine_s():
 
     assert get_args(RecomputePolicy) == RECOMPUTE_POLICIES
     assert get_args(ParamClass) == CLASSES
+
+
+
+def test_each_code_alias_lists_exactly_the_values_the_engine_checks():
+    from typing import get_args
+
+    from symflops.core.ir import FORWARD_ORDERS, LEAF_ROLES, ROLES, Layer, Order, Role, Tensor
+    from symflops.count.cost import UNITS
+    from symflops.count.precision import DEFAULT_POLICY, POLICIES, PolicyName
+    from symflops.ops.base import Unit
+    from symflops.sheets.render import FORMATS, TEMPLATE_NAMES
+
+    assert ROLES == ("input", "param", "frozen", "index", "activation", "mask") == get_args(Role)
+    assert LEAF_ROLES == ("input", "param", "frozen", "index")
+    assert FORWARD_ORDERS == ("written", "cheapest") == get_args(Order)
+    assert UNITS == ("FLOPs", "MACs") == get_args(Unit)
+    assert tuple(POLICIES) == get_args(PolicyName) and DEFAULT_POLICY in POLICIES
+    assert FORMATS == ("md", "tex") == tuple(TEMPLATE_NAMES)
+    assert Tensor.__annotations__["role"] == "Role" and Layer.__annotations__["forward_order"] == "Order"

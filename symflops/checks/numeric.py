@@ -7,24 +7,38 @@ operand carries (a broadcast), both of which gradients need; :func:`run_einsum`
 handles them.  Indicator factors (a where-clause's ``[t <= s]``, a lookup's
 ``[v = tok[b]]``) are evaluated as 0/1 arrays: a mask, and the one-hot matrix
 of the integer index array.
+
+Also the finite differences and errors the checks compare with: central
+differences are exact up to rounding for the polynomials of degree <= 2 in one
+element that einsums are; errors are relative to ``max(1, max |reference|)``.
 """
 
 from __future__ import annotations
 
-from typing import Mapping
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from ..core.records import Derivation
+from ..core.records import Derivation, Rule
 from ..core.ir import Layer
 from ..ops.einsum.numeric import extents_at, run_einsum
 
+EPS = 1e-6
 
-def forward(layer: Layer, arrays: Mapping[str, np.ndarray], dims: Mapping[str, int]) -> dict[str, np.ndarray]:
-    """Run every forward op; returns inputs, params and activations by name."""
+
+def forward(layer: Layer, arrays: Mapping[str, np.ndarray], dims: Mapping[str, int],
+            override: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+    """Run every forward op; returns inputs, params and activations by name.
+    The activations in ``override`` are taken as given instead of computed (so
+    that a gradient with respect to an intermediate can be differenced)."""
+    override = override or {}
     values = dict(arrays)
     for op in layer.ops:
-        values.update(op.run(values, extents_at(op.index_dims, dims), dims))
+        if op.output in override:
+            values[op.output] = override[op.output]
+        else:
+            values.update(op.run(values, extents_at(op.index_dims, dims), dims))
     return values
 
 
@@ -41,3 +55,78 @@ def backward(derivation: Derivation, values: Mapping[str, np.ndarray],
         grads[rule.grad] = grads.get(rule.grad, 0) + total
         env[rule.grad] = grads[rule.grad]
     return grads
+
+
+def relative_error(value: np.ndarray, reference: np.ndarray) -> float:
+    """``max |value - reference| / max(1, max |reference|)``; inf on a shape mismatch."""
+    value, reference = np.asarray(value, dtype=float), np.asarray(reference, dtype=float)
+    if value.shape != reference.shape:
+        return float("inf")
+    if reference.size == 0:
+        return 0.0
+    scale = max(1.0, float(np.max(np.abs(reference))))
+    return float(np.max(np.abs(value - reference))) / scale
+
+
+def central_differences(scalar: Callable[[np.ndarray], float], at: np.ndarray,
+                        eps: float = EPS) -> np.ndarray:
+    """d scalar / d at, one element at a time; exact up to rounding for the
+    polynomials of degree <= 2 in one element that einsums are (a tensor read
+    at most twice), O(eps**2) beyond."""
+    grad = np.zeros_like(at)
+    for idx in np.ndindex(at.shape):
+        plus, minus = at.copy(), at.copy()
+        plus[idx] += eps
+        minus[idx] -= eps
+        grad[idx] = (scalar(plus) - scalar(minus)) / (2 * eps)
+    return grad
+
+
+def apply_rules(rules: Sequence[Rule], env: Mapping[str, np.ndarray],
+                dims: Mapping[str, int]) -> np.ndarray:
+    total: Any = 0
+    for rule in rules:
+        extents = extents_at(rule.index_dims, dims)
+        for term in rule.terms:
+            for f in term.operands:
+                if not f.reads_tensor:
+                    continue
+                # Said here in the rule's own letters; NumPy would name its internal ones.
+                want = tuple(extents[i] for i in (f.indices[1:] if f.is_select else f.indices))
+                if env[f.tensor].shape != want:
+                    raise ValueError(f"{f} needs shape {want}, but {f.tensor} has shape "
+                                     f"{env[f.tensor].shape}")
+            total = total + run_einsum(term, env, extents, dims)
+    return np.asarray(total, dtype=float)
+
+
+@dataclass(frozen=True)
+class Chain:
+    """The gradients the chained rules computed, and those they could not
+    (gradient name -> why)."""
+
+    grads: Mapping[str, np.ndarray]
+    broken: Mapping[str, str]
+
+
+def chained(derivation: Derivation, values: Mapping[str, np.ndarray],
+            upstream: Mapping[str, np.ndarray], dims: Mapping[str, int]) -> Chain:
+    """:func:`symflops.checks.numeric.backward`, except that a rule that cannot be
+    evaluated marks its gradient, and every gradient computed from it, as
+    broken (gradient name -> why) instead of stopping the whole check."""
+    env: dict[str, np.ndarray] = {**values, **upstream}
+    grads: dict[str, np.ndarray] = {}
+    broken: dict[str, str] = {}
+    for rule in derivation.rules:
+        bad = [g for g in rule.reads if g in broken]
+        if bad:
+            broken.setdefault(rule.grad, f"reads {bad[0]}, which cannot be evaluated")
+            continue
+        try:
+            part = apply_rules([rule], env, dims)
+            total = grads[rule.grad] + part if rule.grad in grads else part
+        except (ValueError, IndexError, KeyError) as exc:
+            broken.setdefault(rule.grad, f"cannot evaluate {rule.statement}: {exc}")
+            continue
+        grads[rule.grad] = env[rule.grad] = total
+    return Chain(grads, broken)

@@ -20,10 +20,11 @@ from __future__ import annotations
 import dataclasses
 import functools
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Protocol
+from typing import Any, Iterable, Literal, Mapping, Protocol, get_args
 
 import sympy
 
+from .domain import Bound
 from .errors import Span
 from .polynomial import substitute_max, substituted
 
@@ -31,8 +32,10 @@ from .polynomial import substitute_max, substituted
 #: op produces, ``mask`` to the keep-masks dropout draws; users write neither.
 #: ``index`` tensors hold integers that select along an axis of another tensor
 #: (token ids: ``E[tok[b], d]``); they never get a gradient.
-LEAF_ROLES = ("input", "param", "frozen", "index")
-ROLES = LEAF_ROLES + ("activation", "mask")
+LeafRole = Literal["input", "param", "frozen", "index"]
+Role = Literal[LeafRole, "activation", "mask"]
+LEAF_ROLES: tuple[LeafRole, ...] = get_args(LeafRole)
+ROLES: tuple[Role, ...] = get_args(Role)
 
 
 def dim_symbol(name: str) -> sympy.Symbol:
@@ -59,7 +62,7 @@ class Tensor:
 
     name: str
     shape: tuple[sympy.Expr, ...]
-    role: str
+    role: Role
     requires_grad: bool
     description: str = ""
     span: Span | None = None
@@ -138,10 +141,10 @@ SELECT = "="
 SHIFT = "=+"
 
 
-def comparison(f: Factor) -> tuple[str, str, bool]:
-    """A comparison indicator as ``(low, high, strict)``: ``[s >= t]`` is ``(t, s, False)``."""
+def comparison(f: Factor) -> Bound:
+    """A comparison indicator as the bound it says: ``[s >= t]`` is ``Bound(t, s, strict=False)``."""
     a, b = f.indices
-    return (a, b, f.fn == "<") if f.fn in ("<=", "<") else (b, a, f.fn == ">")
+    return Bound(a, b, f.fn == "<") if f.fn in ("<=", "<") else Bound(b, a, f.fn == ">")
 
 
 def selections(operands: Iterable[Factor]) -> dict[str, tuple[str, ...]]:
@@ -280,10 +283,13 @@ class Block:
     span: Span | None = field(default=None, compare=False)
 
 
-RECOMPUTE_POLICIES = ("none", "full", "selective")
+#: What the executed FLOPs and activation memory assume is recomputed in the backward pass.
+RecomputePolicy = Literal["none", "full", "selective"]
+RECOMPUTE_POLICIES: tuple[RecomputePolicy, ...] = get_args(RecomputePolicy)
 #: How forward terms of three or more operands are contracted: left to right
 #: as written, or in the cheapest order (as backward rules always are).
-FORWARD_ORDERS = ("written", "cheapest")
+Order = Literal["written", "cheapest"]
+FORWARD_ORDERS: tuple[Order, ...] = get_args(Order)
 
 
 @dataclass(frozen=True)
@@ -303,11 +309,11 @@ class Layer:
     #: outputs of the ops the selective recomputation policy recomputes
     selective: tuple[str, ...] = ()
     #: the recomputation policy 'executed' FLOPs and activation memory assume
-    recompute: str = "none"
+    recompute: RecomputePolicy = "none"
     #: dims defined by a formula of other dims (``C = c_f k T / E``), substituted in every count
     definitions: tuple[tuple[str, sympy.Expr], ...] = ()
     #: the pairwise order forward terms are counted in (backward rules: always the cheapest)
-    forward_order: str = "written"
+    forward_order: Order = "written"
     #: typical sizes of some dims: where a term's cheapest orders cross, the count
     #: takes the order cheapest at these sizes
     sizes: tuple[tuple[str, int], ...] = ()

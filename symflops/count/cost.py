@@ -20,18 +20,19 @@ and :mod:`symflops.ops.einsum.cost`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Sequence, get_args
 
 import sympy
 
 from ..derive.backward import repeat_only_gradients
 from ..core.records import Derivation, OpCost
-from ..ops.einsum.cost import Choice, rule_cost
+from ..ops.base import Choice, Unit
+from ..ops.einsum.cost import rule_cost
 from ..core.ir import Layer
 from ..core.polynomial import exact_quotient, largest
 from .precision import Precision, policy
 
-UNITS = ("FLOPs", "MACs")
+UNITS: tuple[Unit, ...] = get_args(Unit)
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,7 @@ class Costs:
     a repeated block runs ``forward_copies`` times (the product of the
     repeats), and the totals count every copy."""
 
-    unit: str
+    unit: Unit
     precision: Precision
     forward: tuple[OpCost, ...]       # one per forward op, in layer order
     backward: tuple[OpCost, ...]      # one per rule, in derivation order
@@ -186,7 +187,7 @@ def rule_copies(layer: Layer, derivation: Derivation) -> tuple[sympy.Expr, ...]:
     return tuple(out)
 
 
-def costs(derivation: Derivation, unit: str = "FLOPs", precision: Precision | str | None = None,
+def costs(derivation: Derivation, unit: Unit = "FLOPs", precision: Precision | str | None = None,
           choice: Choice = "declared") -> Costs:
     """All FLOP and memory polynomials of ``derivation``; ``choice`` says how
     a count is chosen where a term's cheapest orders cross (see :data:`Choice`)."""

@@ -79,12 +79,12 @@ def cached_tensors(derivation: Derivation) -> tuple[str, ...]:
     found: list[str] = []
     for op in layer.ops:
         for term in op.terms:
-            for low, high, _ in (comparison(f) for f in term.operands if f.is_comparison):
+            for bound in (comparison(f) for f in term.operands if f.is_comparison):
                 for f in term.operands:
                     if (f.is_indicator or not f.tensor or tensors[f.tensor].is_param
                             or tensors[f.tensor].role == "index"):
                         continue
-                    if low in f.indices and high not in f.indices and f.tensor not in found:
+                    if bound.low in f.indices and bound.high not in f.indices and f.tensor not in found:
                         found.append(f.tensor)
     return tuple(found)
 

@@ -65,7 +65,7 @@ import sympy
 from ..ops.einsum.orders import bounds_of, size as _size
 from ..core.errors import SymflopsError
 from ..core.ir import Einsum, Layer, substitute
-from ..ops.base import Op
+from ..ops.base import Op, Unit
 from ..core.polynomial import exact_quotient, monomials, quotient
 
 CLASSES = ("dense", "lookup", "elementwise")
@@ -259,7 +259,7 @@ class _TokenRows:
                     yield f.tensor, read, _is_dense_term(term)
 
 
-def param_counts(layer: Layer, trainable: sympy.Expr, unit: str = "FLOPs") -> ParamCounts:
+def param_counts(layer: Layer, trainable: sympy.Expr, unit: Unit = "FLOPs") -> ParamCounts:
     classes = tuple((t.name, param_class(layer, t.name)) for t in layer.params)
     tensors = layer.tensor_map
     by = {k: sympy.Integer(0) for k in CLASSES}

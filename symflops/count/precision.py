@@ -7,11 +7,15 @@ Policies are named so that sheets and the CLI can say which one they used.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
+
+#: The policies' names, as a declaration's ``precision:`` and ``--precision`` give them.
+PolicyName = Literal["bf16-adam", "mixed-adam", "fp32-adam", "bf16-sgd"]
 
 
 @dataclass(frozen=True)
 class Precision:
-    name: str
+    name: PolicyName
     description: str
     params: int            # bytes per parameter element (working copy)
     grads: int             # bytes per gradient element
@@ -36,7 +40,7 @@ class Precision:
         return self.params + self.grads + self.optimizer_states * self.optimizer + self.master
 
 
-POLICIES: dict[str, Precision] = {
+POLICIES: dict[PolicyName, Precision] = {
     p.name: p
     for p in (
         Precision("bf16-adam", "bf16 weights, gradients and activations; Adam m and v in fp32 "
@@ -50,7 +54,7 @@ POLICIES: dict[str, Precision] = {
     )
 }
 
-DEFAULT_POLICY = "bf16-adam"
+DEFAULT_POLICY: PolicyName = "bf16-adam"
 
 
 def policy(name: str | None) -> Precision:

@@ -29,7 +29,8 @@ from typing import Any, Callable, Generic, Literal, Mapping, TypeVar
 
 import sympy
 
-from ..ops.einsum.orders import Order, Unit
+from ..core.ir import Order, RecomputePolicy, Role
+from ..ops.base import Unit
 
 # ------------------------------------------------------------- formulas --
 
@@ -126,7 +127,6 @@ class Record:
 
 # ----------------------------------------------------------- the records --
 
-RecomputePolicy = Literal["none", "full", "selective"]
 ParamClass = Literal["dense", "lookup", "elementwise"]
 
 
@@ -152,7 +152,7 @@ class TensorInfo(Record, Generic[V]):
     """A declared or computed tensor."""
 
     shape: tuple[V, ...]
-    role: str  # the declaration's: input, index, param, frozen, activation, mask
+    role: Role  # the declaration's
     requires_grad: bool
     elements: V
 

@@ -340,11 +340,11 @@ def _check_expansion(layer: Layer) -> None:
     subs = layer.substitutions
     for op in layer.ops:
         count = sympy.Mul(*op.dims().values(), layer.copies(op.output)).xreplace(subs)
-        degree, terms, digits = measure(count)
-        if degree > MAX_DEGREE or terms > MAX_EXPANDED_TERMS or digits > MAX_DIGITS:
-            excess = (f"has a degree above {MAX_DEGREE}" if degree > MAX_DEGREE
+        m = measure(count)
+        if m.degree > MAX_DEGREE or m.terms > MAX_EXPANDED_TERMS or m.digits > MAX_DIGITS:
+            excess = (f"has a degree above {MAX_DEGREE}" if m.degree > MAX_DEGREE
                       else f"would expand to more than {MAX_EXPANDED_TERMS} terms"
-                      if terms > MAX_EXPANDED_TERMS
+                      if m.terms > MAX_EXPANDED_TERMS
                       else f"has coefficients of more than {MAX_DIGITS} digits")
             raise SymflopsError(f"the count of {op.statement()!r} (the product of its letters' "
                                 f"extents and its copies) {excess}", getattr(op, "span", None),

@@ -23,7 +23,8 @@ names with an exponent above MAX_EXPONENT (``D**(10**999)``), and any value
 whose total degree in the names exceeds MAX_DEGREE or whose expansion would
 have more than MAX_EXPANDED_TERMS terms (``(B+D)**100000``, a product of many sums)
 or coefficients of more than MAX_DIGITS digits (``(10**999*B + 1)**5``):
-:func:`measure` bounds all three from the expression tree, before anything expands.
+:func:`measure` bounds all three from the expression tree, before anything expands
+(the limits and the measures live in :mod:`symflops.lang.limits`).
 """
 
 from __future__ import annotations
@@ -35,22 +36,12 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Callable, Mapping, NoReturn
 
-import mpmath
 import sympy
 
 from ..core.errors import Span, SymflopsError
-
-MAX_DEPTH = 100  # each level costs ~4 Python frames; stays well inside the recursion limit
-# SymPy's assumption queries run primality tests on big integers (seconds each at
-# 4000 digits), and Python refuses to print ints of over 4300 digits.
-MAX_DIGITS = 1_000
-MAX_ROOT_DIGITS = 300  # SymPy factors radicands: time grows steeply past a few hundred digits
-MAX_LENGTH = 20_000  # characters; bounds the remaining polynomial costs of a long text
-# Far above any real layer (shipped counts have degree <= 7 and <= 20 terms); beyond
-# them SymPy's expansion of a 50-byte formula takes minutes and gigabytes.
-MAX_EXPONENT = 64  # |exponent| of a power whose base holds names
-MAX_DEGREE = 64  # total degree in the names
-MAX_EXPANDED_TERMS = 1_000  # terms of the full expansion (expanding 8,000 takes seconds)
+from .limits import (MAX_DEGREE, MAX_DEPTH, MAX_DIGITS, MAX_EXPANDED_TERMS, MAX_EXPONENT,
+                     MAX_LENGTH, MAX_ROOT_DIGITS, Measure, factor_digits, log10_size, measure,
+                     number_digits, root_digits)
 
 Function = Callable[..., sympy.Expr]
 DEFAULT_FUNCTIONS: Mapping[str, Function] = MappingProxyType({
@@ -150,86 +141,6 @@ def _number(token: _Token, span: Span | None) -> sympy.Rational:
     return sympy.Rational(value * 10**shift, 1) if shift >= 0 else sympy.Rational(value, 10**-shift)
 
 
-def _log10(value: sympy.Expr) -> float | None:
-    """Approximate log10|value| of a numeric value; None when symbolic, zero or unknown."""
-    if not value.is_number:
-        return None
-    if value.is_Rational:
-        return math.log10(abs(value.p)) - math.log10(value.q) if value.p else None
-    # Cheap only because every numeric operand was already checked to be moderate.
-    try:
-        parts = value.n(15).as_real_imag()
-    except ArithmeticError:  # e.g. floor(exp(1000)) cannot be pinned down: size unknown
-        return None
-    if not all(part.is_Float or part.is_Integer for part in parts):
-        return None
-    size = mpmath.hypot(mpmath.mpf(parts[0]), mpmath.mpf(parts[1]))
-    return float(mpmath.log10(size)) if size else None
-
-
-def _size(value: sympy.Expr) -> float:
-    """Digits of the largest exact number written in ``value``, or log10 of its magnitude."""
-    if value.is_Rational:
-        return math.log10(max(abs(value.p), value.q))
-    exact = max((_size(atom) for atom in value.atoms(sympy.Rational)), default=0.0)
-    return max(exact, abs(_log10(value) or 0.0)) if value.is_number else exact
-
-
-def _weight(value: sympy.Expr) -> float:
-    """Digits a factor adds to a product's coefficient (its magnitude if purely numeric)."""
-    return _size(value if value.is_number else value.as_coeff_Mul()[0])
-
-
-def _radicand(value: sympy.Expr) -> float:
-    """Digits of the exact roots in a product, which SymPy merges: sqrt(2)*sqrt(3) -> sqrt(6)."""
-    factors = value.args if value.is_Mul else (value,)
-    return sum(_size(f.base) for f in factors if f.is_Pow and f.base.is_Rational and f.exp.is_Rational)
-
-
-Measure = tuple[int, int, float]
-
-
-def measure(value: sympy.Expr, memo: dict[sympy.Expr, Measure] | None = None) -> Measure:
-    """Upper bounds on (total degree in the names, terms of the full
-    expansion, digits of its largest coefficient) of ``value``, read off its
-    tree without expanding it: a sum takes the largest degree and adds terms,
-    a product adds degrees and multiplies terms, a whole power ``s**n``
-    multiplies the degree by ``|n|`` and has at most ``C(n + t - 1, t - 1)``
-    terms for ``t`` terms of ``s``; no polynomial has more terms than the
-    monomials of its degree.  The digits bound the sum of the coefficients'
-    sizes (a product's is at most the product of its factors').  Degree and
-    terms are capped just above MAX_DEGREE and MAX_EXPANDED_TERMS (only the
-    comparison with them matters)."""
-    memo = {} if memo is None else memo
-    if not value.free_symbols:
-        return 0, 1, _size(value)
-    if value in memo:
-        return memo[value]
-    if value.is_Symbol:
-        found: Measure = (1, 1, 0.0)
-    elif value.is_Add or value.is_Mul:
-        parts = [measure(a, memo) for a in value.args]
-        if value.is_Add:
-            found = (max(d for d, _, _ in parts), sum(t for _, t, _ in parts),
-                     max(c for _, _, c in parts) + math.log10(len(parts)))
-        else:
-            found = (sum(d for d, _, _ in parts),
-                     math.prod(min(t, MAX_EXPANDED_TERMS + 1) for _, t, _ in parts),
-                     sum(c for _, _, c in parts))
-    elif value.is_Pow and value.exp.is_number:
-        degree, terms, digits = measure(value.base, memo)
-        power = abs(value.exp)
-        n = MAX_DEGREE + 1 if power > MAX_DEGREE else math.ceil(power)
-        found = (degree * n, math.comb(n + terms - 1, terms - 1) if power.is_Integer and terms > 1
-                 else 1, n * (digits + math.log10(terms)))
-    else:  # a function, or a power with names in its exponent: one term, not expanded
-        parts = [measure(a, memo) for a in value.args]
-        found = (max(d for d, _, _ in parts), 1, max(c for _, _, c in parts))
-    degree = min(found[0], MAX_DEGREE + 1)
-    monomials = math.comb(degree + len(value.free_symbols), degree)
-    found = (degree, min(found[1], monomials, MAX_EXPANDED_TERMS + 1), min(found[2], 1e9))
-    memo[value] = found
-    return found
 
 
 class _Parser:
@@ -303,7 +214,7 @@ class _Parser:
         # Fractions merge over a common denominator, which can need every
         # denominator's digits at once (1e999 + 1/1e999).
         coefficients = [term.as_coeff_Mul()[0] for term in terms]
-        digits = max(map(_size, coefficients)) + sum(math.log10(c.q) for c in coefficients if c.is_Rational)
+        digits = max(map(number_digits, coefficients)) + sum(math.log10(c.q) for c in coefficients if c.is_Rational)
         if digits > MAX_DIGITS:
             self.fail(f"sum {self.source(first)} is too large: more than {MAX_DIGITS} digits", first,
                       "use smaller numbers")
@@ -313,14 +224,14 @@ class _Parser:
         first, factors = self.tok.pos, [self.factor()]
         # Bounds on what one Mul of all factors would build: numbers multiply into the
         # coefficient (digits add up) and exact roots merge (sqrt(2)*sqrt(3) -> sqrt(6)).
-        digits, roots = _weight(factors[0]), _radicand(factors[0])
+        digits, roots = factor_digits(factors[0]), root_digits(factors[0])
         while self.tok.kind == "op" and self.tok.text in ("*", "/"):
             op, start = self.advance(), self.tok.pos
             rhs = self.factor()
             if op.text == "/" and rhs.is_zero:
                 self.fail(f"division by zero: {self.source(start)} is 0", start, "divide by a non-zero value")
             factors.append(rhs if op.text == "*" else sympy.Pow(rhs, -1))
-            digits, roots = digits + _weight(rhs), roots + _radicand(rhs)
+            digits, roots = digits + factor_digits(rhs), roots + root_digits(rhs)
             if digits > MAX_DIGITS:
                 self.fail(f"product {self.source(first)} is too large: more than {MAX_DIGITS} digits",
                           op.pos, "use smaller numbers")
@@ -355,8 +266,8 @@ class _Parser:
             self.fail(f"division by zero in {what}", pos, "a negative power of 0 is undefined")
         # SymPy distributes a power over a product and computes its numeric factors exactly.
         factors = base.args if base.is_Mul else (base,)
-        size = max((_size(f) for f in factors if f.is_number), default=0.0)
-        scale = _log10(exponent)
+        size = max((number_digits(f) for f in factors if f.is_number), default=0.0)
+        scale = log10_size(exponent)
         if size and scale is not None and scale + math.log10(size) > math.log10(MAX_DIGITS):
             self.fail(f"power {what} is too large: the result would have more than {MAX_DIGITS} digits",
                       pos, "use a smaller base or exponent")
@@ -364,7 +275,7 @@ class _Parser:
             self.fail(f"power {what} has an exponent above {MAX_EXPONENT}", pos,
                       f"a power of names takes an exponent of at most {MAX_EXPONENT} in size")
         if exponent.is_Rational and not exponent.is_Integer and any(
-                f.is_Rational and _size(f) > MAX_ROOT_DIGITS for f in factors):
+                f.is_Rational and number_digits(f) > MAX_ROOT_DIGITS for f in factors):
             self.fail(f"root {what} of a number with more than {MAX_ROOT_DIGITS} digits", pos,
                       "use a smaller number")
         return self.guard(sympy.Pow(base, exponent), pos, what)
@@ -426,7 +337,7 @@ class _Parser:
         what = self.source(tok.pos)
         if func is sympy.sqrt:  # through power() so that the root-size limit applies
             return self.power(args[0], sympy.S.Half, tok.pos, tok.pos)
-        if func is sympy.exp and (_log10(args[0]) or 0.0) > math.log10(MAX_DIGITS * math.log(10)):
+        if func is sympy.exp and (log10_size(args[0]) or 0.0) > math.log10(MAX_DIGITS * math.log(10)):
             self.fail(f"{what} is too large (more than {MAX_DIGITS} digits)", tok.pos, "use a smaller argument")
         try:
             result = func(*args)
@@ -445,17 +356,17 @@ class _Parser:
         if value.has(*_UNDEFINED):
             self.fail(f"{what} is undefined (division by zero or similar)", pos,
                       "make sure no divisor or log argument is zero")
-        if _size(value) > MAX_DIGITS:
+        if number_digits(value) > MAX_DIGITS:
             self.fail(f"{what} is too large: the value would have more than {MAX_DIGITS} digits", pos,
                       "use smaller numbers")
-        degree, terms, digits = measure(value, self.measured)
-        if digits > MAX_DIGITS:  # (10**999*B + 1)**5 writes no number above the limit
+        found = measure(value, self.measured)
+        if found.digits > MAX_DIGITS:  # (10**999*B + 1)**5 writes no number above the limit
             self.fail(f"{what} would expand to coefficients of more than {MAX_DIGITS} digits", pos,
                       "use smaller numbers")
-        if degree > MAX_DEGREE:
+        if found.degree > MAX_DEGREE:
             self.fail(f"{what} has a degree above {MAX_DEGREE} in the names", pos,
                       f"formulas of dims are polynomials of degree at most {MAX_DEGREE}")
-        if terms > MAX_EXPANDED_TERMS:
+        if found.terms > MAX_EXPANDED_TERMS:
             self.fail(f"{what} would expand to more than {MAX_EXPANDED_TERMS} terms", pos,
                       "write a smaller formula (expanding it would take minutes)")
         return value

@@ -16,14 +16,23 @@ package and list the call kind in :data:`symflops.ops.registry.CALLS`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping, Protocol, Sequence
+from typing import Any, Literal, Mapping, Protocol, Sequence
 
 import sympy
 
 from ..core import ir
 from ..core.errors import Span
-from ..core.ir import Einsum, Factor, Tensor
+from ..core.ir import Einsum, Factor, Order, Tensor
 from ..core.records import OpCost, PatternTerm, Rule
+
+#: What a count counts: a multiply-add is 2 FLOPs or 1 MAC.
+Unit = Literal["FLOPs", "MACs"]
+#: How a count is chosen where a term's cheapest orders cross (their costs
+#: compare differently at different sizes): ``declared`` takes the order
+#: cheapest at the declaration's ``sizes:`` (their minimum where none are
+#: declared); ``minimum`` is always the minimum, which the commands that
+#: evaluate at given sizes use, so that each size gets its cheapest order.
+Choice = Literal["declared", "minimum"]
 
 
 class Op(ir.Op, Protocol):
@@ -81,8 +90,8 @@ class Op(ir.Op, Protocol):
         one, parameters first), as rules of op ``number`` of the layer, each
         with the derivation steps that justify it."""
 
-    def cost(self, unit: str, order: str = "written", sizes: tuple[tuple[str, int], ...] = (),
-             choice: str = "declared") -> OpCost:
+    def cost(self, unit: Unit, order: Order = "written", sizes: tuple[tuple[str, int], ...] = (),
+             choice: Choice = "declared") -> OpCost:
         """Its forward FLOPs in the two buckets; ``order``, ``sizes`` and
         ``choice`` say how an einsum's products are ordered (see
         :mod:`symflops.ops.einsum.cost`)."""

@@ -44,9 +44,9 @@ import numpy as np
 import sympy
 
 from ..core.errors import Span, SymflopsError
-from ..core.ir import Einsum, Factor
+from ..core.ir import Einsum, Factor, Order
 from ..core.records import OpCost, Rule
-from .base import Scope
+from .base import Choice, Scope, Unit
 from .derivation import (DerivedOp, ReductionOp, derive_reduction, fresh_letters, index_symbol,
                          reduction_rule)
 from .reductions import Reduction, check_arguments, default_dim, substitute_softmax, unused_name
@@ -135,8 +135,8 @@ class LogSumExp(ReductionOp):
         red = self.reduction()
         return (reduction_rule(red, self.inp.tensor, number, red.einsums(), self.dims()),)
 
-    def cost(self, unit: str, order: str = "written", sizes: tuple[tuple[str, int], ...] = (),
-             choice: str = "declared") -> OpCost:
+    def cost(self, unit: Unit, order: Order = "written", sizes: tuple[tuple[str, int], ...] = (),
+             choice: Choice = "declared") -> OpCost:
         """Per element of the input and per row (no products to order)."""
         d = self.dims()
         elements = sympy.Mul(*(d[i] for i in self.inp.indices))

@@ -28,9 +28,9 @@ import sympy
 from ..core.records import OpCost
 from ..core.records import IndexTerm, Rule
 from ..core.errors import Span, SymflopsError, closest
-from ..core.ir import SELECT, Einsum, Factor
+from ..core.ir import SELECT, Einsum, Factor, Order
 from ..lang.statement import Ref
-from .base import Scope
+from .base import Choice, Scope, Unit
 from .derivation import ReductionOp, reduction_rule
 from .reductions import Reduction, cross_entropy_rule
 
@@ -113,8 +113,8 @@ class CrossEntropy(ReductionOp):
                         for t in red.terms)
         return (reduction_rule(red, self.logits.tensor, number, einsums, self.dims(), shown),)
 
-    def cost(self, unit: str, order: str = "written", sizes: tuple[tuple[str, int], ...] = (),
-             choice: str = "declared") -> OpCost:
+    def cost(self, unit: Unit, order: Order = "written", sizes: tuple[tuple[str, int], ...] = (),
+             choice: Choice = "declared") -> OpCost:
         """Per element and per row of the formula (no products to order)."""
         d = self.dims()
         elements = sympy.Mul(*(d[i] for i in self.logits.indices))

@@ -38,8 +38,8 @@ import sympy
 from ..core.records import OpCost
 from ..core.records import Rule
 from ..core.errors import Span, SymflopsError
-from ..core.ir import Einsum, Factor
-from .base import Scope
+from ..core.ir import Einsum, Factor, Order
+from .base import Choice, Scope, Unit
 from .derivation import ReductionOp, reduction_rule
 from .reductions import Reduction, layernorm_rule, rmsnorm_rule, softmax_rule
 
@@ -137,8 +137,8 @@ class Normalize(ReductionOp):
                     extra.append(Factor(c.tensor, (a, u), fn=c.fn))
         return Einsum(e.output, (*e.operands, *extra), e.coefficient) if extra else e
 
-    def cost(self, unit: str, order: str = "written", sizes: tuple[tuple[str, int], ...] = (),
-             choice: str = "declared") -> OpCost:
+    def cost(self, unit: Unit, order: Order = "written", sizes: tuple[tuple[str, int], ...] = (),
+             choice: Choice = "declared") -> OpCost:
         """Per element and per row of the formula (no products to order)."""
         from .einsum.orders import bounds_of, size
 

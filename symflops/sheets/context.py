@@ -15,6 +15,7 @@ from . import printing as P
 from .counts import (Row, domain_note, flops_story, memory_rows, model_section, numbers_table,
                      order_notes)
 from .derivations import derivation_lines, function_items, reduction_lines
+from .environment import Format
 from .escape import CODE_ESCAPES, ESCAPES
 from .notation import Math, Substituted, fold_lines, sympy_latex
 from ..count.explain import SheetCounts
@@ -25,7 +26,7 @@ class SheetContext(TypedDict):
     """Every variable a sheet template may use.  Math strings are LaTeX
     without delimiters; text strings are already escaped for the format."""
 
-    fmt: str
+    fmt: Format
     name: str
     title: str
     source: str
@@ -81,7 +82,7 @@ def _ratio(q: sympy.Rational | None) -> str | None:
 
 
 
-def sheet_context(derivation: Derivation, counts: SheetCounts, fmt: str) -> SheetContext:
+def sheet_context(derivation: Derivation, counts: SheetCounts, fmt: Format) -> SheetContext:
     """Everything the sheet shows, formatted from the derivation (its patterns
     prepared) and the sheet's counts, escaped for ``fmt``."""
     esc, code = ESCAPES[fmt], CODE_ESCAPES[fmt]

@@ -14,7 +14,7 @@ import functools
 import os
 import signal
 import threading
-from typing import Any, Mapping, Sequence
+from typing import Any, Literal, Mapping, Sequence, get_args
 
 import jinja2
 import jinja2.sandbox
@@ -22,8 +22,10 @@ from jinja2.loaders import split_template_path
 
 from ..core.errors import SymflopsError, read_text, shorten
 
-FORMATS = ("md", "tex")
-TEMPLATE_NAMES = {"md": "sheet.md.j2", "tex": "sheet.tex.j2"}
+#: The formats a sheet is rendered in.
+Format = Literal["md", "tex"]
+FORMATS: tuple[Format, ...] = get_args(Format)
+TEMPLATE_NAMES: dict[Format, str] = {"md": "sheet.md.j2", "tex": "sheet.tex.j2"}
 
 
 def template_dir() -> str:
@@ -68,7 +70,7 @@ class _Loader(jinja2.FileSystemLoader):
 
 
 @functools.lru_cache(maxsize=32)
-def environment(fmt: str, user_templates: str | None = None) -> jinja2.Environment:
+def environment(fmt: Format, user_templates: str | None = None) -> jinja2.Environment:
     """The Jinja environment for ``fmt``; a user's directory comes first.
     Sandboxed (:class:`jinja2.sandbox.SandboxedEnvironment`): a template can
     place the sheet's strings and call safe methods on them, never reach
@@ -170,7 +172,7 @@ def _in_user_templates(where: str | None, user_templates: str | None) -> bool:
     return os.path.commonpath([os.path.realpath(where.rpartition(":")[0]), root]) == root
 
 
-def template_error(exc: Exception, fmt: str, user_templates: str | None) -> SymflopsError | None:
+def template_error(exc: Exception, fmt: Format, user_templates: str | None) -> SymflopsError | None:
     """The SymflopsError for an exception raised while rendering, or None for
     one that is a bug (raised by a shipped template alone, and not a Jinja
     error): syntax, an undefined variable, a sandbox refusal, a missing

@@ -15,14 +15,14 @@ it derives and counts nothing itself.
 from __future__ import annotations
 
 from .context import sheet_context
-from .environment import FORMATS, TEMPLATE_NAMES, bounded_render, environment, template_error
+from .environment import FORMATS, TEMPLATE_NAMES, Format, bounded_render, environment, template_error
 from .escape import check_tex
 from ..count.explain import SheetCounts
 from ..core.errors import SymflopsError
 from ..core.records import Derivation
 
 
-def render(derivation: Derivation, counts: SheetCounts, fmt: str,
+def render(derivation: Derivation, counts: SheetCounts, fmt: Format,
            user_templates: str | None = None) -> str:
     """The sheet as a string in ``fmt`` ('md' or 'tex'), of a derivation
     with its patterns (:func:`symflops.derive.patterns.with_patterns`) and

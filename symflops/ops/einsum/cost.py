@@ -11,27 +11,19 @@ work, and so are the additions joining several terms.
 
 from __future__ import annotations
 
-from typing import Literal, Mapping, Sequence
+from typing import Mapping, Sequence
 
 import sympy
 
-from ...core.ir import Einsum, Op, dim_symbol
+from ...core.ir import Einsum, Op, Order, dim_symbol
 from ...core.polynomial import Cheapest, Least, dominated, terms
 from ...core.records import Candidate, OpCost, Rule, TermOrders
+from ..base import Choice, Unit
 from ..functions import cost as function_cost
-from .orders import Order, bounds_of, candidate, cheapest, size, tree_text, written
+from .orders import bounds_of, candidate, cheapest, size, tree_text, written
 
 
-
-#: How a count is chosen where a term's cheapest orders cross (their costs
-#: compare differently at different sizes): ``declared`` takes the order
-#: cheapest at the declaration's ``sizes:`` (their minimum where none are
-#: declared); ``minimum`` is always the minimum, which the commands that
-#: evaluate at given sizes use, so that each size gets its cheapest order.
-Choice = Literal["declared", "minimum"]
-
-
-def einsum_flops(e: Einsum, extents: Mapping[str, sympy.Expr], unit: str = "FLOPs",
+def einsum_flops(e: Einsum, extents: Mapping[str, sympy.Expr], unit: Unit = "FLOPs",
                  order: Order = "written") -> sympy.Expr:
     """All the work of contracting ``e``'s operands pairwise in ``order``
     (both buckets; see :mod:`symflops.ops.einsum.orders`); for ``cheapest`` orders
@@ -96,7 +88,7 @@ def _minimum(found: Sequence[Candidate]) -> tuple[sympy.Expr, sympy.Expr]:
                      (found[-1].elementwise, True)))
 
 
-def term_cost(e: Einsum, extents: Mapping[str, sympy.Expr], unit: str, order: Order,
+def term_cost(e: Einsum, extents: Mapping[str, sympy.Expr], unit: Unit, order: Order,
               sizes: tuple[tuple[str, int], ...] = (), choice: Choice = "declared", term: int = 0
               ) -> tuple[sympy.Expr, sympy.Expr, TermOrders | None]:
     """``(flops, elementwise, orders)`` of one term counted in ``order``;
@@ -114,7 +106,7 @@ def term_cost(e: Einsum, extents: Mapping[str, sympy.Expr], unit: str, order: Or
                                           chosen, sizes if chosen is not None else ())
 
 
-def rule_cost(rule: Rule, unit: str, sizes: tuple[tuple[str, int], ...] = (),
+def rule_cost(rule: Rule, unit: Unit, sizes: tuple[tuple[str, int], ...] = (),
               choice: Choice = "declared") -> OpCost:
     """A rule's terms, each in its cheapest order, step by step in their
     buckets; the additions joining its terms are elementwise."""
@@ -130,7 +122,7 @@ def rule_cost(rule: Rule, unit: str, sizes: tuple[tuple[str, int], ...] = (),
     return OpCost(sympy.expand(flops), sympy.expand(elementwise), tuple(orders))
 
 
-def op_cost(op: Op, unit: str, order: Order = "written",
+def op_cost(op: Op, unit: Unit, order: Order = "written",
             sizes: tuple[tuple[str, int], ...] = (), choice: Choice = "declared") -> OpCost:
     """A forward op: each term step by step in its bucket (in ``order``), its
     constant factors and pointwise functions, and the additions between terms."""

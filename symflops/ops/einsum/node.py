@@ -16,11 +16,11 @@ from typing import Any, ClassVar, Mapping, Sequence
 import sympy
 
 from ...core.errors import Span
-from ...core.ir import Einsum, Factor
+from ...core.ir import Einsum, Factor, Order
 from ...core.records import OpCost, PatternTerm, Rule
-from .cost import Choice, op_cost
+from ..base import Choice, Unit
+from .cost import op_cost
 from .numeric import run_op
-from .orders import Order, Unit
 from .pattern import pattern_terms
 from .rules import contraction_rules
 from .torch import torch_op

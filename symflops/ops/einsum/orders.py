@@ -57,9 +57,8 @@ from ...core.domain import Bound, domain_size
 from ...core.ir import Einsum, Factor, comparison, selections
 from ...core.polynomial import dominated, terms
 from ...core.records import Candidate, Tree
+from ..base import Unit
 
-Unit = Literal["FLOPs", "MACs"]
-Order = Literal["written", "cheapest"]
 StepKind = Literal["contraction", "dot", "product", "scatter", "reduction"]
 
 
@@ -95,7 +94,7 @@ class Pattern:
 
 def bounds_of(e: Einsum) -> tuple[Bound, ...]:
     """The where-clause of ``e`` as bounds between letters."""
-    return tuple(Bound(*comparison(f)) for f in e.operands if f.is_comparison)
+    return tuple(comparison(f) for f in e.operands if f.is_comparison)
 
 
 def pattern(e: Einsum) -> Pattern:

@@ -1,0 +1,106 @@
+"""The dims and the random arrays ``symflops verify`` checks a layer at.
+
+Invariants: dims are drawn distinct where there are enough values (a rule with
+two axes swapped then fails on shape or value); every declared axis is at least
+1; no tensor, and no op's letters, exceed the limits (elements), so that finite
+differences stay fast and meta-device counts stay inside int64.  Everything is
+drawn from the generator passed in: one seed, one set of sizes and arrays.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping
+
+import numpy as np
+import sympy
+
+from ..core.errors import SymflopsError
+from ..core.ir import Layer, index_ranges
+
+MEDIUM = (8, 64)         # range of the medium dim sizes for FLOP counts
+
+
+# ------------------------------------------------------------------ sizes --
+
+def extent(expr: sympy.Expr, dims: Mapping[str, int]) -> int:
+    return int(expr.subs({s: dims[str(s)] for s in expr.free_symbols}))
+
+
+#: Elements a tensor may hold, and an op's letters may span, at the small sizes
+#: (real float64 arrays, differenced one element at a time: time grows with
+#: the square of a tensor's size) and at the medium sizes (the meta device:
+#: shapes only, but counts must stay far inside int64).  The shipped models
+#: hold at most about 5 * 10**4 elements per tensor at the small sizes.
+SMALL_LIMITS = (10**5, 10**7)
+MEDIUM_LIMITS = (10**15, 10**15)
+
+
+def _all_extents_positive(layer: Layer, dims: Mapping[str, int]) -> bool:
+    return all(extent(e, dims) >= 1 for t in layer.tensors for e in t.shape)
+
+
+def _too_large(layer: Layer, dims: Mapping[str, int], limits: tuple[int, int]
+               ) -> tuple[str, Any] | None:
+    """What holds or spans more elements than ``limits`` (per tensor, per op)
+    at ``dims``, in words, and where it is declared; None when nothing does."""
+    for t in layer.tensors:
+        sizes = [extent(e, dims) for e in t.shape]
+        if math.prod(sizes) > limits[0]:
+            axis = max(range(len(sizes)), key=sizes.__getitem__)
+            return (f"{t.name} [{', '.join(map(sympy.sstr, t.shape))}] holds "
+                    f"{math.prod(sizes):,} elements (its axis {sympy.sstr(t.shape[axis])} is "
+                    f"{sizes[axis]:,}), more than {limits[0]:,}", t.span)
+    for op in layer.ops:
+        span = math.prod(extent(e, dims) for e in op.dims().values())
+        if span > limits[1]:
+            return (f"the letters of {op.statement()!r} span {span:,} elements, more than "
+                    f"{limits[1]:,}", getattr(op, "span", None))
+    return None
+
+
+def choose_sizes(layer: Layer, rng: np.random.Generator, low: int, high: int,
+                 limits: tuple[int, int] = SMALL_LIMITS) -> dict[str, int]:
+    """Distinct dim values in ``[low, high]`` where there are enough (a rule
+    with two axes swapped then fails on shape or value), such that every
+    declared axis (``P - K + 1`` too) is at least 1 and nothing exceeds
+    ``limits`` (elements per tensor, per op)."""
+    n = len(layer.dims)
+    # Sizes are proved polynomials with non-negative coefficients in dim - 1:
+    # the smallest are at the lowest dims, so too large there means too large anywhere.
+    problem = _too_large(layer, {d.name: low for d in layer.dims}, limits)
+    if problem is not None:
+        raise SymflopsError(f"verify needs small sizes, but with every dim {low} {problem[0]}",
+                            problem[1],
+                            "verify checks a layer at dims of a few units: give the axes sizes "
+                            "of low degree (B, 4*D, P + K - 1 rather than B**40)")
+    for _ in range(100):
+        if high - low + 1 >= n:
+            values = rng.choice(np.arange(low, high + 1), size=n, replace=False)
+        else:
+            values = rng.integers(low, high + 1, size=n)
+        dims = {d.name: int(v) for d, v in zip(layer.dims, values)}
+        if _all_extents_positive(layer, dims) and _too_large(layer, dims, limits) is None:
+            return dims
+    raise SymflopsError(f"cannot find dim sizes in {low}..{high} that make every axis of "
+                        f"{layer.name} positive and every tensor small", hint="check the shape "
+                        "expressions")
+
+
+def random_leaves(layer: Layer, dims: Mapping[str, int],
+                  rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Standard normal inputs and parameters; index tensors get integers in
+    the range of the axis they select along (``[0, V)`` for ``E[tok[b], d]``)."""
+    ranges = index_ranges(layer)
+    return {t.name: (rng.integers(0, extent(ranges.get(t.name, sympy.Integer(1)), dims),
+                                  shape_at(layer, t.name, dims))
+                     if t.role == "index" else rng.standard_normal(shape_at(layer, t.name, dims)))
+            for t in layer.tensors if t.role != "activation"}
+
+
+def small_sizes(layer: Layer, rng: np.random.Generator) -> dict[str, int]:
+    return choose_sizes(layer, rng, 2, max(5, len(layer.dims) + 1))
+
+
+def shape_at(layer: Layer, name: str, dims: Mapping[str, int]) -> tuple[int, ...]:
+    return tuple(extent(e, dims) for e in layer.tensor(name).shape)
