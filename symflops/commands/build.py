@@ -227,6 +227,12 @@ _busy = False
 
 def _worker_signal(signum: int, frame: Any) -> None:
     if _busy:
+        # Unwind once. A second signal (the parent's _stop sends SIGTERM to
+        # a worker that the process group's SIGTERM already reached) must not
+        # interrupt the unwinding: raised inside the removal of the scratch
+        # directory, it would leave the directory behind.
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, signal.SIG_IGN)
         raise Terminated(signum)
     os._exit(128 + signum)
 
