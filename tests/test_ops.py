@@ -214,3 +214,14 @@ def test_decoder_block_is_6N_per_token_plus_the_causal_attention_term():
     # Seed 004: 6N per token for the dense products, plus 12 S h full-square or, causal,
     # 12 h (S+1)/2 for the two attention products with their backward.
     assert sympy.expand(per_token - 6 * dense) == sympy.expand(6 * h * (S + 1))
+
+
+def test_applied_functions_print_the_codes_rules_are_written_in():
+    # The spellings of README's rule strings: gelu(X), gelu'(X), sigmoid'@out(Y).
+    from symflops.core.ir import Apply, Factor
+    assert str(Factor("X", ("b", "d"), fn=Apply("gelu"))) == "gelu(X[b,d])"
+    assert str(Factor("X", ("b", "d"), fn=Apply("gelu", "derivative"))) == "gelu'(X[b,d])"
+    assert str(Factor("Y", ("b",), fn=Apply("sigmoid", "derivative@out"))) == "sigmoid'@out(Y[b])"
+    assert str(Factor("", ("t", "s"), fn="<=")) == "[t <= s]"
+    with pytest.raises(TypeError):
+        Factor("X", ("b",), fn="gelu")  # a function name must be an Apply, never a bare string

@@ -76,17 +76,49 @@ class Tensor:
         return self.role in ("param", "frozen")
 
 
+#: Which form of a pointwise function a factor applies: the function itself,
+#: its derivative at the input, or its derivative written in terms of the
+#: function's output (for functions whose convention saves the output).
+FunctionForm = Literal["value", "derivative", "derivative@out"]
+_FORM_SUFFIX: dict[FunctionForm, str] = {"value": "", "derivative": "'", "derivative@out": "'@out"}
+
+
+@dataclass(frozen=True)
+class Apply:
+    """A pointwise function applied to a factor: ``name`` is a key of
+    :data:`symflops.ops.functions.FUNCTIONS`.  ``str`` gives the code every
+    rule, sheet and ``--json`` prints: ``gelu``, ``gelu'``, ``sigmoid'@out``."""
+
+    name: str
+    form: FunctionForm = "value"
+
+    def __str__(self) -> str:
+        return self.name + _FORM_SUFFIX[self.form]
+
+
+#: Indicator factors (Iverson brackets), by the relation they state; see
+#: :data:`COMPARISONS`, :data:`SELECT` and :data:`SHIFT` below.
+ComparisonOp = Literal["<=", "<", ">=", ">"]
+Indicator = Literal[ComparisonOp, "=", "=+"]
+
+
 @dataclass(frozen=True)
 class Factor:
     """One indexed tensor occurrence, e.g. ``X[b,d]``, optionally through a
-    pointwise function (``fn``, a name from :mod:`symflops.ops.functions`:
-    ``"gelu"``, its derivative ``"gelu'"``, or ``"sigmoid'@out"``, the
-    derivative written in terms of the function's output)."""
+    pointwise function (``fn``, an :class:`Apply`: ``gelu``, its derivative
+    ``gelu'``, or ``sigmoid'@out``, the derivative written in terms of the
+    function's output), or an indicator (``fn``, an :data:`Indicator`)."""
 
     tensor: str
     indices: tuple[str, ...]
     span: Span | None = field(default=None, compare=False)
-    fn: str | None = None
+    fn: Apply | Indicator | None = None
+
+    def __post_init__(self) -> None:
+        # A bare string that is no indicator is a function name a producer
+        # forgot to wrap in Apply: fail loudly rather than print it as a relation.
+        if isinstance(self.fn, str) and self.fn not in INDICATORS:
+            raise TypeError(f"Factor.fn {self.fn!r} is neither an Apply nor an indicator")
 
     def __str__(self) -> str:
         if self.is_indicator:
@@ -99,7 +131,12 @@ class Factor:
         """An Iverson bracket, 1 inside a domain and 0 outside (see
         :data:`COMPARISONS` and :data:`SELECT`): never differentiated, never a
         saved tensor, a restriction of the summation domain in the cost model."""
-        return self.fn in COMPARISONS or self.fn in (SELECT, SHIFT)
+        return self.fn in INDICATORS
+
+    @property
+    def function(self) -> Apply | None:
+        """The pointwise function the factor applies, if any."""
+        return self.fn if isinstance(self.fn, Apply) else None
 
     @property
     def is_comparison(self) -> bool:
@@ -133,12 +170,13 @@ class Factor:
 #: the one-hot selection a lookup ``E[tok[b], d]`` multiplies by (``v`` ranges
 #: over the looked-up axis).  Tensors named by indicators are read, not
 #: differentiated.
-COMPARISONS = ("<=", "<", ">=", ">")
-SELECT = "="
+COMPARISONS: tuple[ComparisonOp, ...] = get_args(ComparisonOp)
+SELECT: Indicator = "="
 #: ``Factor("", (q, p, k), fn="=+")`` is ``[q = p + k]``: a shifted index
 #: ``X[b,c,p+k]`` (a convolution) reads ``X[b,c,q]`` with a fresh letter ``q``
 #: over X's axis, times this indicator.
-SHIFT = "=+"
+SHIFT: Indicator = "=+"
+INDICATORS: tuple[Indicator, ...] = get_args(Indicator)
 
 
 def comparison(f: Factor) -> Bound:

@@ -46,7 +46,7 @@ class IndexTerm:
                 continue
             element = sympy.IndexedBase(f.tensor)[tuple(_sym(i) for i in f.indices)] if f.indices \
                 else sympy.Symbol(f.tensor)
-            expr *= sympy.Function(f.fn)(element) if f.fn else element
+            expr *= sympy.Function(str(f.fn))(element) if f.fn else element
         for a, b in self.deltas:
             expr *= sympy.KroneckerDelta(_sym(a), _sym(b))
         return expr

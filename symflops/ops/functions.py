@@ -17,9 +17,11 @@ same count of the derivative's formula, plus 1 for the multiply by dY, is the
 backward cost.  These are model counts of the formula as written, not of any
 kernel.
 
-A factor in an einsum may carry a function name (:attr:`symflops.core.ir.Factor.fn`):
-``"gelu"`` applies the function, ``"gelu'"`` its derivative at the input, and
-``"sigmoid'@out"`` the derivative written in terms of the output.
+A factor in an einsum may apply a function (:attr:`symflops.core.ir.Factor.fn`, an
+:class:`symflops.core.ir.Apply`): ``Apply("gelu")`` applies the function,
+``Apply("gelu", "derivative")`` (printed ``gelu'``) its derivative at the input, and
+``Apply("sigmoid", "derivative@out")`` (``sigmoid'@out``) the derivative written in
+terms of the output.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 import sympy
+
+from ..core.ir import Apply
 
 X = sympy.Symbol("x", real=True)
 Y = sympy.Symbol("y", real=True)
@@ -140,30 +144,20 @@ def known() -> str:
     return ", ".join(sorted(FUNCTIONS))
 
 
-def parse_fn(fn: str) -> tuple[Function, str]:
-    """``"gelu'"`` -> (gelu, "derivative"); ``"sigmoid'@out"`` -> (sigmoid, "derivative@out");
-    ``"relu"`` -> (relu, "value")."""
-    if fn.endswith("'@out"):
-        return FUNCTIONS[fn[:-5]], "derivative@out"
-    if fn.endswith("'"):
-        return FUNCTIONS[fn[:-1]], "derivative"
-    return FUNCTIONS[fn], "value"
-
-
-def expression(fn: str) -> tuple[sympy.Expr, sympy.Symbol]:
+def expression(fn: Apply) -> tuple[sympy.Expr, sympy.Symbol]:
     """The SymPy formula a factor's function computes, and its variable."""
-    f, what = parse_fn(fn)
-    if what == "value":
+    f = FUNCTIONS[fn.name]
+    if fn.form == "value":
         return f.formula, X
-    if what == "derivative":
+    if fn.form == "derivative":
         return f.derivative, X
     return f.derivative_of_output, Y
 
 
-def cost(fn: str) -> int:
+def cost(fn: Apply) -> int:
     """FLOPs per element of evaluating ``fn`` (see the module's convention)."""
-    f, what = parse_fn(fn)
-    return f.cost if what == "value" else f.derivative_cost
+    f = FUNCTIONS[fn.name]
+    return f.cost if fn.form == "value" else f.derivative_cost
 
 
 _NUMPY_EXTRA = {"erf": np.vectorize(math.erf, otypes=[float]),
@@ -171,7 +165,7 @@ _NUMPY_EXTRA = {"erf": np.vectorize(math.erf, otypes=[float]),
 
 
 @lru_cache(maxsize=None)
-def numpy_function(fn: str) -> Callable[[np.ndarray], np.ndarray]:
+def numpy_function(fn: Apply) -> Callable[[np.ndarray], np.ndarray]:
     """A NumPy callable for ``fn``, compiled from its SymPy formula."""
     expr, var = expression(fn)
     # relu's derivative is Heaviside(x); at 0 take 0 (PyTorch's convention).

@@ -27,7 +27,7 @@ from typing import Iterable
 
 import sympy
 
-from ..core.ir import Einsum, Factor, Layer, Tensor
+from ..core.ir import Apply, Einsum, Factor, Layer, Tensor
 from ..ops.einsum.node import Contraction
 
 
@@ -74,10 +74,11 @@ def with_biases(layer: Layer, weights: Iterable[str]) -> Layer:
 def with_function(layer: Layer, old: str, new: str) -> Layer:
     """``layer`` with every pointwise ``old`` of its forward ops replaced by ``new``."""
     ops = []
+    before, after = Apply(old), Apply(new)
     for op in layer.ops:
-        if any(f.fn == old for t in op.terms for f in t.operands):
+        if any(f.fn == before for t in op.terms for f in t.operands):
             terms = tuple(dataclasses.replace(t, operands=tuple(
-                dataclasses.replace(f, fn=new) if f.fn == old else f for f in t.operands))
+                dataclasses.replace(f, fn=after) if f.fn == before else f for f in t.operands))
                 for t in op.terms)
             op = dataclasses.replace(op, terms=terms)
             op = dataclasses.replace(op, text=op.statement())

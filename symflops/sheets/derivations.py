@@ -87,7 +87,8 @@ def function_items(layer: Any, derivation: Derivation, m: Math) -> list[dict[str
     """Each pointwise function the layer uses: its formula and SymPy's derivative."""
     from ..ops.functions import FUNCTIONS, X, Y
 
-    used = dict.fromkeys(f.fn for op in layer.ops for t in op.terms for f in t.factors if f.fn)
+    used = dict.fromkeys(f.function.name for op in layer.ops for t in op.terms for f in t.factors
+                         if f.function)
     out = []
     for name in used:
         f = FUNCTIONS[name]

@@ -21,7 +21,7 @@ import sympy
 from sympy.core.mul import _keep_coeff
 
 from ..core.records import IndexTerm, MatrixProduct
-from ..ops.functions import Y, parse_fn
+from ..ops.functions import FUNCTIONS, Y
 from ..core.ir import Factor
 from ..core.polynomial import by_exponents, common_factor, monomials
 
@@ -124,12 +124,12 @@ def indexed(f: Factor, tensors: frozenset[str] | set[str] = frozenset(),
             name = f"{name}_{{{','.join(lookups.get(i) or index_list([i]) for i in f.indices)}}}"
         else:
             name = f"{name}_{{{index_list(f.indices)}}}"
-    if not f.fn:
+    if f.function is None:
         return name
-    function, what = parse_fn(f.fn)
-    if what == "value":
+    function = FUNCTIONS[f.function.name]
+    if f.function.form == "value":
         return rf"{function.latex}({name})"
-    if what == "derivative":
+    if f.function.form == "derivative":
         return rf"{function.latex}'({name})"
     g = function.derivative_of_output.subs(Y, sympy.Symbol(name))
     return r"\left(" + sympy.latex(g) + r"\right)"

@@ -48,8 +48,8 @@ def einsum_elementwise(e: Einsum, extents: Mapping[str, sympy.Expr]) -> sympy.Ex
     total = sympy.Integer(0)
     bounds = bounds_of(e)
     for f in e.factors:
-        if f.fn:
-            total += function_cost(f.fn) * size(set(f.indices), extents, bounds)
+        if f.function is not None:
+            total += function_cost(f.function) * size(set(f.indices), extents, bounds)
     if e.coefficient in (1, -1, 0) or not e.factors:
         return total
     return total + size(set(e.output.indices) & {i for f in e.operands for i in f.indices},

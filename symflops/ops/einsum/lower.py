@@ -18,7 +18,7 @@ from typing import Sequence
 import sympy
 
 from ...core.errors import SymflopsError, closest
-from ...core.ir import SELECT, SHIFT, Einsum, Factor, Tensor
+from ...core.ir import SELECT, SHIFT, Apply, Einsum, Factor, Tensor
 from ...lang.expr import parse_expression
 from ...lang.statement import Call, Constant, Ref, Statement, Term
 from ..base import CallKind, Lowered, Op, Scope, claim, usages
@@ -99,7 +99,7 @@ def _term(term: Term, out: str, scope: Scope, calls: Sequence[CallKind], made: d
                 if f.argument is not None:
                     raise SymflopsError(f"{f.name} takes one tensor", at(f.argument.column),
                                         f"write {f.name}({f.ref.name}[...])")
-                factors.append(Factor(ref.tensor, ref.indices, ref.span, f.name))
+                factors.append(Factor(ref.tensor, ref.indices, ref.span, Apply(f.name)))
             elif f.name == "dropout":
                 mask, p = _dropout(f, ref, out, scope, made)
                 factors += [ref, Factor(mask, ref.indices, at(f.column))]

@@ -47,7 +47,7 @@ def run_einsum(e: Einsum, arrays: Mapping[str, np.ndarray], extents: Mapping[str
     present = [i for i in dict.fromkeys(e.output.indices)
                if any(i in f.indices for f in e.operands)]
     values = [indicator(f, arrays, extents) if f.is_indicator
-              else numpy_function(f.fn)(arrays[f.tensor]) if f.fn else arrays[f.tensor]
+              else numpy_function(f.function)(arrays[f.tensor]) if f.function else arrays[f.tensor]
               for f in e.operands]
     dtype = np.result_type(*values) if values else float
     if e.operands:

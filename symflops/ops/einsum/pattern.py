@@ -61,7 +61,8 @@ def pattern_terms(op: Op) -> tuple[PatternTerm, ...]:
     for k in range(len(op.terms)):
         term, dims = generic_term(op, k)
         # Only an output-saving function's rule depends on the term being alone.
-        output_form = any(f.fn and FUNCTIONS[f.fn].saves == "output" for f in term.factors)
+        output_form = any(f.function and FUNCTIONS[f.function.name].saves == "output"
+                          for f in term.factors)
         key = term.statement() + ("" if lone or not output_form else " (a term of a sum)")
         out.append(PatternTerm(key, term, dims, lone))
     return tuple(out)

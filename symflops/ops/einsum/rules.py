@@ -29,7 +29,7 @@ from typing import Iterable
 
 import sympy
 
-from ...core.ir import Einsum, Factor, Op, fresh_letter, rename
+from ...core.ir import Apply, Einsum, Factor, Op, fresh_letter, rename
 from ...core.records import IndexTerm, Rule, Step, _sym, grad_name
 from ..functions import FUNCTIONS
 
@@ -98,7 +98,7 @@ def _merge(terms: list[tuple[Factor, IndexTerm]]) -> list[tuple[Factor, IndexTer
     merged: dict[tuple, tuple[Factor, IndexTerm]] = {}
     for out, t in terms:
         # The same factors in another order are the same einsum.
-        key = (out, tuple(sorted(t.factors, key=lambda f: (f.tensor, f.indices, f.fn or ""))),
+        key = (out, tuple(sorted(t.factors, key=lambda f: (f.tensor, f.indices, str(f.fn or "")))),
                frozenset(t.summed))
         if key in merged:
             prev = merged[key][1]
@@ -113,15 +113,15 @@ def _derivative_factor(e: Einsum, occurrence: Factor,
     nothing for a plain tensor, f'(X) for f(X) -- or f' written in the output
     Y when the term is exactly Y = f(X), the op's only term (``output_form``),
     and f's convention saves its output."""
-    if not occurrence.fn:
+    if occurrence.function is None:
         return ()
-    function = FUNCTIONS[occurrence.fn]
+    function = FUNCTIONS[occurrence.function.name]
     lone = (output_form and len(e.operands) == 1 and e.coefficient == 1
             and occurrence.indices == e.output.indices
             and len(set(occurrence.indices)) == len(occurrence.indices))
     if function.saves == "output" and lone:
-        return (Factor(e.output.tensor, e.output.indices, fn=f"{function.name}'@out"),)
-    return (Factor(occurrence.tensor, occurrence.indices, fn=f"{function.name}'"),)
+        return (Factor(e.output.tensor, e.output.indices, fn=Apply(function.name, "derivative@out")),)
+    return (Factor(occurrence.tensor, occurrence.indices, fn=Apply(function.name, "derivative")),)
 
 
 def contraction_rules(op: Op, op_number: int, wrt: str,

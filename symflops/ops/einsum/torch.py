@@ -89,8 +89,8 @@ def torch_einsum(torch: Any, e: Einsum, tensors: Mapping[str, Any],
     letter; one that broadcasts, as in a bias add, is expanded).  ``extents``
     sizes letters that no tensor carries (a mask over output letters)."""
     letters = {i: string.ascii_letters[k] for k, i in enumerate(e.indices)}
-    args = [FUNCTIONS[f.fn].torch(torch, tensors[f.tensor]) if f.fn else tensors[f.tensor]
-            for f in e.factors]
+    args = [FUNCTIONS[f.function.name].torch(torch, tensors[f.tensor]) if f.function
+            else tensors[f.tensor] for f in e.factors]
     operands = [list(f.indices) for f in e.factors]
     if len(args) != len(e.operands):
         _torch_indicators(torch, e, tensors, args, operands, extents or {})
