@@ -47,6 +47,7 @@ from ..core.records import Derivation, grad_name
 from ..core.errors import SymflopsError, file_kind
 from ..core.ir import Layer, Tensor, dim_symbol, index_ranges
 from .numeric import backward, forward
+from .sizes import extent as extent_at
 
 
 def _shape_text(tensor: Tensor) -> str:
@@ -275,7 +276,7 @@ def _solve_size(extent: sympy.Expr, dim: sympy.Symbol, size: int) -> int | None:
 
 
 def _sizes(tensor: Tensor, dims: Mapping[str, int]) -> tuple[int, ...]:
-    return tuple(int(e.subs({s: dims[str(s)] for s in e.free_symbols})) for e in tensor.shape)
+    return tuple(extent_at(e, dims) for e in tensor.shape)
 
 
 def _check_names(layer: Layer, arrays: Mapping[str, np.ndarray]) -> None:
