@@ -40,8 +40,9 @@ FFN_FORMULAS = [
     r"H_{bf} = \sum_{d} X_{bd}\, (W_{\text{in}})_{df}",           # forward, index form
     r"H = X\, W_{\text{in}}",                                      # forward, matrix form
     r"Y = H\, W_{\text{out}}",
-    r"2BDF + 2BDF = 4BDF = 2 \cdot P \cdot B",                     # forward total = 2BP
-    r"P = DF + DF = 2DF",
+    # the seed's P is N_param here: a sheet never names a count like a tensor (softmax's P)
+    r"2BDF + 2BDF = 4BDF = 2 \cdot N_{\text{param}} \cdot B",      # forward total = 2BP
+    r"N_{\text{param}} = DF + DF = 2DF",
     r"\boxed{dW = X^\top\, dY}",                                   # the generic rules, derived
     r"\boxed{dX = dY\, W^\top}",
     r"\delta_{jj'}",                                               # from Kronecker deltas
@@ -49,8 +50,8 @@ FFN_FORMULAS = [
     r"dH = dY\, W_{\text{out}}^\top",
     r"dW_{\text{in}} = X^\top\, dH",
     r"dX = dH\, W_{\text{in}}^\top",
-    r"2BDF + 2BDF + 2BDF + 2BDF = 8BDF = 4 \cdot P \cdot B",       # backward = 2x forward
-    r"12BDF = 6 \cdot P \cdot B",                                  # training
+    r"2BDF + 2BDF + 2BDF + 2BDF = 8BDF = 4 \cdot N_{\text{param}} \cdot B",  # backward = 2x fwd
+    r"12BDF = 6 \cdot N_{\text{param}} \cdot B",                   # training
     r"dY \;\longrightarrow\; dH \;\longrightarrow\; dX",           # the chain
     "1 : 2",                                                       # forward : backward
 ]
@@ -76,11 +77,11 @@ def test_ffn_memory_table_follows_the_seed_policy():
 
 def test_a_zero_count_is_not_written_per_parameter():
     # norms.yaml has no matmul-type products: its total is 0, not "0 = 0 P";
-    # ffn's 4BDF is written 2 P B beside it (P = 2DF parameters).
+    # ffn's 4BDF is written 2 N_param B beside it (N_param = 2DF parameters).
     norms = sheet("md", ROOT / "derivations" / "norms.yaml")
     assert "Forward total: $0$ FLOPs in matmul-type products" in norms
-    assert r"0 \cdot P" not in norms
-    assert r"$4BDF = 2 \cdot P \cdot B$" in sheet("md")
+    assert r"0 \cdot N" not in norms
+    assert r"$4BDF = 2 \cdot N_{\text{param}} \cdot B$" in sheet("md")
 
 
 def test_inference_peak_says_which_is_largest_only_when_there_is_a_choice():

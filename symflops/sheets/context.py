@@ -7,15 +7,16 @@ place strings and never compute.
 from __future__ import annotations
 
 import os
-from typing import Any, TypedDict
+from typing import Any, Sequence, TypedDict
 
 import sympy
 
 from . import printing as P
-from .counts import (Row, domain_note, flops_story, memory_rows, model_section, numbers_table,
+from .counts import (Row, domain_note, fresh_name, flops_story, memory_rows, model_section, numbers_table,
                      order_notes)
 from .derivations import derivation_lines, function_items, reduction_lines
 from .environment import Format
+from .equations import Equation, Factor as EqFactor, Named, Part, Printer, Side, chain, grouped, side
 from .escape import CODE_ESCAPES, ESCAPES
 from .notation import Math, Substituted, fold_lines, sympy_latex
 from ..count.explain import SheetCounts
@@ -38,27 +39,28 @@ class SheetContext(TypedDict):
     outputs: str
     output_grads: str
     P: str | None
+    param_symbol: str
     forward: list[dict[str, Any]]
-    forward_sum: str
+    forward_line: str
+    forward_headline: str
     forward_total: str
     forward_elementwise: str
     backward_elementwise: str
-    forward_per_param: str | None
     generic: list[dict[str, Any]]
     normalizations: list[dict[str, Any]]
     functions: list[dict[str, Any]]
     backward: list[dict[str, Any]]
     backward_lines: list[str]
     order_notes: list[str]
-    backward_sum: str
+    backward_line: str
+    backward_headline: str
     backward_total: str
-    backward_per_param: str | None
     ratio: str | None
     chain: str | None
     saved: list[dict[str, str]]
     saved_names: str
     training_total: str
-    training_per_param: str | None
+    training_headline: str
     elementwise: str | None
     memory_rows: list[Row]
     precision: str
@@ -70,6 +72,8 @@ class SheetContext(TypedDict):
     batch_dims: str
     numbers: dict[str, Any] | None
     model: dict[str, Any] | None
+    #: every equality the sheet displays, as the records it was printed from
+    equations: list[Equation]
 
 
 def _ratio(q: sympy.Rational | None) -> str | None:
@@ -95,12 +99,30 @@ def sheet_context(derivation: Derivation, counts: SheetCounts, fmt: Format) -> S
     tensors = layer.tensor_map
     unit = costs.unit
 
-    # The parameter count is P, unless a dim is named P (a convolution's positions).
-    psym = r"N_{\mathrm{param}}" if any(d.name == "P" for d in layer.dims) else "P"
+    # Derived quantities take names no declared tensor or dim prints as.
+    taken = {m.t(t.name) for t in layer.tensors} | {P.symbol_name(d.name) for d in layer.dims}
+    n_param = Named.of(fresh_name(r"N_{\text{param}}", taken), costs.params)
+    equations: list[Equation] = []
+    say = Printer(poly)
 
-    def per_param(expr: sympy.Expr) -> str | None:  # "= 6 P B"; nothing to say about 0
+    def show(eq: Equation) -> str:
+        """Print ``eq`` and keep it, so that every displayed equality can be proven."""
+        equations.append(eq)
+        return say(eq)
+
+    def per_param(expr: sympy.Expr) -> Side | None:  # "= 6 N B"; nothing to say about 0
         q = costs.per_param(expr) if costs.params != 0 and expr != 0 else None
-        return poly.times_params(q, psym) if q is not None else None
+        return None if q is None else (Part(factors=(EqFactor(q),), named=n_param),)
+
+    def total_line(values: Sequence[sympy.Expr], copies: Sequence[sympy.Expr],
+                   total: sympy.Expr) -> str:
+        """``sum of the ops' counts (with their copies) = total [= k N_param B]``."""
+        extra = per_param(total)
+        return show(chain(grouped(values, copies), side(total), *([extra] if extra else [])))
+
+    def headline(total: sympy.Expr) -> str:
+        extra = per_param(total)
+        return show(chain(side(total), *([extra] if extra else [])))
 
     forward = [{
         "statement": code(op.statement()),
@@ -110,7 +132,7 @@ def sheet_context(derivation: Derivation, counts: SheetCounts, fmt: Format) -> S
         "matrix": m.matrix(matrix_form(op.terms[0])) if len(op.terms) == 1 else None,
         "flops": poly(c.flops),
         "elementwise": poly(c.elementwise) if c.elementwise != 0 else None,
-        "story": flops_story(x.pairwise, c.flops, poly),
+        "story": show(flops_story(x.pairwise, c.flops)),
         "note": " ".join(filter(None, [domain_note(x.domain, unit, m, esc), *order_notes(
             m.t(op.output), x.orders, layer, m, esc)])),
     } for op, c, x in zip(layer.ops, costs.forward, counts.forward)]
@@ -164,7 +186,7 @@ def sheet_context(derivation: Derivation, counts: SheetCounts, fmt: Format) -> S
     for r in derivation.rules:
         if not tensors[r.wrt].is_param and r.grad not in flow:
             flow.append(r.grad)
-    chain = r" \;\longrightarrow\; ".join(m.t(n) for n in flow) if len(flow) > 1 else None
+    flow_chain = r" \;\longrightarrow\; ".join(m.t(n) for n in flow) if len(flow) > 1 else None
 
     batch = sorted(counts.batch, key=poly.rank)
     batch_dims = ", ".join(P.symbol_name(str(s)) for s in batch)
@@ -174,9 +196,9 @@ def sheet_context(derivation: Derivation, counts: SheetCounts, fmt: Format) -> S
     params = layer.params
     p_line = None
     if params:
-        p_line = f"{psym} = " + " + ".join(poly(t.elements) for t in params)
-        if len(params) > 1:
-            p_line += f" = {poly(costs.params)}"
+        p_line = show(chain(grouped([t.elements for t in params],
+                                    [layer.copies(t.name) for t in params]),
+                            side(costs.params), name=n_param))
 
     return SheetContext(
         fmt=fmt,
@@ -202,15 +224,17 @@ def sheet_context(derivation: Derivation, counts: SheetCounts, fmt: Format) -> S
                   "shape": P.shape(t.shape, shape_poly), "description": esc(t.description)}
                  for t in layer.tensors],
         outputs=m.ts(layer.outputs),
-        output_grads=", ".join(rf"{m.t('d' + n)} = \partial L / \partial {m.t(n)}"
+        output_grads=", ".join(rf"{m.t('d' + n)} = \partial \mathcal{{L}} / \partial {m.t(n)}"
                                for n in layer.outputs),
         P=p_line,
         forward=forward,
-        forward_sum=" + ".join(f["flops"] for f in forward if f["flops"] != "0") or "0",
+        param_symbol=n_param.latex,
+        forward_line=total_line([c.flops for c in costs.forward], costs.forward_copies,
+                                costs.flops_forward),
+        forward_headline=headline(costs.flops_forward),
         forward_total=poly(costs.flops_forward),
         forward_elementwise=poly(costs.elementwise_forward),
         backward_elementwise=poly(costs.elementwise_backward),
-        forward_per_param=per_param(costs.flops_forward),
         generic=generic,
         normalizations=normalizations,
         functions=function_items(layer, derivation, m),
@@ -218,18 +242,19 @@ def sheet_context(derivation: Derivation, counts: SheetCounts, fmt: Format) -> S
         backward_lines=[line for b in backward for line in b["index_lines"]],
         order_notes=[n for r, x in zip(derivation.rules, counts.backward)
                      for n in order_notes(m.t(r.grad), x, layer, m, esc)],
-        backward_sum=" + ".join(b["flops"] for b in backward if b["flops"] != "0") or "0",
+        backward_line=total_line([c.flops for c in costs.backward], costs.backward_copies,
+                                 costs.flops_backward),
+        backward_headline=headline(costs.flops_backward),
         backward_total=poly(costs.flops_backward),
-        backward_per_param=per_param(costs.flops_backward),
         ratio=_ratio(counts.backward_per_forward),
-        chain=chain,
+        chain=flow_chain,
         saved=[{"name": m.t(s.name), "elements": poly(s.elements),
                 "rules": ", ".join("$" + (m.matrix(r.matrix_form) or m.index_form(r.terms[0])) + "$"
                                    for r in derivation.rules if s.name in r.reads)}
                for s in costs.saved],
         saved_names=", ".join(f"${m.t(s.name)}$" for s in costs.saved),  # one span each: wraps
         training_total=poly(costs.flops_total),
-        training_per_param=per_param(costs.flops_total),
+        training_headline=headline(costs.flops_total),
         elementwise=poly(ew) if ew != 0 else None,
         memory_rows=memory_rows(costs, layer.params, m, esc, scales_batch),
         precision=esc(f"{costs.precision.name}: {costs.precision.description}"),
@@ -240,5 +265,6 @@ def sheet_context(derivation: Derivation, counts: SheetCounts, fmt: Format) -> S
         inference_candidates=[poly(a) for a in counts.inference_candidates],
         batch_dims=batch_dims,
         numbers=numbers_table(counts.numbers, unit, esc),
-        model=model_section(counts.model, layer, costs, poly, m, esc),
+        model=model_section(counts.model, layer, costs, poly, m, esc, show, taken),
+        equations=equations,
     )

@@ -9,11 +9,12 @@ costs themselves); none counts anything.
 from __future__ import annotations
 
 import os
-from typing import Any, Sequence, TypedDict
+from typing import Any, Callable, Sequence, TypedDict
 
 import sympy
 
 from . import printing as P
+from .equations import Equation, Factor as EqFactor, Named, Part, chain, side
 from .notation import Math
 from ..count.cost import Costs
 from ..count.explain import (ConditionNote, DomainNote, LookupNote, NumbersAt, OrderChoice,
@@ -30,14 +31,16 @@ class Row(TypedDict):
     cells: list[str]
 
 
-def flops_story(p: PairwiseCount | None, flops: sympy.Expr, poly: Any) -> str:
+def flops_story(p: PairwiseCount | None, flops: sympy.Expr) -> Equation:
     """How a forward op's count arises, from the pairwise step the cost model took."""
     if p is None:
-        return poly(flops)
+        return chain(side(flops))
     if p.kind == "sum":
-        return (rf"{p.factor} \times \underbrace{{{poly(p.outputs)}}}_{{\text{{outputs}}}} \times "
-                rf"\underbrace{{{poly(p.inner)}}}_{{\text{{terms each}}}} = {poly(p.total)}")
-    return rf"\underbrace{{{poly(p.outputs)}}}_{{\text{{products}}}} = {poly(p.total)}"
+        story = (EqFactor(sympy.Integer(p.factor)), EqFactor(p.outputs, "outputs"),
+                 EqFactor(p.inner, "terms each"))
+    else:
+        story = (EqFactor(p.outputs, "products"),)
+    return chain((Part(factors=story),), side(p.total), side(flops))
 
 
 def domain_note(notes: Sequence[DomainNote], unit: str, m: Math, esc: Any) -> str:
@@ -127,6 +130,13 @@ def order_notes(name: str, choices: Sequence[OrderChoice], layer: Layer, m: Math
     return notes
 
 
+def fresh_name(base: str, taken: set[str]) -> str:
+    """``base``, primed until no declared name prints the same."""
+    while base in taken:
+        base += "'"
+    return base
+
+
 def _group(value: int) -> str:
     return f"{value:,}".replace(",", "{,}")
 
@@ -204,7 +214,8 @@ _POLICY_TEXT = {"none": "none (keep every saved tensor)",
 
 
 def model_section(w: WholeModel | None, layer: Layer, costs: Costs, poly: Any, m: Math,
-                  esc: Any) -> dict[str, Any] | None:
+                  esc: Any, show: Callable[[Equation], str], taken: set[str]
+                  ) -> dict[str, Any] | None:
     """The whole-model section: blocks, parameter classes, FLOPs per token
     against 6N, recomputation, the key/value cache.  None for a layer that
     declares no tokens and includes no block (``w`` is None)."""
@@ -237,7 +248,17 @@ def model_section(w: WholeModel | None, layer: Layer, costs: Costs, poly: Any, m
         "working": poly(r.working) if r.working != 0 else None,
     } for name, r in w.recompute.policies.items()]
     inf = w.inference
+    # The dense-parameter counts take names no declared tensor or dim prints as.
+    dense = Named.of(fresh_name(r"N_{\text{dense}}", taken), par.dense)
+    active = Named.of(fresh_name(r"N_{\text{active}}", taken), par.active_dense)
+    six = active if par.active != par.total else dense
     return {
+        "dense_line": show(chain(side(par.dense), name=dense)),
+        "active_line": (show(chain(side(par.active_dense), name=active))
+                        if par.active != par.total else None),
+        "six_n_symbol": r"6 \cdot " + six.latex,
+        "six_n_line": None if per is None else show(
+            chain((Part(factors=(EqFactor(sympy.Integer(6)),), named=six),), side(per.six_n))),
         "tokens": poly(tok) if tok is not None else None,
         "definitions": [f"{P.symbol_name(n)} = {poly(e)}" for n, e in w.definitions.items()],
         "blocks": blocks,

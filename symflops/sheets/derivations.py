@@ -26,9 +26,9 @@ def derivation_lines(rules: Sequence[Rule], m: Math) -> list[str]:
     occurrence = next(Factor(f.tensor, f.indices) for f in steps["contribution"].terms[0].factors[1:]
                       if f.tensor == rules[0].wrt)                  # W[j,k], without its function
     over = ",".join(P.index_list([i]) for i in upstream.indices)
-    chain = (rf"\frac{{\partial L}}{{\partial {m.ix(w)}}} &= "
+    chain = (rf"\frac{{\partial \mathcal{{L}}}}{{\partial {m.ix(w)}}} &= "
              + (rf"\sum_{{{over}}} " if over else "")
-             + rf"\frac{{\partial L}}{{\partial {m.ix(y)}}}\,\frac{{\partial {m.ix(y)}}}"
+             + rf"\frac{{\partial \mathcal{{L}}}}{{\partial {m.ix(y)}}}\,\frac{{\partial {m.ix(y)}}}"
                rf"{{\partial {m.ix(w)}}}")
     deltas = r"\,".join(rf"\delta_{{{P.index_list(pair)}}}"
                         for pair in steps["differentiate"].terms[0].deltas)
