@@ -104,3 +104,42 @@ def test_printer_shows_products_sums_and_named_counts() -> None:
     assert say(eq) == r"2BDF + 2BDF = 4BDF = 2 \cdot N \cdot B"
     assert eq.holds()
     assert not Equation((side(4 * B * D * F), (Part(factors=(Factor(3 * B),), named=n),))).holds()
+
+
+def _md(name: str) -> str:
+    d = with_patterns(symflops.derive(symflops.load(str(ROOT / "derivations" / name))))
+    return render(d, explain(d, costs(d), ()), "md")
+
+
+def test_a_gradient_with_several_contributions_is_shown_as_their_sum() -> None:
+    """LoRA: X is read by the frozen W0 and by A_lo, so dX = dY W0^T + dU A_lo^T
+    (hand derivation: Y = X W0 + (X A_lo) B_lo, U = X A_lo); no row claims dX = dY W0^T."""
+    text = _md("lora.yaml")
+    assert (r"$dX = {dX}^{(1)} + {dX}^{(2)} = dY\, \mathit{W0}^\top + dU\, A_{\text{lo}}^\top$"
+            in text)
+    assert r"$dX = dY\, \mathit{W0}^\top$" not in text
+    # llama: the normalised input feeds W_q, W_k, W_v: one sum of three parts.
+    llama = _md("llama.yaml")
+    assert (r"d\mathit{Xn}_{btd} = {d\mathit{Xn}}^{(1)}_{btd} + {d\mathit{Xn}}^{(2)}_{btd}"
+            r" + {d\mathit{Xn}}^{(3)}_{btd}") in llama
+
+
+def test_the_gradient_flow_is_a_chain_only_when_it_is_one() -> None:
+    """ffn: dY -> dH -> dX is a chain; LoRA's dX needs dY and dU, which is not."""
+    assert r"dY \;\longrightarrow\; dH \;\longrightarrow\; dX" in _md("ffn.yaml")
+    lora = _md("lora.yaml")
+    assert r"\longrightarrow" not in lora
+    assert r"- $dX \leftarrow dY, dU$" in lora
+
+
+def test_read_by_lists_cite_whole_rules() -> None:
+    """A saved tensor's rules are cited whole: the norms' dX keeps its second
+    term, the loss's dZ its -[v = y] term, the causal softmax's dA its sum."""
+    norms = _md("norms.yaml")
+    line = next(x for x in norms.splitlines() if x.startswith("- $X$ ("))
+    assert r"- \sum_{e} \frac{1}{D}\, X_{bd}" in line
+    llama = _md("llama.yaml")
+    y = next(x for x in llama.splitlines() if x.startswith("- $y$ ("))
+    assert r"- \frac{1}{B S}\, [v = y_{bs}]\, d\mathit{Loss}" in y
+    p = next(x for x in llama.splitlines() if x.startswith("- $P$ ("))
+    assert r"- \sum_{u} P_{bgrst}\, P_{bgrsu}\, dP_{bgrsu}" in p

@@ -12,6 +12,7 @@ from typing import Any, Sequence, TypedDict
 import sympy
 
 from . import printing as P
+from .backward import backward_rows, gradient_flow
 from .counts import (Row, domain_note, fresh_name, flops_story, memory_rows, model_section, numbers_table,
                      order_notes)
 from .derivations import derivation_lines, function_items, reduction_lines
@@ -57,6 +58,7 @@ class SheetContext(TypedDict):
     backward_total: str
     ratio: str | None
     chain: str | None
+    flow_needs: list[str]
     saved: list[dict[str, str]]
     saved_names: str
     training_total: str
@@ -164,29 +166,9 @@ def sheet_context(derivation: Derivation, counts: SheetCounts, fmt: Format) -> S
                       if rule.matrix_form is not None],
         })
 
-    backward = []
-    for r, c in zip(derivation.rules, costs.backward):
-        terms = [IndexTerm(t.coefficient, t.operands, (), t.summed) for t in r.terms]
-        lhs = m.ix(r.terms[0].output)
-        pieces = [m.terms([t]) for t in terms]
-        backward.append({
-            "grad": m.t(r.grad),
-            "index": f"{lhs} = " + m.terms(terms),
-            "index_lines": [f"{lhs} &= {pieces[0]}"] + [
-                (r"&\quad - " + p[1:]) if p.startswith("-") else (r"&\quad + " + p)
-                for p in pieces[1:]],
-            "matrix": m.matrix(r.matrix_form),
-            "flops": poly(c.flops),
-            "elementwise": poly(c.elementwise),
-            "op": m.t(layer.ops[r.op].output),
-        })
-
-    # The gradient chain through activations and inputs: dY -> dH -> dX.
-    flow = ["d" + n for n in layer.outputs]
-    for r in derivation.rules:
-        if not tensors[r.wrt].is_param and r.grad not in flow:
-            flow.append(r.grad)
-    flow_chain = r" \;\longrightarrow\; ".join(m.t(n) for n in flow) if len(flow) > 1 else None
+    backward = backward_rows(derivation, costs, m, poly)
+    by_rule = {b["rule"]: b for b in backward if b["rule"] is not None}
+    flow_chain, flow_needs = gradient_flow(derivation, m)
 
     batch = sorted(counts.batch, key=poly.rank)
     batch_dims = ", ".join(P.symbol_name(str(s)) for s in batch)
@@ -248,9 +230,10 @@ def sheet_context(derivation: Derivation, counts: SheetCounts, fmt: Format) -> S
         backward_total=poly(costs.flops_backward),
         ratio=_ratio(counts.backward_per_forward),
         chain=flow_chain,
+        flow_needs=flow_needs,
         saved=[{"name": m.t(s.name), "elements": poly(s.elements),
-                "rules": ", ".join("$" + (m.matrix(r.matrix_form) or m.index_form(r.terms[0])) + "$"
-                                   for r in derivation.rules if s.name in r.reads)}
+                "rules": ", ".join("$" + (by_rule[i]["matrix"] or by_rule[i]["index"]) + "$"
+                                   for i, r in enumerate(derivation.rules) if s.name in r.reads)}
                for s in costs.saved],
         saved_names=", ".join(f"${m.t(s.name)}$" for s in costs.saved),  # one span each: wraps
         training_total=poly(costs.flops_total),
