@@ -143,3 +143,36 @@ def test_read_by_lists_cite_whole_rules() -> None:
     assert r"- \frac{1}{B S}\, [v = y_{bs}]\, d\mathit{Loss}" in y
     p = next(x for x in llama.splitlines() if x.startswith("- $P$ ("))
     assert r"- \sum_{u} P_{bgrst}\, P_{bgrsu}\, dP_{bgrsu}" in p
+
+
+@pytest.mark.parametrize("name", ["attention_causal.yaml", "llama.yaml", "moe.yaml",
+                                  "transformer.yaml"])
+def test_a_causal_softmax_is_shown_with_its_mask(name: str) -> None:
+    """P_st = e^{A_st} / sum_{u <= s} e^{A_su} for t <= s, 0 otherwise; the
+    derivative SymPy takes is of that form, not of the unmasked softmax."""
+    text = _md(name)
+    assert r"\sum_{u=0}^{S - 1} e^{" not in text
+    assert r"\sum_{u=0}^{s} e^{" in text
+    assert r"\text{for}\: s \geq t \\0 & \text{otherwise}" in text
+    assert r"\text{for}\: s \geq t \wedge s \geq t'" in text
+
+
+def test_the_masked_softmax_forward_is_the_numeric_one() -> None:
+    """The displayed masked formula, evaluated with numpy, equals the op's own
+    numeric forward (a row of length S: entries past s are 0, the rest sum to 1)."""
+    import numpy as np
+    d = symflops.derive(symflops.load(str(ROOT / "derivations" / "attention_causal.yaml")))
+    op = next(o for o in d.layer.ops if getattr(o, "kind", None) == "softmax")
+    shown = op.formula()
+    S = 5
+    A = np.random.default_rng(0).normal(size=(S, S))
+    sym = {str(x): x for x in shown.free_symbols}
+    value = np.zeros((S, S))
+    for s in range(S):
+        for t in range(S):
+            e = shown.subs({sym["s"]: s, sym["t"]: t}).doit()
+            e = e.replace(lambda x: isinstance(x, sympy.Indexed),
+                          lambda x: sympy.Float(A[int(x.indices[0]), int(x.indices[1])]))
+            value[s, t] = float(e)
+    want = np.tril(np.exp(A)) / np.tril(np.exp(A)).sum(axis=1, keepdims=True)
+    assert np.allclose(value, want)

@@ -108,6 +108,22 @@ class Normalize(ReductionOp):
         return rmsnorm_rule(self.out.tensor, self.inp.tensor, self.out.indices, self.index, dim,
                             rstd=self.rstd)
 
+    def shown(self) -> Reduction:
+        """The derivation as the sheet shows it: a masked softmax's sums run
+        over its domain (``u <= s``) and each expression of elements is stated
+        on the domain, 0 outside (see :func:`on_domain`).  The rule itself is
+        the same either way: ``P`` is 0 outside the domain."""
+        red = self.reduction()
+        if not self.conditions:
+            return red
+        stages = tuple((name, on_domain(value, self.index[0], self.conditions)
+                        if name in ("forward", "derivative") else value)
+                       for name, value in red.stages)
+        return dataclasses.replace(red, stages=stages)
+
+    def formula(self) -> sympy.Expr:
+        return self.shown().stage("forward")  # type: ignore[return-value]
+
     def reads(self) -> tuple[Einsum, ...]:
         """It reads its input row by row, inside its where-clause."""
         return (Einsum(self.out, (self.inp, *self.conditions)),)
@@ -294,3 +310,51 @@ class NormalizeCall:
 
 
 NORMALIZE = NormalizeCall()
+
+
+#: The bounds a condition ``t OP x`` puts on the reduced letter ``t``, as
+#: (lower, upper) offsets from ``x``; None where that side stays the axis's.
+_BOUNDS: dict[str, tuple[int | None, int | None]] = {
+    "<=": (None, 0), "<": (None, -1), ">=": (0, None), ">": (1, None), "==": (0, 0)}
+_FLIPPED = {"<=": ">=", "<": ">", ">=": "<=", ">": "<", "==": "==", "!=": "!="}
+_RELATIONS = {"<=": sympy.Le, "<": sympy.Lt, ">=": sympy.Ge, ">": sympy.Gt, "==": sympy.Eq,
+              "!=": sympy.Ne}
+
+
+def on_domain(expr: sympy.Expr, letter: str, conditions: Sequence[Factor]) -> sympy.Expr:
+    """``expr`` (a softmax's forward or derivative element, over the full
+    axis) as it reads under the where-clause ``conditions`` on ``letter``: each
+    sum over the reduced letter runs over the domain only (``t <= s``: ``u``
+    from 0 to ``s``), and the value is stated where the letter and its primed
+    copy lie in the domain, 0 elsewhere.  A condition whose domain is not an
+    interval of the letter (``!=``) keeps the full sum with the condition on
+    its summand."""
+    symbols = {str(x): x for x in expr.free_symbols if isinstance(x, sympy.Symbol)}
+    norm = []
+    for c in conditions:
+        a, b = c.indices
+        if a == letter:
+            norm.append((str(c.fn), b))
+        elif b == letter:
+            norm.append((_FLIPPED[str(c.fn)], a))
+
+    def sym(name: str) -> sympy.Symbol:
+        return symbols.get(name, sympy.Symbol(name, integer=True))
+
+    def rebound(s: sympy.Sum) -> sympy.Expr:
+        (u, lo, hi), *rest = s.limits
+        body = s.function
+        for op, x in norm:
+            low, high = _BOUNDS.get(op, (None, None))
+            if op not in _BOUNDS:
+                body = sympy.Piecewise((body, _RELATIONS[op](u, sym(x), evaluate=False)), (0, True))
+            if low is not None:
+                lo = sym(x) + low
+            if high is not None:
+                hi = sym(x) + high
+        return sympy.Sum(body, (u, lo, hi), *rest)
+
+    out = expr.replace(lambda e: isinstance(e, sympy.Sum), rebound)
+    where = [_RELATIONS[op](sym(t), sym(x), evaluate=False) for op, x in norm
+             for t in (letter, letter + "'") if t in symbols]
+    return sympy.Piecewise((out, sympy.And(*where)), (0, True)) if where else out
