@@ -176,3 +176,23 @@ def test_the_masked_softmax_forward_is_the_numeric_one() -> None:
             value[s, t] = float(e)
     want = np.tril(np.exp(A)) / np.tril(np.exp(A)).sum(axis=1, keepdims=True)
     assert np.allclose(value, want)
+
+
+@pytest.mark.parametrize("name", SHEETS)
+def test_no_letter_of_a_rule_is_printed_like_a_dim(name: str) -> None:
+    """MoE's capacity factor is the dim c: no rule may sum over a letter c
+    (the lookup letters of the combine are chosen apart from every dim's name)."""
+    d = symflops.derive(symflops.load(str(ROOT / "derivations" / name)))
+    dims = {x.name for x in d.layer.dims}
+    for r in d.rules:
+        letters = {i for t in r.terms for f in (t.output, *t.operands) for i in f.indices}
+        assert not letters & dims, f"{name}: {r.grad} uses {letters & dims}"
+
+
+def test_the_moe_combine_is_not_called_a_copy() -> None:
+    """Y = Y1 + Gt[b,s,j] Ye[ex, sl, d] multiplies: 2BSDk FLOPs (hand count: one
+    multiply-add per (b, s, j, d)), so its note must not say 'no multiply-add'."""
+    text = _md("moe_block.yaml")
+    line = next(x for x in text.splitlines() if x.startswith("FLOPs: $2BSDk$"))
+    assert "no multiply-add" not in line and "copies" not in line
+    assert "are read where" in line

@@ -63,6 +63,9 @@ class LookupNote:
     onehot: tuple[Factor, ...]
     dense: sympy.Expr
     scatters: tuple[Scatter, ...]
+    #: the term is the table alone (a copy); else the selected elements
+    #: multiply other operands (a combine: ``Gt[b,s,j] Ye[ex[b,s,j], sl[b,s,j], d]``)
+    copy: bool = True
 
 
 @dataclass(frozen=True)
@@ -229,7 +232,8 @@ def domain_notes(k: int, derivation: Derivation, c: Costs) -> tuple[DomainNote, 
                 tables=tuple(f.tensor for f in e.factors
                              if any(x.indices[0] in f.indices for x in lookups)),
                 selectors=tuple(f.tensor for f in lookups), onehot=tuple(lookups),
-                dense=einsum_flops(_dense(e), extents, unit), scatters=scatters))
+                dense=einsum_flops(_dense(e), extents, unit), scatters=scatters,
+                copy=len(e.factors) == 1))
         shifts = [f for f in e.operands if f.is_shift]
         if shifts and e.factors:
             inputs = [f.tensor for f in e.factors if any(x.indices[0] in f.indices for x in shifts)]

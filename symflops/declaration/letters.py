@@ -53,7 +53,7 @@ def bind_letters(st: Statement, known: Mapping[str, Tensor], dims: Mapping[str, 
                                 f"declare it under 'tensors:' or produce it with an op; "
                                 f"{closest(ref.name, sorted(known))}")
     st = _resolve_lookups(st, lambda name, k: (known[name].shape[k] if k < len(known[name].shape)
-                                               else None), at)
+                                               else None), at, set(dims))
     bound: dict[str, Letter] = {}
     for ref in st.refs:
         _bind(ref, known[ref.name], at, bound)
@@ -126,9 +126,11 @@ def _solve_shifts(st: Statement, bound: dict[str, Letter], at: At) -> None:
 
 
 def _resolve_lookups(st: Statement, extent_of: Callable[[str, int], sympy.Expr | None],
-                     at: At) -> Statement:
+                     at: At, dim_names: set[str] = frozenset()) -> Statement:  # type: ignore[assignment]
     """Give every looked-up position (``E[tok[b], d]``) a fresh letter, the
-    lower-case name of the axis's dim when that is free (``v`` for ``V``)."""
+    lower-case name of the axis's dim when that is free (``v`` for ``V``).
+    A fresh letter is never a dim's name (``c`` beside a capacity factor
+    ``c``): on a sheet the two would print alike."""
     if st.lhs.gathers:
         raise SymflopsError(f"a lookup on the output {st.lhs.name}", at(st.lhs.gathers[0].ref.column),
                             "write the output with plain letters; lookups select from operands")
@@ -141,6 +143,7 @@ def _resolve_lookups(st: Statement, extent_of: Callable[[str, int], sympy.Expr |
     used = {i for r in (st.lhs, *st.refs) for i in r.indices}
     used |= {c.left for c in st.where} | {c.right for c in st.where}
     used |= {x for r in st.refs for s in r.shifts for x in (s.left, s.right)}
+    used |= dim_names
 
     def fresh(ref: Ref, position: int, letters: str = LOOKUP_LETTERS) -> str:
         extent = extent_of(ref.name, position)

@@ -51,20 +51,33 @@ def domain_note(notes: Sequence[DomainNote], unit: str, m: Math, esc: Any) -> st
     for n in notes:
         if isinstance(n, LookupNote):
             onehot = r",\ ".join(m.ix(f) for f in n.onehot)
-            text = (esc("A lookup, not a multiplication: each of the ")
-                    + f"${poly(n.elements)}$"
-                    + esc(" elements of ") + f"${m.t(n.output)}$" + esc(" copies the element of ")
-                    + f"${m.ts(n.tables)}$" + esc(" that ")
-                    + f"${m.ts(n.selectors)}$"
-                    + esc(" selects, with no multiply-add; as a dense product with the one-hot "
-                          "matrix ") + f"${onehot}$" + esc(" it would cost ") + f"${poly(n.dense)}$"
-                    + esc(f" {unit}."))
+            several = len(n.onehot) > 1
+            if n.copy:
+                text = (esc("A lookup, not a multiplication: each of the ")
+                        + f"${poly(n.elements)}$"
+                        + esc(" elements of ") + f"${m.t(n.output)}$" + esc(" copies the element of ")
+                        + f"${m.ts(n.tables)}$" + esc(" that ")
+                        + f"${m.ts(n.selectors)}$"
+                        + esc(" select" if several else " selects")
+                        + esc(", with no multiply-add"))
+            else:
+                text = (esc("The elements of ") + f"${m.ts(n.tables)}$"
+                        + esc(" are read where ") + f"${m.ts(n.selectors)}$"
+                        + esc(" point, with no product to select them; only their products with "
+                              "the other operands are counted above"))
+            text += (esc(("; as" if n.copy else ". As") + " a dense product with the one-hot "
+                         + ("matrices " if several else "matrix ")) + f"${onehot}$"
+                     + esc(", contracted pairwise in the cheapest order," if several else "")
+                     + esc(" it would cost ") + f"${poly(n.dense)}$" + esc(f" {unit}."))
             for sc in n.scatters:
                 text += (esc(" Its backward ") + f"${m.t(sc.grad)}$"
-                         + esc(" is a scatter-add, one add per element of ")
-                         + f"${m.t(sc.read)}$" + esc(" read: ")
-                         + f"${poly(sc.elementwise)}$"
-                         + esc(" FLOPs of elementwise work, not a product."))
+                         + esc(" is a scatter-add into the selected positions: "))
+                if sympy.expand(sc.elementwise - n.elements) == 0:
+                    text += (esc("one add per element of ") + f"${m.t(sc.read)}$"
+                             + esc(" read, ") + f"${poly(sc.elementwise)}$")
+                else:
+                    text += f"${poly(sc.elementwise)}$"
+                text += esc(" FLOPs of elementwise work, not a product.")
             sentences.append(text)
         elif isinstance(n, ShiftNote):
             brackets = r",\ ".join(m.ix(f) for f in n.shifts)
