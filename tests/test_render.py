@@ -43,9 +43,10 @@ FFN_FORMULAS = [
     # the seed's P is N_param here: a sheet never names a count like a tensor (softmax's P)
     r"2BDF + 2BDF = 4BDF = 2 \cdot N_{\text{param}} \cdot B",      # forward total = 2BP
     r"N_{\text{param}} = DF + DF = 2DF",
-    r"\boxed{dW = X^\top\, dY}",                                   # the generic rules, derived
-    r"\boxed{dX = dY\, W^\top}",
-    r"\delta_{jj'}",                                               # from Kronecker deltas
+    # the seed's generic rules, derived in the first op's own names (Y = XW is H = X W_in)
+    r"\boxed{dW_{\text{in}} = X^\top\, dH}",
+    r"\boxed{dX = dH\, W_{\text{in}}^\top}",
+    r"\delta_{dd'}",                                               # from Kronecker deltas
     r"dW_{\text{out}} = H^\top\, dY",                              # the four backward products
     r"dH = dY\, W_{\text{out}}^\top",
     r"dW_{\text{in}} = X^\top\, dH",

@@ -11,26 +11,31 @@ from __future__ import annotations
 
 import dataclasses
 
+from ..core.ir import Op
 from ..core.records import Derivation, Pattern, PatternRules, PatternTerm
 from ..ops.einsum.node import pattern_rules
 
 
 def patterns(derivation: Derivation) -> tuple[Pattern, ...]:
-    """The layer's patterns in order of first use, each derived once."""
+    """The layer's patterns in order of first use, each derived once, in the
+    names and letters of the first op it applies to (so that a reader maps
+    each step onto that op's rules; the other ops' rules are the same with
+    their names)."""
     users: dict[str, list[str]] = {}
-    representative: dict[str, PatternTerm] = {}
+    representative: dict[str, tuple[Op, int, PatternTerm]] = {}
     for op in derivation.layer.ops:  # a softmax, a norm, a loss has none: shown apart
-        for term in op.patterns():
+        for k, term in enumerate(op.patterns()):
             users.setdefault(term.key, []).append(op.output)
-            representative.setdefault(term.key, term)
+            representative.setdefault(term.key, (op, k, term))
     out = []
     for key, names in users.items():
-        term = representative[key]
-        if not any(name in derivation.needs_grad for name in names) or not term.inputs:
+        op, k, generic = representative[key]
+        if not any(name in derivation.needs_grad for name in names) or not generic.inputs:
             continue
-        rules = tuple(PatternRules(wrt, found) for wrt in term.inputs
-                      if (found := pattern_rules(term, wrt)))
-        out.append(Pattern(term.term, tuple(dict.fromkeys(names)), rules))
+        own = PatternTerm(key, op.terms[k], op.index_dims, generic.alone)
+        rules = tuple(PatternRules(wrt, found) for wrt in own.inputs
+                      if (found := pattern_rules(own, wrt)))
+        out.append(Pattern(own.term, tuple(dict.fromkeys(names)), rules))
     return tuple(out)
 
 

@@ -153,16 +153,18 @@ def sheet_context(derivation: Derivation, counts: SheetCounts, fmt: Format) -> S
     generic: list[dict[str, Any]] = []
     for pattern in derivation.patterns:
         g = pattern.term
-        gm = Math(poly, frozenset(f.tensor for f in (g.output, *g.operands)))
+        first, *others = pattern.applies_to
         generic.append({
-            "op": gm.index_form(g),
-            "matrix": gm.matrix(matrix_form(g)),
-            "output": gm.t("Y"),
-            "gradient": gm.t("dY"),
+            "op": m.index_form(g),
+            "matrix": m.matrix(matrix_form(g)),
+            "output": m.t(g.output.tensor),
+            "gradient": m.t("d" + g.output.tensor),
+            "first": m.t(first),
             "applies_to": m.ts(list(pattern.applies_to)),
-            "rules": [{"wrt": gm.t(r.wrt), "lines": fold(derivation_lines(r.rules, gm))}
+            "others": m.ts(others) if others else None,
+            "rules": [{"wrt": m.t(r.wrt), "lines": fold(derivation_lines(r.rules, m))}
                       for r in pattern.rules],
-            "boxed": [gm.matrix(rule.matrix_form) for r in pattern.rules for rule in r.rules
+            "boxed": [m.matrix(rule.matrix_form) for r in pattern.rules for rule in r.rules
                       if rule.matrix_form is not None],
         })
 
