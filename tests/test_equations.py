@@ -196,3 +196,12 @@ def test_the_moe_combine_is_not_called_a_copy() -> None:
     line = next(x for x in text.splitlines() if x.startswith("FLOPs: $2BSDk$"))
     assert "no multiply-add" not in line and "copies" not in line
     assert "are read where" in line
+
+
+def test_repeats_are_shown_in_the_body_not_only_in_the_summary() -> None:
+    """llama: the block's ops, backward rows and saved tensors say they run L times."""
+    text = _md("llama.yaml")
+    assert "*Ops 2 to 16 run in each of the $L$ copies of a repeated block" in text
+    assert r"| $dW_{\text{q}}$ ($\times L$) |" in text
+    assert r"- $Q$ ($L \times BSNE$ elements)" in text
+    assert r"| $dW_{\text{U}}$ |" in text                 # the head runs once

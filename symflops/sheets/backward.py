@@ -96,7 +96,8 @@ def backward_rows(derivation: Derivation, costs: Costs, m: Math,
         })
         seen.setdefault(r.grad, []).append(i)
         if n > 1 and k == n:
-            rows.append(_sum_row(derivation, seen[r.grad], tensors[r.wrt].elements, m, poly))
+            rows.append({**_sum_row(derivation, seen[r.grad], tensors[r.wrt].elements, m, poly),
+                         "last": i})
     return rows
 
 

@@ -138,6 +138,15 @@ def sheet_context(derivation: Derivation, counts: SheetCounts, fmt: Format) -> S
         "note": " ".join(filter(None, [domain_note(x.domain, unit, m, esc), *order_notes(
             m.t(op.output), x.orders, layer, m, esc)])),
     } for op, c, x in zip(layer.ops, costs.forward, counts.forward)]
+    copies = costs.forward_copies
+    for i, f in enumerate(forward):  # a run of ops from one repeated block: said once, at its start
+        n = copies[i]
+        f["run"] = None
+        if n != 1 and (i == 0 or copies[i - 1] != n):
+            j = i
+            while j + 1 < len(copies) and copies[j + 1] == n:
+                j += 1
+            f["run"] = {"first": i + 1, "last": j + 1, "copies": poly(n)}
 
     normalizations = []
     for op in layer.ops:
@@ -169,6 +178,9 @@ def sheet_context(derivation: Derivation, counts: SheetCounts, fmt: Format) -> S
         })
 
     backward = backward_rows(derivation, costs, m, poly)
+    for b in backward:  # how many times the row runs: once per copy of its repeated block
+        n = costs.backward_copies[b["rule"] if b["rule"] is not None else b["last"]]
+        b["copies"] = poly(n) if n != 1 else None
     by_rule = {b["rule"]: b for b in backward if b["rule"] is not None}
     flow_chain, flow_needs = gradient_flow(derivation, m)
 
@@ -233,7 +245,9 @@ def sheet_context(derivation: Derivation, counts: SheetCounts, fmt: Format) -> S
         ratio=_ratio(counts.backward_per_forward),
         chain=flow_chain,
         flow_needs=flow_needs,
-        saved=[{"name": m.t(s.name), "elements": poly(s.elements),
+        saved=[{"name": m.t(s.name),
+                "elements": (poly(s.elements) if s.copies == 1
+                             else rf"{poly(s.copies)} \times {poly(s.elements)}"),
                 "rules": ", ".join("$" + (by_rule[i]["matrix"] or by_rule[i]["index"]) + "$"
                                    for i, r in enumerate(derivation.rules) if s.name in r.reads)}
                for s in costs.saved],
