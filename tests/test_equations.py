@@ -205,3 +205,20 @@ def test_repeats_are_shown_in_the_body_not_only_in_the_summary() -> None:
     assert r"| $dW_{\text{q}}$ ($\times L$) |" in text
     assert r"- $Q$ ($L \times BSNE$ elements)" in text
     assert r"| $dW_{\text{U}}$ |" in text                 # the head runs once
+
+
+def test_render_at_a_named_configuration_of_a_model_with_defined_dims() -> None:
+    """llama defines R = N / G: `render --at` with the free dims works (it
+    exited 70 on the unbound R), and giving R too is refused with exit 2."""
+    import subprocess
+    import sys
+    at = "L=32,V=32000,B=1,S=4096,D=4096,N=32,G=32,E=128,F=11008"
+    run = lambda *a: subprocess.run([sys.executable, "-m", "symflops", *a], capture_output=True,
+                                    text=True, cwd=ROOT)
+    ok = run("render", "derivations/llama.yaml", "--at", at)
+    assert ok.returncode == 0, ok.stderr
+    # Llama-2-7B: 6,738,415,616 parameters (its published count)
+    assert r"| parameters (elements) | $6.738 \times 10^{9}$" in ok.stdout
+    bad = run("render", "derivations/llama.yaml", "--at", at + ",R=1")
+    assert bad.returncode == 2 and "defined by a formula" in bad.stderr
+    assert "Traceback" not in bad.stderr
