@@ -132,17 +132,23 @@ def test_the_gradient_flow_is_a_chain_only_when_it_is_one() -> None:
     assert r"- $dX \leftarrow dY, dU$" in lora
 
 
-def test_read_by_lists_cite_whole_rules() -> None:
-    """A saved tensor's rules are cited whole: the norms' dX keeps its second
-    term, the loss's dZ its -[v = y] term, the causal softmax's dA its sum."""
+def test_read_by_lists_cite_rules_by_name_and_the_table_holds_them_whole() -> None:
+    """A saved tensor's rules are cited by the gradient they compute, never as a
+    truncated equation; the table row of that gradient holds the whole rule: the
+    norms' dX its second term, the loss's dZ its -[v = y] term, the causal
+    softmax's dA its sum."""
     norms = _md("norms.yaml")
     line = next(x for x in norms.splitlines() if x.startswith("- $X$ ("))
-    assert r"- \sum_{e} \frac{1}{D}\, X_{bd}" in line
+    assert line.endswith("read by ${dX}^{(1)}$") and "=" not in line
+    row = next(x for x in norms.splitlines() if x.startswith("| ${dX}^{(1)}$ |"))
+    assert r"- \sum_{e} \frac{1}{D}\, X_{bd}" in row
     llama = _md("llama.yaml")
     y = next(x for x in llama.splitlines() if x.startswith("- $y$ ("))
-    assert r"- \frac{1}{B S}\, [v = y_{bs}]\, d\mathit{Loss}" in y
-    p = next(x for x in llama.splitlines() if x.startswith("- $P$ ("))
-    assert r"- \sum_{u} P_{bgrst}\, P_{bgrsu}\, dP_{bgrsu}" in p
+    assert y.endswith("read by $dZ$")
+    row = next(x for x in llama.splitlines() if x.startswith("| $dZ$ |"))
+    assert r"- \frac{1}{B S}\, [v = y_{bs}]\, d\mathit{Loss}" in row
+    row = next(x for x in llama.splitlines() if x.startswith("| $dA$ "))
+    assert r"- \sum_{u} P_{bgrst}\, P_{bgrsu}\, dP_{bgrsu}" in row
 
 
 @pytest.mark.parametrize("name", ["attention_causal.yaml", "llama.yaml", "moe.yaml",

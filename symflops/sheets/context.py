@@ -248,7 +248,8 @@ def sheet_context(derivation: Derivation, counts: SheetCounts, fmt: Format) -> S
         saved=[{"name": m.t(s.name),
                 "elements": (poly(s.elements) if s.copies == 1
                              else rf"{poly(s.copies)} \times {poly(s.elements)}"),
-                "rules": ", ".join("$" + (by_rule[i]["matrix"] or by_rule[i]["index"]) + "$"
+                # the rules are cited by the gradient they compute (each is in the table whole)
+                "rules": ", ".join("$" + by_rule[i]["grad"] + "$"
                                    for i, r in enumerate(derivation.rules) if s.name in r.reads)}
                for s in costs.saved],
         saved_names=", ".join(f"${m.t(s.name)}$" for s in costs.saved),  # one span each: wraps
