@@ -25,6 +25,8 @@ from typing import Callable, Sequence
 
 import sympy
 
+from .printing import join_signed
+
 
 @dataclass(frozen=True)
 class Named:
@@ -115,16 +117,7 @@ class Printer:
         return rf"\underbrace{{{text}}}_{{\text{{{f.label}}}}}" if f.label else text
 
     def terms(self, terms: Sequence[sympy.Expr]) -> str:
-        out = ""
-        for k, t in enumerate(terms):
-            text = self.poly(t)
-            if k == 0:
-                out = text
-            elif text.startswith("-"):
-                out += " - " + text[1:]
-            else:
-                out += " + " + text
-        return out or "0"
+        return join_signed(self.poly(t) for t in terms) or "0"
 
     def part(self, p: Part) -> str:
         if p.named is not None and p.factors:
@@ -149,16 +142,7 @@ class Printer:
         return r" \times ".join([*(self.factor(f) for f in p.factors), inner])
 
     def side(self, s: Side) -> str:
-        out = ""
-        for k, p in enumerate(s):
-            text = self.part(p)
-            if k == 0:
-                out = text
-            elif text.startswith("-"):
-                out += " - " + text[1:]
-            else:
-                out += " + " + text
-        return out or "0"
+        return join_signed(self.part(p) for p in s) or "0"
 
     def __call__(self, e: Equation) -> str:
         texts = ([e.name.latex] if e.name is not None else []) + [self.side(s) for s in e.sides]

@@ -136,6 +136,20 @@ def indexed(f: Factor, tensors: frozenset[str] | set[str] = frozenset(),
 
 
 @dataclass(frozen=True)
+def join_signed(texts: Iterable[str]) -> str:
+    """Printed terms joined into a sum: ``a + b - c`` (a term's own minus sign
+    becomes the operator)."""
+    out = ""
+    for k, text in enumerate(texts):
+        if k == 0:
+            out = text
+        elif text.startswith("-"):
+            out += " - " + text[1:]
+        else:
+            out += " + " + text
+    return out
+
+
 class PolyPrinter:
     """Prints polynomials in the dims with factors in declaration order."""
 
@@ -174,17 +188,9 @@ class PolyPrinter:
             return self._fallback(expr)
         terms = sorted(by_exponents(found, gens).items(),
                        key=lambda t: (-sum(t[0]), [-e for e in t[0]]))
-        out = ""
-        for k, (exps, coeff) in enumerate(terms):
-            text = self.monomial(sympy.Integer(1) if coeff == 1 else coeff,
-                                 [(g, e) for g, e in zip(gens, exps) if e])
-            if k == 0:
-                out = text
-            elif text.startswith("-"):
-                out += " - " + text[1:]
-            else:
-                out += " + " + text
-        return out
+        return join_signed(self.monomial(sympy.Integer(1) if coeff == 1 else coeff,
+                                         [(g, e) for g, e in zip(gens, exps) if e])
+                           for exps, coeff in terms)
 
     def __call__(self, expr: sympy.Expr, factor: bool = True) -> str:
         """LaTeX for ``expr``: factored where that reads better (``B(D + F)``).
