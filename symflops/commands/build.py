@@ -55,7 +55,14 @@ def pdflatex_available() -> bool:
 
 
 def compile_pdf(tex: str, name: str) -> bytes:
-    """Compile a LaTeX sheet in a scratch directory; return the PDF's bytes.
+    """Compile a LaTeX sheet in a scratch directory; return the PDF's bytes
+    (see :func:`compile_pdf_log`)."""
+    return compile_pdf_log(tex, name)[0]
+
+
+def compile_pdf_log(tex: str, name: str) -> tuple[bytes, str]:
+    """Compile a LaTeX sheet in a scratch directory; return the PDF's bytes
+    and pdflatex's log (read for overfull boxes by the layout tests).
 
     Raises SymflopsError with the first LaTeX error and the line of the
     ``.tex`` where pdflatex stopped.  The scratch directory is removed
@@ -89,7 +96,7 @@ def compile_pdf(tex: str, name: str) -> bytes:
                                      f"log, write the LaTeX with 'symflops render FILE --format "
                                      f"tex -o {name}.tex' and run pdflatex on it")
         with open(pdf, "rb") as fh:
-            return fh.read()
+            return fh.read(), log
 
 
 def render_file(path: str, fmt: str, configs: Sequence[Mapping[str, sympy.Expr]] = (),
