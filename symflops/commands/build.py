@@ -54,8 +54,37 @@ def pdflatex_available() -> bool:
     return shutil.which("pdflatex") is not None
 
 
+#: pdflatex runs again while its log asks for it (a longtable sets its
+#: repeated header at the column widths of the run before), at most this often.
+PDF_RUNS = 3
+RERUN = "Rerun LaTeX"
+
+
+def _pdflatex(tmp: str, name: str) -> str:
+    """Run pdflatex once on ``tmp/name.tex``; return its log."""
+    try:
+        subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error",
+                        "-no-shell-escape", f"{name}.tex"], stdin=subprocess.DEVNULL,
+                       cwd=tmp, capture_output=True, timeout=PDF_TIMEOUT_S, check=False)
+    except subprocess.TimeoutExpired:
+        raise SymflopsError(f"pdflatex took longer than {PDF_TIMEOUT_S} s on {name}.tex",
+                            hint="build without --pdf, or check the template") from None
+    log_path = os.path.join(tmp, f"{name}.log")
+    if not os.path.exists(log_path):
+        return ""
+    with open(log_path, "rb") as fh:  # pdfTeX writes the document's UTF-8 bytes as they are
+        return fh.read().decode("utf-8", errors="replace")
+
+
 def compile_pdf(tex: str, name: str) -> bytes:
-    """Compile a LaTeX sheet in a scratch directory; return the PDF's bytes.
+    """Compile a LaTeX sheet in a scratch directory; return the PDF's bytes
+    (see :func:`compile_pdf_log`)."""
+    return compile_pdf_log(tex, name)[0]
+
+
+def compile_pdf_log(tex: str, name: str) -> tuple[bytes, str]:
+    """Compile a LaTeX sheet in a scratch directory; return the PDF's bytes
+    and pdflatex's log (read for overfull boxes by the layout tests).
 
     Raises SymflopsError with the first LaTeX error and the line of the
     ``.tex`` where pdflatex stopped.  The scratch directory is removed
@@ -64,18 +93,10 @@ def compile_pdf(tex: str, name: str) -> bytes:
         src = os.path.join(tmp, f"{name}.tex")
         with open(src, "w", encoding="utf-8") as fh:
             fh.write(tex)
-        try:
-            subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error",
-                            "-no-shell-escape", f"{name}.tex"], stdin=subprocess.DEVNULL,
-                           cwd=tmp, capture_output=True, timeout=PDF_TIMEOUT_S, check=False)
-        except subprocess.TimeoutExpired:
-            raise SymflopsError(f"pdflatex took longer than {PDF_TIMEOUT_S} s on {name}.tex",
-                                hint="build without --pdf, or check the template") from None
-        log_path = os.path.join(tmp, f"{name}.log")
-        log = ""
-        if os.path.exists(log_path):
-            with open(log_path, "rb") as fh:  # pdfTeX writes the document's UTF-8 bytes as they are
-                log = fh.read().decode("utf-8", errors="replace")
+        for _ in range(PDF_RUNS):
+            log = _pdflatex(tmp, name)
+            if RERUN not in log or any(line.startswith("!") for line in log.splitlines()):
+                break
         pdf = os.path.join(tmp, f"{name}.pdf")
         lines = log.splitlines()
         errors = [k for k, line in enumerate(lines) if line.startswith("!")]
@@ -89,7 +110,7 @@ def compile_pdf(tex: str, name: str) -> bytes:
                                      f"log, write the LaTeX with 'symflops render FILE --format "
                                      f"tex -o {name}.tex' and run pdflatex on it")
         with open(pdf, "rb") as fh:
-            return fh.read()
+            return fh.read(), log
 
 
 def render_file(path: str, fmt: str, configs: Sequence[Mapping[str, sympy.Expr]] = (),

@@ -35,8 +35,8 @@ def derivation_lines(rules: Sequence[Rule], m: Math) -> list[str]:
     lines = [
         chain + step_note("chain rule"),
         "&= " + m.terms(steps["differentiate"].terms)
-        + rf"\qquad \text{{(differentiate: }}\partial {m.ix(occurrence)}/\partial {m.ix(w)} = "
-        + (deltas or "1") + r"\text{)}",
+        + step_note("differentiate", rf"\partial {m.ix(occurrence)}/\partial {m.ix(w)} = "
+                    + (deltas or "1")),
         "&= " + m.terms(steps["contract"].terms) + step_note("contract the deltas"),
     ]
     for k, r in enumerate(rules):

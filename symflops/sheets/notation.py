@@ -16,6 +16,7 @@ from typing import Any, Sequence
 import sympy
 
 from . import printing as P
+from .layout import NOTE_MARK, lay_out
 from ..core.ir import Einsum, Factor, substitute
 from ..core.records import IndexTerm, MatrixProduct
 
@@ -74,27 +75,18 @@ class Substituted:
         return getattr(self.poly, name)
 
 
-#: Beyond this many characters of LaTeX, a derivation line's note goes on a
-#: line of its own in the LaTeX sheet, so the line fits the page.
-LONG_LINE = 150
-NOTE = r"\qquad \text{("
-
-
 def fold_lines(lines: list[str]) -> list[str]:
-    """Move the note of a long line to a line of its own (for the page width)."""
-    out = []
-    for line in lines:
-        at = line.rfind(NOTE)
-        if len(line) > LONG_LINE and at > 0:
-            out += [line[:at], "&" + line[at:]]
-        else:
-            out.append(line)
-    return out
+    """An aligned block's rows laid out for the LaTeX page: long lines split
+    at top-level operators, notes in one column (see :mod:`.layout`)."""
+    return lay_out(lines)
 
 
-def step_note(text: str) -> str:
-    """A step's name beside its line, e.g. ``(chain rule)``."""
-    return rf"\qquad \text{{({text})}}"
+def step_note(text: str, math: str | None = None) -> str:
+    """A step's name in the notes' column of its line, e.g. ``(chain rule)``,
+    or ``(differentiate: MATH)`` with a formula after the name."""
+    if math is None:
+        return rf"{NOTE_MARK}\text{{({text})}}"
+    return rf"{NOTE_MARK}\text{{({text}: }}{math}\text{{)}}"
 
 
 
