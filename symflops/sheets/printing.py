@@ -135,7 +135,6 @@ def indexed(f: Factor, tensors: frozenset[str] | set[str] = frozenset(),
     return r"\left(" + sympy.latex(g) + r"\right)"
 
 
-@dataclass(frozen=True)
 def join_signed(texts: Iterable[str]) -> str:
     """Printed terms joined into a sum: ``a + b - c`` (a term's own minus sign
     becomes the operator)."""
@@ -150,6 +149,7 @@ def join_signed(texts: Iterable[str]) -> str:
     return out
 
 
+@dataclass(frozen=True)
 class PolyPrinter:
     """Prints polynomials in the dims with factors in declaration order."""
 
