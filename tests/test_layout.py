@@ -119,9 +119,10 @@ def test_every_note_stands_in_its_blocks_column_in_both_formats(path):
 def test_ffn_derivation_has_its_notes_beside_the_lines():
     md, tex = sheets(ROOT / "derivations" / "ffn.yaml")
     for text in (md, tex):
-        assert (r"&= \sum_{k} dY_{i'k}\, W_{j'k}&&\text{(contract the deltas)}") in text
-        assert (r"&&\text{(differentiate: }\partial X_{ij}/\partial X_{i'j'} = "
-                r"\delta_{ii'}\,\delta_{jj'}\text{)}") in text
+        # the derivation is in the first op's own names: H = X W_in
+        assert (r"&= \sum_{f} dH_{b'f}\, (W_{\text{in}})_{d'f}&&\text{(contract the deltas)}") in text
+        assert (r"&&\text{(differentiate: }\partial X_{bd}/\partial X_{b'd'} = "
+                r"\delta_{bb'}\,\delta_{dd'}\text{)}") in text
 
 
 # -- splitting long lines ---------------------------------------------------
