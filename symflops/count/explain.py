@@ -148,29 +148,13 @@ class NumbersAt:
     training_bytes: int | float
     name: str | None = None
 
-    @property
-    def fixed_gb(self) -> Fraction | float:
-        return in_unit(self.fixed_bytes, "GB")
-
-    @property
-    def activation_gb(self) -> Fraction | float:
-        return in_unit(self.activation_bytes, "GB")
-
-    @property
-    def training_gb(self) -> Fraction | float:
-        return in_unit(self.training_bytes, "GB")
-
-    @property
-    def fixed_gib(self) -> Fraction | float:
-        return in_unit(self.fixed_bytes, "GiB")
-
-    @property
-    def activation_gib(self) -> Fraction | float:
-        return in_unit(self.activation_bytes, "GiB")
-
-    @property
-    def training_gib(self) -> Fraction | float:
-        return in_unit(self.training_bytes, "GiB")
+    # Each memory figure in GB and GiB (Fraction | float, from the bytes: never out of step).
+    fixed_gb = property(lambda self: in_unit(self.fixed_bytes, "GB"))
+    activation_gb = property(lambda self: in_unit(self.activation_bytes, "GB"))
+    training_gb = property(lambda self: in_unit(self.training_bytes, "GB"))
+    fixed_gib = property(lambda self: in_unit(self.fixed_bytes, "GiB"))
+    activation_gib = property(lambda self: in_unit(self.activation_bytes, "GiB"))
+    training_gib = property(lambda self: in_unit(self.training_bytes, "GiB"))
 
 
 @dataclass(frozen=True)

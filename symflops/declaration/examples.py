@@ -55,7 +55,7 @@ def _example(name: str, key_span: Span | None, node: Node, layer: Layer) -> Exam
         if dim not in free:
             raise SymflopsError(f"example {name!r} gives {dim!r}, which is not a dimension of "
                                 f"{layer.name}", dim_span,
-                                f"its dimensions are {', '.join(free)}; " + closest(dim, free))
+                                "give the dims that take values; " + closest(dim, free))
         values[dim] = _value(name, dim, value)
     missing = [d for d in free if d not in values]
     if missing:

@@ -142,6 +142,8 @@ def _sci(value: int | float | Fraction) -> str:
     fraction = isinstance(value, Fraction) and value.denominator != 1
     if fraction and Fraction(1, 1000) <= abs(value) < 1000:
         return f"{_decimal(value):.4g}"
+    if fraction and abs(value) < 100_000:  # four or five digits: the nearest whole number
+        return _group(round(value))
     if not fraction and abs(value) < 100_000:
         return f"{value:.4g}" if isinstance(value, float) else _group(int(value))
     mantissa, exp = f"{_decimal(value):.3e}".split("e")
