@@ -213,3 +213,12 @@ def test_the_record_holds_exact_numbers_and_memory_in_gb_and_gib():
     assert col.training_gib == Fraction(col.training_bytes, 2**30)
     assert col.activation_gib * 2**30 == col.activation_bytes
     assert col.fixed_gb * 10**9 == col.fixed_bytes
+
+
+def test_an_example_name_latex_cannot_set_is_refused_for_the_tex_sheet_only(tmp_path, capsys):
+    path = tmp_path / "toy.yaml"
+    path.write_text(HEAD + "examples:\n  注意: {B: 8, D: 4, F: 16}\n")
+    assert main(["render", str(path), "--format", "tex"]) == 2
+    err = capsys.readouterr().err
+    assert "U+6CE8" in err and "example" in err and "toy.yaml:12:" in err
+    assert main(["render", str(path), "--format", "md", "-o", str(tmp_path / "toy.md")]) == 0
