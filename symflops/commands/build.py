@@ -115,14 +115,16 @@ def compile_pdf_log(tex: str, name: str) -> tuple[bytes, str]:
 
 def render_file(path: str, fmt: str, configs: Sequence[Mapping[str, sympy.Expr]] = (),
                 templates: str | None = None, unit: str = "FLOPs",
-                precision: str | None = None) -> str:
+                precision: str | None = None, examples: Sequence[str] | None = None) -> str:
     """Load, derive and render one declaration in ``fmt``; template errors
-    are SymflopsErrors naming the template and line (see :func:`render`)."""
+    are SymflopsErrors naming the template and line (see :func:`render`).
+    ``examples`` names the declared examples the numbers table shows, in
+    that order (None: all of them)."""
     derivation = with_patterns(derive(load(path)))
     c = costs(derivation, unit, precision)
     if fmt == "tex":  # text LaTeX cannot set is refused before the sheet's counts are made
         check_tex(derivation.layer)
-    return render(derivation, explain(derivation, c, configs), fmt, templates)
+    return render(derivation, explain(derivation, c, configs, examples), fmt, templates)
 
 
 @dataclass
@@ -154,9 +156,12 @@ def fits(config: Mapping[str, sympy.Expr], path: str) -> bool:
 def build(src: str = "derivations", out: str = "build", *, pdf: bool | None = None,
           configs: Sequence[Mapping[str, sympy.Expr]] = (), templates: str | None = None,
           unit: str = "FLOPs", precision: str | None = None, jobs: int = 1,
-          stdout: TextIO | None = None, stderr: TextIO | None = None) -> BuildResult:
+          stdout: TextIO | None = None, stderr: TextIO | None = None,
+          examples: Sequence[str] = ()) -> BuildResult:
     """Render every ``*.yaml`` in ``src`` to ``out/NAME.md`` and ``out/NAME.tex``,
     and ``out/NAME.pdf`` when pdflatex is available (or ``pdf`` is True).
+    ``examples`` (``--example``): a sheet that declares one of these shows
+    only those of its examples; a name that no declaration has is refused.
     ``jobs`` worker processes derive declarations side by side (0: one per
     core); files are written by this process, in name order.  Progress goes
     to ``stdout``, failures to ``stderr`` (default: the current sys.stdout
@@ -175,10 +180,12 @@ def build(src: str = "derivations", out: str = "build", *, pdf: bool | None = No
         raise SymflopsError("--pdf was asked for but pdflatex is not on the path",
                             hint="install TeX Live (Debian: texlive-latex-base "
                                  "texlive-latex-recommended lmodern) or drop --pdf")
+    if examples:
+        check_examples(files, examples)
     directory(out, "--out")
     result = BuildResult()
     work = functools.partial(_sheets, configs=configs, templates=templates, unit=unit,
-                             precision=precision, pdf=pdf)
+                             precision=precision, pdf=pdf, examples=tuple(examples))
     pool = None
     try:
         if jobs == 1 or len(files) == 1:
@@ -307,8 +314,24 @@ def _internal(path: str, exc: BaseException) -> str:
     return text
 
 
+def check_examples(files: Sequence[str], names: Sequence[str]) -> None:
+    """Every one of ``names`` is an example of a declaration in ``files``
+    (one that does not load is left to its own report)."""
+    known: dict[str, None] = {}
+    for path in files:
+        try:
+            known.update(dict.fromkeys(e.name for e in load(path).examples))
+        except SymflopsError:
+            continue
+    for name in names:
+        if name not in known:
+            raise SymflopsError(f"--example {name!r}: no declaration has an example of that name",
+                                hint=f"the examples are {', '.join(known)}" if known else
+                                "no declaration has an 'examples:' block")
+
+
 def _sheets(path: str, *, configs: Sequence[Mapping[str, sympy.Expr]], templates: str | None,
-            unit: str, precision: str | None, pdf: bool) -> Outcome:
+            unit: str, precision: str | None, pdf: bool, examples: tuple[str, ...] = ()) -> Outcome:
     """One declaration's sheets and PDF, and what failed: what a worker
     returns.  Nothing but an interruption escapes: one declaration's
     failure, of whatever kind, is its own."""
@@ -321,6 +344,7 @@ def _sheets(path: str, *, configs: Sequence[Mapping[str, sympy.Expr]], templates
                 check_definitions(layer, config)
             except SymflopsError as exc:
                 raise SymflopsError(f"{path}: with --at, {exc.message}", hint=exc.hint) from None
+        own = [n for n in examples if n in {e.name for e in layer.examples}]
         derivation = with_patterns(derive(layer))
         c = costs(derivation, unit, precision)
         sheets: dict[str, str] = {}
@@ -331,7 +355,7 @@ def _sheets(path: str, *, configs: Sequence[Mapping[str, sympy.Expr]], templates
                 if fmt == "tex":  # refused before the counts are made, as in render_file
                     check_tex(layer)
                 if counts is None:  # an error making them is each format's error
-                    counts = explain(derivation, c, mine)
+                    counts = explain(derivation, c, mine, own or None)
                 sheets[fmt] = render(derivation, counts, fmt, templates)
             except SymflopsError as exc:
                 errors.append(str(exc))

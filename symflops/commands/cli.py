@@ -72,11 +72,19 @@ def build_parser() -> argparse.ArgumentParser:
     _common(d)
     e = sub.add_parser("eval", help="evaluate the polynomials at given dims",
                        description="Evaluate every polynomial of a layer at the given dimension "
-                                   "values (exact integers for integer dims).")
+                                   "values (exact integers for integer dims), or at one of the "
+                                   "configurations the declaration names under 'examples:' "
+                                   "(--example NAME). A declaration's examples are used only "
+                                   "when named: without values or --example, eval asks for "
+                                   "every dim's value.")
     _common(e)
     e.add_argument("values", nargs="*", metavar="DIM=VALUE",
                    help="a value for every dimension, e.g. B=1048576 D=4096 F=16384 "
                         "(also B=2**20, D=4e3, or comma-separated)")
+    e.add_argument("--example", metavar="NAME",
+                   help="evaluate at the declaration's example NAME (its 'examples:' block, "
+                        "e.g. --example Llama-2-7B) instead of dim values; --json has the same "
+                        "shape, 'at' holding the example's values")
     w = sub.add_parser("sweep", help="evaluate the polynomials over a grid of dims, to CSV",
                        description="Evaluate FLOPs (forward, backward, total, elementwise), "
                                    "parameters and memory bytes at every configuration of a grid "
@@ -148,6 +156,11 @@ def _sheet_options(p: argparse.ArgumentParser) -> None:
                    help="add a numbers table at this configuration, e.g. "
                         "--at B=1048576,D=4096,F=16384 (repeatable; with build, a "
                         "configuration is used for the sheets whose dims it names exactly)")
+    p.add_argument("--example", action="append", default=[], metavar="NAME",
+                   help="show only this one of the declaration's examples ('examples:' block) "
+                        "in the numbers table, before any --at column (repeatable; default: "
+                        "every example; with build, used for the sheets that declare it, and "
+                        "a name that no declaration has is refused)")
     p.add_argument("--templates", metavar="DIR",
                    help="a directory of Jinja templates that override the shipped ones by name")
     _unit_options(p)

@@ -14,7 +14,8 @@ import sys
 from . import sweep as sweep_command
 from ..core.errors import SymflopsError
 from ..count.cost import costs
-from ..count.evaluate import evaluate, parse_assignments, parse_config
+from ..count.evaluate import (evaluate, example_config, find_example, parse_assignments,
+                              parse_config)
 from ..count.summary import summary
 from ..declaration.reader import load
 from ..derive.backward import derive
@@ -33,7 +34,13 @@ def run(args: argparse.Namespace) -> int:
     if args.command == "derive":
         out = json.dumps(s.to_json(), indent=2) + "\n" if args.json else text_report(s)
     else:  # eval
-        values = parse_assignments(args.values, layer)
+        if args.example is not None:
+            if args.values:
+                raise SymflopsError(f"--example {args.example!r} and dim values are both given",
+                                    hint="give either --example NAME or every dim's value")
+            values = example_config(find_example(layer, args.example))
+        else:
+            values = parse_assignments(args.values, layer)
         numbers = evaluate(s, values)
         at = {k: int(v) if v.is_Integer else float(v) for k, v in values.items()}
         if args.json:
@@ -55,14 +62,18 @@ def _run_sheet(args: argparse.Namespace) -> int:
             raise SymflopsError(f"--jobs must be 0 or more, got {args.jobs}",
                                 hint="give -j 0 for one worker per core, or a count")
         result = build(args.src, args.out, pdf=args.pdf, configs=configs, jobs=args.jobs,
-                       templates=args.templates, unit=unit, precision=args.precision)
+                       templates=args.templates, unit=unit, precision=args.precision,
+                       examples=args.example)
         print(f"{len(result.written)} files written, {len(result.failed)} declarations failed",
               file=sys.stderr if result.failed else sys.stdout)
         return 70 if result.internal else 2 if result.failed else 0
     layer = load(args.file)
     for config in configs:
         parse_assignments([",".join(f"{k}={v}" for k, v in config.items())], layer)
-    text = render_file(args.file, args.format, configs, args.templates, unit, args.precision)
+    for name in args.example:
+        find_example(layer, name)
+    text = render_file(args.file, args.format, configs, args.templates, unit, args.precision,
+                       args.example or None)
     if args.output is not None and args.output != STDOUT:
         write_file(args.output, text, "-o")
         print(f"wrote {args.output}")

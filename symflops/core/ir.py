@@ -129,6 +129,22 @@ class Block:
     span: Span | None = field(default=None, compare=False)
 
 
+@dataclass(frozen=True)
+class Example:
+    """A named configuration of a real model (``examples:`` in the YAML): a
+    positive integer for every dim that takes a value, in declaration order
+    (dims defined by a formula take their formula's value).  The declaration
+    reader checks it; sheets and ``symflops eval --example`` show numbers at it."""
+
+    name: str
+    values: tuple[tuple[str, int], ...]
+    span: Span | None = field(default=None, compare=False)
+
+    @property
+    def config(self) -> dict[str, int]:
+        return dict(self.values)
+
+
 #: What the executed FLOPs and activation memory assume is recomputed in the backward pass.
 RecomputePolicy = Literal["none", "full", "selective"]
 RECOMPUTE_POLICIES: tuple[RecomputePolicy, ...] = get_args(RecomputePolicy)
@@ -163,6 +179,8 @@ class Layer:
     #: typical sizes of some dims: where a term's cheapest orders cross, the count
     #: takes the order cheapest at these sizes
     sizes: tuple[tuple[str, int], ...] = ()
+    #: named configurations of real models (an included block's are not carried over)
+    examples: tuple[Example, ...] = ()
 
     @property
     def free_dims(self) -> tuple[Dim, ...]:

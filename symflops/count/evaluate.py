@@ -20,7 +20,7 @@ import sympy
 
 from ..core.errors import SymflopsError
 from ..lang.expr import parse_number
-from ..core.ir import Layer, dim_symbol
+from ..core.ir import Example, Layer, dim_symbol
 from .records import map_formulas
 
 T = TypeVar("T")
@@ -98,6 +98,24 @@ def parse_assignments(items: list[str], layer: Layer) -> dict[str, sympy.Expr]:
     check_all_given(layer, values)
     check_definitions(layer, values)
     return values
+
+
+def find_example(layer: Layer, name: str) -> Example:
+    """The example of ``layer`` named ``name`` (``examples:`` in its declaration)."""
+    for example in layer.examples:
+        if example.name == name:
+            return example
+    names = [e.name for e in layer.examples]
+    raise SymflopsError(f"{layer.name} has no example {name!r}",
+                        hint=(f"its examples are {', '.join(names)}" if names else
+                              "it declares none: add an 'examples:' block to its declaration "
+                              "(see the README), or give the dims' values"))
+
+
+def example_config(example: Example) -> dict[str, sympy.Expr]:
+    """An example's dims' values, as :func:`parse_assignments` gives them (the
+    reader checked them when the declaration was loaded)."""
+    return {k: sympy.Integer(v) for k, v in example.values}
 
 
 def _describe(values: Mapping[str, Any]) -> str:

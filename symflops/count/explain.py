@@ -11,12 +11,13 @@ expressions (or, for the numbers table, the exact numbers).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Literal, Mapping, Sequence, Union
 
 import sympy
 
 from .cost import Costs, costs as count_costs
-from .evaluate import number
+from .evaluate import example_config, find_example, number
 from .records import WholeModel
 from .summary import whole_model
 from ..core.ir import Einsum, Factor, Layer, substitute
@@ -118,10 +119,26 @@ class OpCounts:
     orders: tuple[OrderChoice, ...]
 
 
+#: Bytes in one GB (decimal, as disks and most spec sheets count) and one GiB
+#: (binary, as ``nvidia-smi`` and PyTorch's memory summaries count).
+BYTES_PER: dict[Literal["GB", "GiB"], int] = {"GB": 10**9, "GiB": 2**30}
+
+
+def in_unit(nbytes: int | float, unit: Literal["GB", "GiB"]) -> Fraction | float:
+    """``nbytes`` in GB or GiB: an exact fraction for a whole number of bytes."""
+    if isinstance(nbytes, int):
+        return Fraction(nbytes, BYTES_PER[unit])
+    return nbytes / BYTES_PER[unit]
+
+
 @dataclass(frozen=True)
 class NumbersAt:
     """The sheet's numbers at one configuration (free dims' values; defined
-    dims take their formulas' values)."""
+    dims take their formulas' values), exact: ints where the count is whole.
+    ``name`` is the declared example's (``examples:``), None for an ``--at``
+    column.  FLOPs are in the costs' unit (FLOPs or MACs); ``params`` and
+    ``activations`` in elements; the memory in bytes, and in GB and GiB
+    through the properties below (exact fractions)."""
 
     config: tuple[tuple[str, int], ...]
     forward: int | float
@@ -132,6 +149,15 @@ class NumbersAt:
     fixed_bytes: int | float
     activation_bytes: int | float
     training_bytes: int | float
+    name: str | None = None
+
+    # Each memory figure in GB and GiB (Fraction | float, from the bytes: never out of step).
+    fixed_gb = property(lambda self: in_unit(self.fixed_bytes, "GB"))
+    activation_gb = property(lambda self: in_unit(self.activation_bytes, "GB"))
+    training_gb = property(lambda self: in_unit(self.training_bytes, "GB"))
+    fixed_gib = property(lambda self: in_unit(self.fixed_bytes, "GiB"))
+    activation_gib = property(lambda self: in_unit(self.activation_bytes, "GiB"))
+    training_gib = property(lambda self: in_unit(self.training_bytes, "GiB"))
 
 
 @dataclass(frozen=True)
@@ -156,12 +182,26 @@ class SheetCounts:
     #: the dims the saved activations scale with that no parameter has
     batch: frozenset[sympy.Symbol]
 
+    @property
+    def examples(self) -> tuple[NumbersAt, ...]:
+        """The columns at the declaration's named examples (the first is the
+        sheet's worked example), before any ``--at`` column."""
+        return tuple(n for n in self.numbers if n.name is not None)
+
 
 def explain(derivation: Derivation, c: Costs,
-            configs: Sequence[Mapping[str, sympy.Expr]] = ()) -> SheetCounts:
+            configs: Sequence[Mapping[str, sympy.Expr]] = (),
+            examples: Sequence[str] | None = None) -> SheetCounts:
     """The sheet's counts of ``derivation`` with costs ``c``, and its numbers
-    table at ``configs`` (none without)."""
+    table: a column at each of the layer's examples named in ``examples``
+    (all of them when None), in that order, then one at each of ``configs``
+    (no table without either).  An unknown example name is a SymflopsError
+    listing the layer's."""
     layer = derivation.layer
+    named = (layer.examples if examples is None
+             else tuple(find_example(layer, name) for name in examples))
+    columns = [*((e.name, example_config(e)) for e in named),
+               *((None, cfg) for cfg in configs)]
     forward = tuple(OpCounts(
         pairwise=(pairwise(op.einsum, op.dims(), oc.flops, c.unit)
                   if len(op.terms) == 1 and oc.flops != 0 else None),
@@ -175,7 +215,8 @@ def explain(derivation: Derivation, c: Costs,
     param_dims = set().union(*(t.elements.free_symbols for t in layer.params))
     return SheetCounts(
         c, forward, backward,
-        numbers(at_each_size(derivation, c), configs, layer.substitutions) if configs else (),
+        numbers(at_each_size(derivation, c), [cfg for _, cfg in columns], layer.substitutions,
+                [name for name, _ in columns]) if columns else (),
         whole_model(derivation, c) if has_model else None,
         backward_per_forward=ratio(c.flops_forward, c.flops_backward),
         elementwise=sympy.expand(c.elementwise_forward + c.elementwise_backward),
@@ -285,13 +326,16 @@ def at_each_size(derivation: Derivation, c: Costs) -> Costs:
 
 
 def numbers(c: Costs, configs: Sequence[Mapping[str, sympy.Expr]],
-            subs: Mapping[sympy.Symbol, sympy.Expr]) -> tuple[NumbersAt, ...]:
-    """The numbers table's columns, one per configuration, exactly."""
+            subs: Mapping[sympy.Symbol, sympy.Expr],
+            names: Sequence[str | None] = ()) -> tuple[NumbersAt, ...]:
+    """The numbers table's columns, one per configuration, exactly; the
+    ``j``-th is named ``names[j]`` (an example's name; None past its end)."""
     mem = c.memory()
     exprs = (c.flops_forward, c.flops_backward, c.flops_total, c.params, c.activations,
              mem["fixed_bytes"], mem["activation_bytes"], mem["total_bytes"])
     # Row by row, as the table reads: the first result too large to print is
     # the one reported.
     rows = [[number(substitute(expr, subs), cfg) for cfg in configs] for expr in exprs]
-    return tuple(NumbersAt(tuple((k, int(v)) for k, v in cfg.items()), *(row[j] for row in rows))
+    return tuple(NumbersAt(tuple((k, int(v)) for k, v in cfg.items()), *(row[j] for row in rows),
+                           name=names[j] if j < len(names) else None)
                  for j, cfg in enumerate(configs))

@@ -27,6 +27,7 @@ and shapes by the whitelisting :mod:`symflops.lang.expr`.  Nothing is evaluated.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import Any, Mapping
 
@@ -37,11 +38,12 @@ from ..core.ir import FORWARD_ORDERS, LEAF_ROLES, RECOMPUTE_POLICIES, Dim, Layer
 from ..core.sizes import check_size
 from ..lang.expr import MAX_DEGREE, MAX_DIGITS, MAX_EXPANDED_TERMS, measure, parse_expression, parse_number
 from ..lang.yaml import Node, check_identifier, describe, from_python, mapping, parse_yaml, text_of
+from .examples import read_examples
 from .include import Included, read_include
 from .statements import lower_ops
 
 TOP_KEYS = ("name", "title", "description", "dims", "tensors", "ops", "precision", "tokens",
-            "sequences", "recompute", "forward_order", "sizes")
+            "sequences", "recompute", "forward_order", "sizes", "examples")
 RECOMPUTE_KEYS = ("policy", "selective")
 TENSOR_KEYS = ("shape", "role", "requires_grad", "description")
 
@@ -327,7 +329,7 @@ def build_layer(root: Node, file: str, default_name: str, stack: tuple[str, ...]
                   selective, policy, definitions, _forward_order(top),
                   _sizes(top, dims, definitions))
     _check_expansion(layer)
-    return layer
+    return dataclasses.replace(layer, examples=read_examples(top, layer))
 
 
 def _check_expansion(layer: Layer) -> None:
@@ -374,12 +376,14 @@ def loads(text: str, file: str = "<string>") -> Layer:
 
 
 def declare(name: str, *, dims: Mapping[str, str], tensors: Mapping[str, Mapping[str, Any]],
-            ops: list[str], title: str | None = None, precision: str | None = None) -> Layer:
+            ops: list[str], title: str | None = None, precision: str | None = None,
+            examples: Mapping[str, Mapping[str, int]] | None = None) -> Layer:
     """Declare a layer from Python, in the same shape as the YAML format::
 
         declare("ffn", dims={"B": "tokens", "D": "width", "F": "hidden"},
                 tensors={"X": {"shape": ["B", "D"], "role": "input"}, ...},
-                ops=["H[b,f] = X[b,d] W_in[d,f]", "Y[b,e] = H[b,f] W_out[f,e]"])
+                ops=["H[b,f] = X[b,d] W_in[d,f]", "Y[b,e] = H[b,f] W_out[f,e]"],
+                examples={"toy": {"B": 8, "D": 4, "F": 16}})   # optional
     """
     data: dict[str, Any] = {"name": name, "dims": dict(dims), "tensors": dict(tensors),
                             "ops": list(ops)}
@@ -387,4 +391,6 @@ def declare(name: str, *, dims: Mapping[str, str], tensors: Mapping[str, Mapping
         data["title"] = title
     if precision is not None:
         data["precision"] = precision
+    if examples is not None:
+        data["examples"] = {k: dict(v) for k, v in examples.items()}
     return build_layer(from_python(data), "<python>", name)

@@ -9,6 +9,8 @@ costs themselves); none counts anything.
 from __future__ import annotations
 
 import os
+from decimal import Decimal, localcontext
+from fractions import Fraction
 from typing import Any, Callable, Sequence, TypedDict
 
 import sympy
@@ -154,39 +156,68 @@ def _group(value: int) -> str:
     return f"{value:,}".replace(",", "{,}")
 
 
-def _sci(value: int | float) -> str:
+def _sci(value: int | float | Fraction) -> str:
     """``2.815 \\times 10^{14}``: four significant digits, for tables of numbers
-    (an int beyond a float's range too: Decimal rounds it exactly)."""
+    (an int beyond a float's range too: Decimal rounds it exactly; a fraction,
+    such as a count of GB, from its exact decimal expansion)."""
     if value == 0:
         return "0"
-    if abs(value) < 100_000:
-        return _group(value) if isinstance(value, int) else f"{value:.4g}"
-    from decimal import Decimal  # exact for any int, and for a float the same as float's format
-    mantissa, exp = f"{Decimal(value):.3e}".split("e")
+    fraction = isinstance(value, Fraction) and value.denominator != 1
+    if fraction and Fraction(1, 1000) <= abs(value) < 1000:
+        return f"{_decimal(value):.4g}"
+    if fraction and abs(value) < 100_000:  # four or five digits: the nearest whole number
+        return _group(round(value))
+    if not fraction and abs(value) < 100_000:
+        return f"{value:.4g}" if isinstance(value, float) else _group(int(value))
+    mantissa, exp = f"{_decimal(value):.3e}".split("e")
     return rf"{float(mantissa):.4g} \times 10^{{{int(exp)}}}"
 
 
+def _decimal(value: int | float | Fraction) -> Decimal:
+    """``value`` as a Decimal: exactly for an int or a float, to 40 digits for a fraction."""
+    if not isinstance(value, Fraction):
+        return Decimal(value)
+    with localcontext() as ctx:
+        ctx.prec = 40
+        return Decimal(value.numerator) / Decimal(value.denominator)
+
+
+#: The numbers table's rows: label (its unit in parentheses, ``{unit}`` the
+#: FLOP unit) and the field of :class:`~symflops.count.explain.NumbersAt`.
+NUMBER_ROWS = (
+    ("forward ({unit})", "forward"),
+    ("backward ({unit})", "backward"),
+    ("training ({unit})", "training"),
+    ("parameters (elements)", "params"),
+    ("saved activations (elements)", "activations"),
+    ("fixed memory (bytes)", "fixed_bytes"),
+    ("activation memory (bytes)", "activation_bytes"),
+    ("training memory (bytes)", "training_bytes"),
+    ("training memory (GB)", "training_gb"),
+    ("training memory (GiB)", "training_gib"),
+)
+
+
 def numbers_table(columns: Sequence[NumbersAt], unit: str, esc: Any) -> dict[str, Any] | None:
-    """The numbers table, one column per configuration (None without any)."""
+    """The numbers table, one column per configuration (None without any):
+    ``heads``, each column's dims (math, without delimiters); ``dims``, the
+    same one dim a string (``D = 4{,}096``), to stack them; ``names``, each
+    column's example name (escaped text; "" for an ``--at`` column) and
+    ``named``, whether any column has one (a row of names above the dims);
+    ``rows``, each with its ``label`` (escaped text naming its unit) and its
+    ``cells`` (math)."""
     if not columns:
         return None
-    rows = [
-        (f"forward ({unit})", "forward"),
-        (f"backward ({unit})", "backward"),
-        (f"training ({unit})", "training"),
-        ("parameters (elements)", "params"),
-        ("saved activations (elements)", "activations"),
-        ("fixed memory (bytes)", "fixed_bytes"),
-        ("activation memory (bytes)", "activation_bytes"),
-        ("training memory (bytes)", "training_bytes"),
-    ]
+    dims = [[f"{P.symbol_name(k)} = " + (_group(v) if abs(v) < 10**21 else _sci(v))
+             for k, v in col.config] for col in columns]
     return {
-        "heads": [r",\ ".join(f"{P.symbol_name(k)} = "
-                              + (_group(v) if abs(v) < 10**21 else _sci(v))
-                              for k, v in col.config)
-                  for col in columns],
-        "rows": [{"label": esc(label), "cells": [_sci(getattr(col, field)) for col in columns]}
-                 for label, field in rows],
+        "heads": [r",\ ".join(col) for col in dims],
+        "dims": dims,
+        "names": [esc(col.name) if col.name is not None else "" for col in columns],
+        "named": any(col.name is not None for col in columns),
+        "rows": [{"label": esc(label.format(unit=unit)),
+                  "cells": [_sci(getattr(col, field)) for col in columns]}
+                 for label, field in NUMBER_ROWS],
     }
 
 

@@ -130,6 +130,7 @@ def check_tex(layer: Any) -> None:
     fields += [(f"description of dim {d.name}", d.description, layer.source) for d in layer.dims]
     fields += [(f"description of tensor {t.name}", t.description,
                 t.span.file if t.span is not None else layer.source) for t in layer.tensors]
+    fields += [("name of an example", e.name, layer.source) for e in layer.examples]
     for b in layer.blocks:
         fields += [(f"title of the included block {b.name}", b.title, b.source),
                    ("included file name", os.path.basename(b.source), None)]
