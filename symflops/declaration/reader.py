@@ -27,6 +27,7 @@ and shapes by the whitelisting :mod:`symflops.lang.expr`.  Nothing is evaluated.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import Any, Mapping
 
@@ -37,11 +38,12 @@ from ..core.ir import FORWARD_ORDERS, LEAF_ROLES, RECOMPUTE_POLICIES, Dim, Layer
 from ..core.sizes import check_size
 from ..lang.expr import MAX_DEGREE, MAX_DIGITS, MAX_EXPANDED_TERMS, measure, parse_expression, parse_number
 from ..lang.yaml import Node, check_identifier, describe, from_python, mapping, parse_yaml, text_of
+from .components import read_components
 from .include import Included, read_include
 from .statements import lower_ops
 
 TOP_KEYS = ("name", "title", "description", "dims", "tensors", "ops", "precision", "tokens",
-            "sequences", "recompute", "forward_order", "sizes")
+            "sequences", "recompute", "forward_order", "sizes", "components")
 RECOMPUTE_KEYS = ("policy", "selective")
 TENSOR_KEYS = ("shape", "role", "requires_grad", "description")
 
@@ -327,7 +329,8 @@ def build_layer(root: Node, file: str, default_name: str, stack: tuple[str, ...]
                   selective, policy, definitions, _forward_order(top),
                   _sizes(top, dims, definitions))
     _check_expansion(layer)
-    return layer
+    carried = tuple(c for inc in used for c in inc.layer.components)
+    return dataclasses.replace(layer, components=(*carried, *read_components(top, layer, carried)))
 
 
 def _check_expansion(layer: Layer) -> None:

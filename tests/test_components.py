@@ -1,0 +1,216 @@
+"""The front table: ``components:`` in a declaration, the per-component
+count record, its shares, and the table a sheet shows.
+
+Expected values are hand counts written here: llama_block's SwiGLU MLP has
+three D x F weights (3DF parameters), three matrix products of 2BSDF FLOPs
+forward and two of the same size per product backward (12BSDF); ffn's two
+products split its cost and memory as counted by hand below."""
+
+from __future__ import annotations
+
+import glob
+import os
+
+import pytest
+import sympy
+
+from symflops.core.errors import SymflopsError
+from symflops.count.components import component_table, percent, shares
+from symflops.count.cost import costs
+from symflops.declaration.reader import load, loads
+from symflops.derive.backward import derive
+
+HERE = os.path.dirname(__file__)
+DERIVATIONS = os.path.join(HERE, "..", "derivations")
+SHIPPED = sorted(glob.glob(os.path.join(DERIVATIONS, "*.yaml")))
+B, S, D, F, L, V = sympy.symbols("B S D F L V", positive=True, integer=True)
+
+FFN = """\
+name: ffn
+dims: {B: tokens, D: width, F: hidden}
+tensors:
+  X: {shape: [B, D], role: input}
+  W_in: {shape: [D, F], role: param}
+  W_out: {shape: [F, D], role: param}
+"""
+
+
+def _table(layer):
+    d = derive(layer)
+    return component_table(d, costs(d)), costs(d)
+
+
+def _row(table, name):
+    return next(r for r in table.rows if r.name == name)
+
+
+# ---------------------------------------------------------------- grammar --
+
+
+def _error(text: str) -> SymflopsError:
+    with pytest.raises(SymflopsError) as e:
+        loads(text, "c.yaml")
+    return e.value
+
+
+def test_a_name_no_op_writes_is_refused_at_its_position_naming_the_op_outputs():
+    err = _error(FFN + "components: {up: [H, Hx]}\nops:\n  - H[b,f] = X[b,d] W_in[d,f]\n"
+                       "  - Y[b,e] = H[b,f] W_out[f,e]\n")
+    assert (err.span.line, err.span.column) == (7, 22)
+    assert "'Hx'" in err.message and "the op outputs are H, Y" in err.hint
+
+
+def test_an_op_in_two_components_is_refused():
+    err = _error(FFN + "components:\n  up: [H]\n  down: [Y, H]\nops:\n"
+                       "  - H[b,f] = X[b,d] W_in[d,f]\n  - Y[b,e] = H[b,f] W_out[f,e]\n")
+    assert err.span.line == 9 and "'H' is in two components" in err.message
+    assert "'up' (line 8)" in err.message
+
+
+@pytest.mark.parametrize("value, what", [("[]", "non-empty list"), ("H", "non-empty list"),
+                                          ("[[H]]", "must be text")])
+def test_a_component_is_a_non_empty_list_of_names(value, what):
+    err = _error(FFN + f"components: {{up: {value}}}\nops:\n  - H[b,f] = X[b,d] W_in[d,f]\n"
+                       "  - Y[b,e] = H[b,f] W_out[f,e]\n")
+    assert what in err.message
+
+
+def test_components_must_be_a_mapping():
+    err = _error(FFN + "components: [H]\nops:\n  - H[b,f] = X[b,d] W_in[d,f]\n")
+    assert "'components' must be a mapping" in err.message
+
+
+def _model(tmp_path, block_components: str, model_components: str):
+    block = FFN.replace("name: ffn", "name: blk") + block_components + (
+        "ops:\n  - H[b,f] = X[b,d] W_in[d,f]\n  - Y[b,e] = H[b,f] W_out[f,e]\n")
+    (tmp_path / "blk.yaml").write_text(block)
+    (tmp_path / "model.yaml").write_text(
+        "dims: {B: tokens, D: width, F: hidden, L: layers}\n"
+        "tensors:\n  X0: {shape: [B, D], role: input, requires_grad: false}\n"
+        "  W_h: {shape: [D, D], role: param}\n" + model_components +
+        "ops:\n  - include: blk.yaml\n    repeat: L\n    tensors: {X: X0, Y: XL}\n"
+        "  - Z[b,e] = XL[b,d] W_h[d,e]\n")
+    return tmp_path / "model.yaml"
+
+
+def test_an_included_blocks_components_carry_in_renamed(tmp_path):
+    layer = load(_model(tmp_path, "components: {up: [H], down: [Y]}\n", "components: {head: [Z]}\n"))
+    assert [(c.name, c.ops) for c in layer.components] == [("up", ("H",)), ("down", ("XL",)),
+                                                           ("head", ("Z",))]
+    table, _ = _table(layer)
+    assert [(r.name, r.repeat) for r in table.rows] == [("up", L), ("down", L), ("head", 1)]
+
+
+def test_an_op_of_an_included_component_cannot_join_another(tmp_path):
+    with pytest.raises(SymflopsError) as e:
+        load(_model(tmp_path, "components: {down: [Y]}\n", "components: {head: [Z, XL]}\n"))
+    assert "'XL' is in two components: component 'down' of an included block" in e.value.message
+
+
+def test_a_component_cannot_mix_a_repeated_blocks_ops_with_others(tmp_path):
+    with pytest.raises(SymflopsError) as e:
+        load(_model(tmp_path, "", "components: {tail: [XL, Z]}\n"))
+    assert "mixes ops" in e.value.message and "XL (L copies)" in e.value.message
+    assert e.value.span.line == 5
+
+
+# ------------------------------------------------------------------ counts --
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=os.path.basename)
+def test_rows_sum_to_the_layers_totals_and_hold_every_op_once(path):
+    layer = load(path)
+    table, c = _table(layer)
+    mem = c.memory()
+    expect = {"params": c.params, "forward": c.flops_forward, "backward": c.flops_backward,
+              "elementwise_forward": c.elementwise_forward,
+              "elementwise_backward": c.elementwise_backward,
+              "saved_elements": c.activations, "saved_bytes": mem["activation_bytes"]}
+    for name, total in expect.items():
+        rows = sum((getattr(r.totals, name) for r in table.rows), sympy.Integer(0))
+        assert sympy.expand(rows - total) == 0, name
+        # each row's totals are its repeat times one copy, plus what an end copy does less
+        again = sum((r.repeat * getattr(r, name) + getattr(r.edge(), name) for r in table.rows),
+                    sympy.Integer(0))
+        assert sympy.expand(again - total) == 0, name
+    ops = [op for r in table.rows for op in r.ops]
+    assert sorted(ops) == sorted(op.output for op in layer.ops)
+    saved = [t for r in table.rows for t in r.saved_tensors]
+    assert sorted(saved) == sorted(s.name for s in c.saved)
+    assert sorted(p for r in table.rows for p in r.param_tensors) == sorted(
+        t.name for t in layer.params)
+
+
+def test_llama_block_mlp_row_by_hand():
+    table, _ = _table(load(os.path.join(DERIVATIONS, "llama_block.yaml")))
+    mlp = _row(table, "MLP")
+    # W_gate, W_up (D x F) and W_down (F x D)
+    assert sympy.expand(mlp.params - 3 * D * F) == 0
+    # U, H and the down-projection: 2BSDF each (the gating and the residual are elementwise)
+    assert sympy.expand(mlp.forward - 6 * B * S * D * F) == 0
+    # each product: a weight gradient and an input gradient of 2BSDF each
+    assert sympy.expand(mlp.backward - 12 * B * S * D * F) == 0
+    assert mlp.repeat == 1 and mlp.ops == ("U", "H", "M", "Y")
+
+
+def test_llama_rows_are_per_layer_with_the_repeat():
+    table, _ = _table(load(os.path.join(DERIVATIONS, "llama.yaml")))
+    assert [(r.name, r.repeat) for r in table.rows] == [
+        ("embedding", 1), ("norms", L), ("attention projections", L),
+        ("attention scores and mixing", L), ("MLP", L), ("final norm", 1),
+        ("output head", 1), ("loss", 1)]
+    mlp = _row(table, "MLP")
+    assert mlp.ops == ("U", "H", "M", "XL")  # the block's Y, bound to XL here
+    assert sympy.expand(mlp.totals.params - 3 * D * F * L) == 0
+    # a norm's normalised tensor is written by the norm's statement: it goes with it
+    assert _row(table, "norms").ops == ("Xn_hat", "Xn", "Yn_hat", "Yn")
+
+
+def test_unlisted_ops_get_a_row_each_named_by_their_output():
+    table, _ = _table(load(os.path.join(DERIVATIONS, "ffn.yaml")))
+    assert [(r.name, r.kind) for r in table.rows] == [("H", "op"), ("Y", "op")]
+
+
+def test_a_tied_table_counts_in_its_first_row_and_says_who_else_reads_it():
+    table, _ = _table(load(os.path.join(DERIVATIONS, "llama_tied.yaml")))
+    emb, head = _row(table, "embedding"), _row(table, "output head")
+    assert emb.param_tensors == ("W_E",) and head.param_tensors == ()
+    assert sympy.expand(emb.params - V * D) == 0 and head.params == 0
+    assert [(s.tensor, s.also_read_by) for s in emb.shared] == [("W_E", ("output head",))]
+
+
+def test_the_first_copy_that_needs_no_input_gradient_shows_as_an_edge(tmp_path):
+    table, _ = _table(load(_model(tmp_path, "components: {up: [H], down: [Y]}\n", "")))
+    up = _row(table, "up")
+    # X0 needs no gradient: the first copy skips dX = dH W_in^T (2BDF FLOPs)
+    assert sympy.expand(up.backward - 4 * B * D * F) == 0
+    assert sympy.expand(up.edge().backward + 2 * B * D * F) == 0
+    assert sympy.expand(up.totals.backward - (4 * L - 2) * B * D * F) == 0
+
+
+def test_shares_at_a_configuration_by_hand():
+    table, _ = _table(load(os.path.join(DERIVATIONS, "ffn.yaml")))
+    got = {s.name: s for s in shares(table, {"B": 2, "D": 3, "F": 5})}
+    # each product: 2BDF forward, 4BDF backward; DF parameters each
+    assert got["H"].training_flops == 6 * 2 * 3 * 5 and got["H"].training_share == sympy.Rational(1, 2)
+    assert got["Y"].params_share == sympy.Rational(1, 2)
+    # H's weight gradient reads X (B*D = 6 elements), Y's reads H (B*F = 10), 2 bytes each
+    assert got["H"].activation_bytes == 12 and got["H"].activation_share == sympy.Rational(3, 8)
+    assert got["Y"].activation_share == sympy.Rational(5, 8)
+    assert percent(sympy.Rational(3, 8)) == "37.5%" and percent(sympy.Rational(2, 3)) == "66.7%"
+
+
+def test_shares_substitute_defined_dims():
+    table, _ = _table(load(os.path.join(DERIVATIONS, "llama_block.yaml")))
+    values = {"B": 1, "S": 8, "D": 16, "N": 4, "G": 2, "E": 4, "F": 32}
+    got = shares(table, values)
+    assert sum(s.training_share for s in got) == 1 and sum(s.params_share for s in got) == 1
+    # attention projections: W_q, W_o are D x N E, W_k, W_v D x G E: 2*16*16 + 2*16*8
+    assert next(s for s in got if s.name == "attention projections").params == 768
+
+
+def test_shares_need_every_dim():
+    table, _ = _table(load(os.path.join(DERIVATIONS, "ffn.yaml")))
+    with pytest.raises(SymflopsError) as e:
+        shares(table, {"B": 2, "D": 3})
+    assert "no value for F" in e.value.message
