@@ -214,3 +214,88 @@ def test_shares_need_every_dim():
     with pytest.raises(SymflopsError) as e:
         shares(table, {"B": 2, "D": 3})
     assert "no value for F" in e.value.message
+
+
+# ------------------------------------------------------------------- sheet --
+
+
+def _front(layer, fmt, values=None, config=None, unit="FLOPs"):
+    from symflops.count.summary import whole_model
+    from symflops.sheets import printing as P
+    from symflops.sheets.environment import environment
+    from symflops.sheets.escape import ESCAPES
+    from symflops.sheets.front import front_context
+    from symflops.sheets.notation import Math, Substituted
+
+    d = derive(layer)
+    c = costs(d, unit)
+    poly = Substituted(P.PolyPrinter(tuple(x.name for x in layer.dims)),
+                       tuple(layer.substitutions.items()))
+    m = Math(poly, frozenset(t.name for t in layer.tensors))
+    model = whole_model(d, c) if layer.tokens is not None or layer.blocks else None
+    ctx = front_context(d, c, model, poly, m, ESCAPES[fmt], values, config)
+    return ctx, environment(fmt).get_template(f"front.{fmt}.j2").render(front=ctx)
+
+
+LLAMA_BLOCK_AT = {"B": 1, "S": 8, "D": 16, "N": 4, "G": 2, "E": 4, "F": 32}
+
+
+def test_the_md_table_shows_the_mlp_row_counted_by_hand():
+    _, md = _front(load(os.path.join(DERIVATIONS, "llama_block.yaml")), "md")
+    assert "| MLP | $\\times 1$ | $3DF$ | $6BSDF$ | $12BSDF$ |" in md
+    header = md.splitlines()[0]
+    for unit in ("Parameters (elements", "Forward FLOPs", "Backward FLOPs",
+                 "Saved activations (bytes"):
+        assert unit in header
+    assert "Share of" not in md  # no configuration: no shares
+    lines = [ln for ln in md.splitlines() if ln.startswith("|")]
+    assert len({ln.count(" | ") for ln in lines if not ln.startswith("|---")}) == 1
+
+
+def test_the_md_table_gives_shares_at_a_named_configuration():
+    ctx, md = _front(load(os.path.join(DERIVATIONS, "ffn.yaml")), "md",
+                     {"B": 2, "D": 3, "F": 5}, "tiny")
+    assert "Share of training FLOPs (%) at tiny" in md
+    row = next(ln for ln in md.splitlines() if ln.startswith("| $H$"))
+    assert row.endswith("| 50.0% | 50.0% | 37.5% |")  # the hand count of the shares test
+    assert "Shares at tiny ($B = 2,\\ D = 3,\\ F = 5$)" in md
+
+
+def test_headlines_split_training_into_6n_and_the_attention_term():
+    ctx, _ = _front(load(os.path.join(DERIVATIONS, "llama.yaml")), "md")
+    lines = [h["math"] for h in ctx["headlines"]]
+    training = next(x for x in lines if r"6 \cdot N_{\text{active}}" in x)
+    # causal attention beyond 6N: 6 L B S N E (S + 1) (the whole-model test's hand count)
+    assert training.endswith(r"= 6 \cdot N_{\text{active}} \cdot BS + 6LBSNE(S + 1)")
+    assert lines[0].startswith(r"N_{\text{param}} = ") and r"= L \cdot " in lines[0]
+    assert any(x.startswith(r"N_{\text{active}} = ") for x in lines)
+
+
+def test_no_6n_split_without_tokens_or_in_macs():
+    ctx, _ = _front(load(os.path.join(DERIVATIONS, "ffn.yaml")), "md")
+    assert not any("6 \\cdot" in h["math"] for h in ctx["headlines"])
+    ctx, _ = _front(load(os.path.join(DERIVATIONS, "llama.yaml")), "md", unit="MACs")
+    assert not any("6 \\cdot" in h["math"] for h in ctx["headlines"])
+    assert "Forward MACs (one copy)" in ctx["header"][3]
+
+
+def test_a_tied_table_gets_a_footnote():
+    ctx, _ = _front(load(os.path.join(DERIVATIONS, "llama_tied.yaml")), "md")
+    assert ctx["notes"] == [r"$W_{\text{E}}$ is counted in embedding; the ops of output head "
+                            "read it too."]
+
+
+def test_an_end_copy_that_does_less_gets_a_footnote(tmp_path):
+    ctx, _ = _front(load(_model(tmp_path, "components: {up: [H], down: [Y]}\n", "")), "md")
+    note = next(n for n in ctx["notes"] if n.startswith("up:"))
+    assert "$L$ whole copies by $-2BDF$ backward FLOPs" in note
+
+
+@pytest.mark.parametrize("fmt, name, shown", [
+    ("md", "a|b $x$ *y*", r"a\|b \$x\$ \*y\*"),
+    ("tex", "50% & more_{x}", r"50\% \& more\_\{x\}")])
+def test_component_names_are_escaped(fmt, name, shown):
+    text = FFN + f"components: {{'{name}': [H]}}\nops:\n  - H[b,f] = X[b,d] W_in[d,f]\n" \
+                 "  - Y[b,e] = H[b,f] W_out[f,e]\n"
+    _, out = _front(loads(text, "c.yaml"), fmt)
+    assert shown in out and name not in out
