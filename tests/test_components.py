@@ -101,6 +101,13 @@ def test_an_included_blocks_components_carry_in_renamed(tmp_path):
     assert [(r.name, r.repeat) for r in table.rows] == [("up", L), ("down", L), ("head", 1)]
 
 
+def test_a_name_shared_by_a_block_and_its_includer_gives_a_row_per_repeat(tmp_path):
+    table, _ = _table(load(_model(tmp_path, "components: {up: [H], down: [Y]}\n",
+                                  "components: {up: [Z]}\n")))
+    assert [(r.name, r.repeat, r.ops) for r in table.rows] == [
+        ("up", L, ("H",)), ("down", L, ("XL",)), ("up", 1, ("Z",))]
+
+
 def test_an_op_of_an_included_component_cannot_join_another(tmp_path):
     with pytest.raises(SymflopsError) as e:
         load(_model(tmp_path, "components: {down: [Y]}\n", "components: {head: [Z, XL]}\n"))

@@ -115,7 +115,7 @@ class ComponentRow:
 class ComponentTable:
     rows: tuple[ComponentRow, ...]
     total: Counts
-    #: defined dims and their formulas, substituted before values are
+    #: defined dims and their formulas, substituted before values are given
     substitutions: tuple[tuple[sympy.Symbol, sympy.Expr], ...] = ()
 
 
@@ -143,10 +143,12 @@ def op_rows(layer: Layer) -> tuple[tuple[str, RowKind, tuple[int, ...]], ...]:
             row_of[k] = row_of[feeds[0]]  # a part of the statement that writes feeds[0]
         else:
             row_of[k] = (op.output, "op")
-    groups: dict[tuple[str, RowKind], list[int]] = {}
+    # A component of a block and one of the includer may share a name (norms
+    # x L, norms x 1): they are rows of their own, as their copies differ.
+    groups: dict[tuple[str, RowKind, sympy.Expr], list[int]] = {}
     for k in sorted(row_of):
-        groups.setdefault(row_of[k], []).append(k)
-    return tuple((name, kind, tuple(ks)) for (name, kind), ks in groups.items())
+        groups.setdefault((*row_of[k], layer.copies(layer.ops[k].output)), []).append(k)
+    return tuple((name, kind, tuple(ks)) for (name, kind, _), ks in groups.items())
 
 
 def _sum(items: Sequence[tuple[sympy.Expr, sympy.Expr]]) -> tuple[sympy.Expr, sympy.Expr]:
