@@ -81,9 +81,9 @@ class SharedParam:
 
 
 @dataclass(frozen=True)
-class ComponentRow:
-    """One row: the per-copy counts (the fields of :class:`Counts`, one whole
-    copy) and ``totals`` over all ``repeat`` copies, exact."""
+class ComponentRow(Counts):
+    """One row: the fields of :class:`Counts` count one whole copy;
+    ``totals`` counts all ``repeat`` copies, exact."""
 
     name: str
     kind: RowKind
@@ -91,13 +91,6 @@ class ComponentRow:
     ops: tuple[str, ...]
     param_tensors: tuple[str, ...]
     saved_tensors: tuple[str, ...]
-    params: sympy.Expr
-    forward: sympy.Expr
-    backward: sympy.Expr
-    elementwise_forward: sympy.Expr
-    elementwise_backward: sympy.Expr
-    saved_elements: sympy.Expr
-    saved_bytes: sympy.Expr
     totals: Counts
     shared: tuple[SharedParam, ...] = ()
 
@@ -227,9 +220,11 @@ def component_table(derivation: Derivation, costs: Costs) -> ComponentTable:
             one[f.name], every[f.name] = _sum(buckets[r][f.name])
         repeat = (layer.copies(layer.ops[ks[0]].output) if ks
                   else layer.copies(param_rows[r][0]))
-        rows.append(ComponentRow(name, kind, repeat, tuple(layer.ops[k].output for k in ks),
-                                 tuple(param_rows[r]), tuple(saved_rows[r]), **one,
-                                 totals=Counts(**every), shared=tuple(shared[r])))
+        rows.append(ComponentRow(**one, name=name, kind=kind, repeat=repeat,
+                                 ops=tuple(layer.ops[k].output for k in ks),
+                                 param_tensors=tuple(param_rows[r]),
+                                 saved_tensors=tuple(saved_rows[r]), totals=Counts(**every),
+                                 shared=tuple(shared[r])))
     total = _check(rows, costs)
     return ComponentTable(tuple(rows), total, tuple(layer.substitutions.items()))
 

@@ -177,7 +177,8 @@ def front_context(derivation: Derivation, costs: Costs, model: WholeModel | None
                                                    pct(s.activation_share)])
             for r, s in zip(table.rows, at or [None] * len(table.rows))]
     whole = [table.total.training, table.total.params, table.total.saved_bytes]
-    total = FrontRow(cells=cells(esc("Whole layer (every copy)"), "", table.total),
+    label = "Whole model (every copy)" if derivation.layer.blocks else "Whole layer"
+    total = FrontRow(cells=cells(esc(label), "", table.total),
                      shares=[] if at is None else [pct(None if w == 0 else sympy.Integer(1))
                                                    for w in whole])
 
