@@ -150,7 +150,7 @@ def front_context(derivation: Derivation, costs: Costs, model: WholeModel | None
     printers (defined dims substituted), ``esc`` its escape for the format,
     ``model`` the whole-model record (:attr:`SheetCounts.model`, for the 6N
     split); with ``values`` (dim name -> value) the rows' shares at that
-    configuration, named ``config``."""
+    configuration, named ``config`` (user text, escaped here)."""
     table = component_table(derivation, costs)
     unit = costs.unit
     header = [esc(h) for h in (
