@@ -245,5 +245,5 @@ def sheet_context(derivation: Derivation, counts: SheetCounts, fmt: Format) -> S
         model=model_section(counts.model, layer, costs, poly, m, esc),
         front=front_context(derivation, costs, counts.model, poly, m, esc,
                             dict(counts.numbers[0].config) if counts.numbers else None,
-                            esc("the first --at configuration") if counts.numbers else None),
+                            "the first configuration given" if counts.numbers else None),
     )
