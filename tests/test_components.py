@@ -70,6 +70,28 @@ def test_a_component_is_a_non_empty_list_of_names(value, what):
     assert what in err.message
 
 
+def test_an_op_named_twice_in_one_component_is_refused():
+    err = _error(FFN + "components: {up: [H, H]}\nops:\n  - H[b,f] = X[b,d] W_in[d,f]\n")
+    assert "component 'up' names 'H' twice" in err.message and err.span.column == 22
+
+
+def test_components_from_python():
+    from symflops.declaration.reader import declare
+
+    kw = dict(dims={"B": "tokens", "D": "width", "F": "hidden"},
+              tensors={"X": {"shape": ["B", "D"], "role": "input"},
+                       "W_in": {"shape": ["D", "F"], "role": "param"},
+                       "W_out": {"shape": ["F", "D"], "role": "param"}},
+              ops=["H[b,f] = X[b,d] W_in[d,f]", "Y[b,e] = H[b,f] W_out[f,e]"])
+    layer = declare("ffn", **kw, components={"up": ["H"], "down": ["Y"]})
+    assert [(c.name, c.ops) for c in layer.components] == [("up", ("H",)), ("down", ("Y",))]
+    with pytest.raises(SymflopsError) as e:
+        declare("ffn", **kw, components={"up": ["H"], "down": ["Y", "H"]})
+    assert e.value.message == "op 'H' is in two components: component 'up' and 'down'"
+    with pytest.raises(SymflopsError):  # a name, not a list of names
+        declare("ffn", **kw, components={"up": "H"})
+
+
 def test_components_must_be_a_mapping():
     err = _error(FFN + "components: [H]\nops:\n  - H[b,f] = X[b,d] W_in[d,f]\n")
     assert "'components' must be a mapping" in err.message

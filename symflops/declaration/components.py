@@ -37,7 +37,8 @@ def read_components(top: Mapping[str, tuple[Span | None, Node]], layer: Layer,
         return ()
     fields = mapping(top["components"][1], "'components'", COMPONENTS_HINT)
     outputs = [op.output for op in layer.ops]
-    owner = {op: (c.name, None) for c in carried for op in c.ops}
+    # op -> (its component, where that was named, whether an included block brought it)
+    owner = {op: (c.name, c.span, True) for c in carried for op in c.ops}
     out = []
     for name, (kspan, node) in fields.items():
         if not name.strip():
@@ -53,14 +54,18 @@ def read_components(top: Mapping[str, tuple[Span | None, Node]], layer: Layer,
                     f"component {quote(name)} names {quote(op)}, which no op writes", item.span,
                     f"name ops by the tensors they write ({closest(op, outputs)}); the op "
                     f"outputs are {', '.join(outputs)}")
+            if op in ops:
+                raise SymflopsError(f"component {quote(name)} names {quote(op)} twice", item.span,
+                                    "list each op once")
             if op in owner:
-                other, at = owner[op]
-                where = (f"component {quote(other)}" + (f" (line {at.line})" if at else
-                                                          " of an included block"))
+                other, at, included = owner[op]
+                where = (f"component {quote(other)}"
+                         + (" of an included block" if included
+                            else f" (line {at.line})" if at else ""))
                 raise SymflopsError(f"op {quote(op)} is in two components: {where} and "
                                     f"{quote(name)}", item.span,
                                     "put each op in one component")
-            owner[op] = (name, kspan)
+            owner[op] = (name, kspan, False)
             ops.append(op)
         copies = {op: layer.copies(op) for op in ops}
         if len(set(copies.values())) > 1:

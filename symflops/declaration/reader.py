@@ -377,12 +377,14 @@ def loads(text: str, file: str = "<string>") -> Layer:
 
 
 def declare(name: str, *, dims: Mapping[str, str], tensors: Mapping[str, Mapping[str, Any]],
-            ops: list[str], title: str | None = None, precision: str | None = None) -> Layer:
+            ops: list[str], title: str | None = None, precision: str | None = None,
+            components: Mapping[str, list[str]] | None = None) -> Layer:
     """Declare a layer from Python, in the same shape as the YAML format::
 
         declare("ffn", dims={"B": "tokens", "D": "width", "F": "hidden"},
                 tensors={"X": {"shape": ["B", "D"], "role": "input"}, ...},
-                ops=["H[b,f] = X[b,d] W_in[d,f]", "Y[b,e] = H[b,f] W_out[f,e]"])
+                ops=["H[b,f] = X[b,d] W_in[d,f]", "Y[b,e] = H[b,f] W_out[f,e]"],
+                components={"up": ["H"], "down": ["Y"]})   # optional
     """
     data: dict[str, Any] = {"name": name, "dims": dict(dims), "tensors": dict(tensors),
                             "ops": list(ops)}
@@ -390,4 +392,6 @@ def declare(name: str, *, dims: Mapping[str, str], tensors: Mapping[str, Mapping
         data["title"] = title
     if precision is not None:
         data["precision"] = precision
+    if components is not None:
+        data["components"] = dict(components)
     return build_layer(from_python(data), "<python>", name)
