@@ -323,3 +323,21 @@ def test_component_names_are_escaped(fmt, name, shown):
                  "  - Y[b,e] = H[b,f] W_out[f,e]\n"
     _, out = _front(loads(text, "c.yaml"), fmt)
     assert shown in out and name not in out
+
+
+def test_a_parameter_no_op_reads_gets_a_row_of_its_own():
+    layer = loads(FFN + "  W_spare: {shape: [F], role: param}\nops:\n"
+                        "  - H[b,f] = X[b,d] W_in[d,f]\n  - Y[b,e] = H[b,f] W_out[f,e]\n", "c.yaml")
+    table, c = _table(layer)
+    spare = _row(table, "W_spare")
+    assert (spare.kind, spare.params, spare.repeat, spare.ops) == ("parameter", F, 1, ())
+    assert sympy.expand(sum(r.totals.params for r in table.rows) - (2 * D * F + F)) == 0
+
+
+def test_rows_that_miss_a_count_are_a_bug():
+    from symflops.count.components import _check
+
+    table, c = _table(load(os.path.join(DERIVATIONS, "ffn.yaml")))
+    with pytest.raises(AssertionError, match="do not sum to the layer's totals in params, forward, backward"):
+        _check(table.rows[1:], c)
+    assert _check(table.rows, c) == table.total

@@ -35,8 +35,8 @@ import sympy
 
 from ..core.errors import SymflopsError
 from ..core.ir import Layer, dim_symbol
-from ..core.records import Derivation
-from .cost import Costs
+from ..core.records import Derivation, Rule
+from .cost import Costs, SavedTensor
 
 #: ``component``: declared in ``components:``; ``op``: an op no component
 #: names; ``parameter``: a parameter no op reads.
@@ -150,6 +150,32 @@ def _sum(items: Sequence[tuple[sympy.Expr, sympy.Expr]]) -> tuple[sympy.Expr, sy
     return one, sympy.expand(sum((v * n for v, n in items), sympy.Integer(0)))
 
 
+def _param_owners(layer: Layer, groups: Sequence[tuple[str, RowKind, tuple[int, ...]]]
+                  ) -> dict[str, tuple[int | None, tuple[int, ...]]]:
+    """Each parameter's row (the first, in layer order, whose ops read it;
+    None when no op does) and the other rows whose ops read it."""
+    readers: dict[str, list[int]] = {}
+    for r, (_, _, ks) in enumerate(groups):
+        for k in ks:
+            for name in layer.ops[k].inputs:
+                if r not in readers.setdefault(name, []):
+                    readers[name].append(r)
+    return {t.name: ((readers[t.name][0], tuple(readers[t.name][1:])) if t.name in readers
+                     else (None, ())) for t in layer.params}
+
+
+def _saved_reader(derivation: Derivation, costs: Costs, s: SavedTensor) -> Rule:
+    """The rule a saved tensor is counted with: the first whose runs are the
+    tensor's copies (it is kept for that rule), else the first of the
+    deepest blocks' rules that read it."""
+    layer = derivation.layer
+    runs = [(r, n) for r, n in zip(derivation.rules, costs.backward_copies) if s.name in r.reads]
+    rule = next((r for r, n in runs if sympy.expand(n - s.copies) == 0), None)
+    if rule is None:
+        rule = max(runs, key=lambda rn: len(layer.blocks_of(layer.ops[rn[0].op].output)))[0]
+    return rule
+
+
 def component_table(derivation: Derivation, costs: Costs) -> ComponentTable:
     """The layer's costs by component (see the module's invariants)."""
     layer = derivation.layer
@@ -174,40 +200,25 @@ def component_table(derivation: Derivation, costs: Costs) -> ComponentTable:
         else:
             first_runs[r.wrt] = n
 
-    # Parameters: the first row whose ops read them.
-    readers: dict[str, list[int]] = {}
-    for r, (_, _, ks) in enumerate(groups):
-        for k in ks:
-            for name in layer.ops[k].inputs:
-                if r not in readers.setdefault(name, []):
-                    readers[name].append(r)
-    extra: list[tuple[str, RowKind, tuple[int, ...]]] = []
-    param_rows: list[list[str]] = [[] for _ in range(n_rows)]
-    shared: list[list[SharedParam]] = [[] for _ in range(n_rows)]
-    for t in layer.params:
-        rows = readers.get(t.name, [])
-        if not rows:  # read by no op: a row of its own, never dropped
-            extra.append((t.name, "parameter", ()))
-            buckets.append({f.name: [] for f in fields(Counts)})
-            param_rows.append([])
-            shared.append([])
-            rows = [len(buckets) - 1]
-        buckets[rows[0]]["params"].append((t.elements, layer.copies(t.name)))
-        param_rows[rows[0]].append(t.name)
-        if len(rows) > 1:
-            shared[rows[0]].append(SharedParam(t.name, groups[rows[0]][0],
-                                               tuple(groups[r][0] for r in rows[1:])))
+    owners = _param_owners(layer, groups)
+    # a parameter no op reads: a row of its own, never dropped
+    extra = tuple((t, "parameter", ()) for t, (r, _) in owners.items() if r is None)
     groups = (*groups, *extra)
+    buckets += [{f.name: [] for f in fields(Counts)} for _ in extra]
+    own_row = {t: n_rows + i for i, (t, _, _) in enumerate(extra)}
+    param_rows: list[list[str]] = [[] for _ in groups]
+    shared: list[list[SharedParam]] = [[] for _ in groups]
+    for t in layer.params:
+        first, others = owners[t.name]
+        r = own_row[t.name] if first is None else first
+        buckets[r]["params"].append((t.elements, layer.copies(t.name)))
+        param_rows[r].append(t.name)
+        if others:
+            shared[r].append(SharedParam(t.name, groups[r][0], tuple(groups[o][0] for o in others)))
 
-    # Saved tensors: the row of the rule reading them most often.
     saved_rows: list[list[str]] = [[] for _ in groups]
     for s in costs.saved:
-        runs = [(r, n) for r, n in zip(derivation.rules, costs.backward_copies)
-                if s.name in r.reads]
-        rule = next((r for r, n in runs if sympy.expand(n - s.copies) == 0), None)
-        if rule is None:
-            rule = max(runs, key=lambda rn: len(layer.blocks_of(layer.ops[rn[0].op].output)))[0]
-        row = row_of_op[rule.op]
+        row = row_of_op[_saved_reader(derivation, costs, s).op]
         width = p.masks if s.mask else p.activations
         buckets[row]["saved_elements"].append((s.elements, s.copies))
         buckets[row]["saved_bytes"].append((s.elements * width, s.copies))
