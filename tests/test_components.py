@@ -283,6 +283,10 @@ def test_the_md_table_gives_shares_at_a_named_configuration():
     row = next(ln for ln in md.splitlines() if ln.startswith("| $H$"))
     assert row.endswith("| 50.0% | 50.0% | 37.5% |")  # the hand count of the shares test
     assert "Shares at tiny ($B = 2,\\ D = 3,\\ F = 5$)" in md
+    _, md = _front(load(os.path.join(DERIVATIONS, "ffn.yaml")), "md",
+                   {"B": 2**20, "D": 3, "F": 5}, "big")
+    assert "($B = 1{,}048{,}576,\\ D = 3" in md  # exact, as the configuration was given
+    assert "| 50.0% | 50.0% | 37.5% |" in md  # B cancels from every share
 
 
 def test_headlines_split_training_into_6n_and_the_attention_term():
@@ -312,7 +316,7 @@ def test_a_tied_table_gets_a_footnote():
 def test_an_end_copy_that_does_less_gets_a_footnote(tmp_path):
     ctx, _ = _front(load(_model(tmp_path, "components: {up: [H], down: [Y]}\n", "")), "md")
     note = next(n for n in ctx["notes"] if n.startswith("up:"))
-    assert "$L$ whole copies by $-2BDF$ backward FLOPs" in note
+    assert "$L$ whole copies by $-2BDF$ backward FLOPs" in note and "the total row counts every copy" in note
 
 
 @pytest.mark.parametrize("fmt, name, shown", [

@@ -19,7 +19,7 @@ from typing import Any, Callable, Mapping, Sequence, TypedDict
 import sympy
 
 from . import printing as P
-from .counts import _sci
+from .counts import _group
 from .notation import Math
 from ..count.components import ComponentRow, ComponentTable, component_table, percent, shares
 from ..count.cost import Costs
@@ -177,8 +177,8 @@ def front_context(derivation: Derivation, costs: Costs, model: WholeModel | None
                                                    pct(s.activation_share)])
             for r, s in zip(table.rows, at or [None] * len(table.rows))]
     whole = [table.total.training, table.total.params, table.total.saved_bytes]
-    label = "Whole model (every copy)" if derivation.layer.blocks else "Whole layer"
-    total = FrontRow(cells=cells(esc(label), "", table.total),
+    whole_label = "Whole model (every copy)" if derivation.layer.blocks else "Whole layer"
+    total = FrontRow(cells=cells(esc(whole_label), "", table.total),
                      shares=[] if at is None else [pct(None if w == 0 else sympy.Integer(1))
                                                    for w in whole])
 
@@ -188,23 +188,22 @@ def front_context(derivation: Derivation, costs: Costs, model: WholeModel | None
             notes.append(f"${m.t(s.tensor)}$" + esc(f" is counted in {s.counted_in}; the ops of "
                                                     f"{', '.join(s.also_read_by)} read it too."))
         edge = r.edge()
-        parts = [(f"{label}", getattr(edge, f)) for label, f in (
-            (f"backward {unit}", "backward"), ("elementwise FLOPs", "elementwise_backward"),
-            (f"forward {unit}", "forward"), ("saved bytes", "saved_bytes"),
-            ("parameters", "params"))]
-        parts = [(label, e) for label, e in parts if e != 0]
+        parts = [(label, e) for label, e in (
+            (f"forward {unit}", edge.forward), (f"backward {unit}", edge.backward),
+            ("elementwise FLOPs", sympy.expand(edge.elementwise_forward
+                                               + edge.elementwise_backward)),
+            ("saved bytes", edge.saved_bytes), ("parameter elements", edge.params)) if e != 0]
         if parts:
-            notes.append(esc(f"{r.name}: its copies together differ from ")
+            notes.append(_name(r, m, esc) + esc(": its copies together differ from ")
                          + f"${poly(r.repeat)}$" + esc(" whole copies by ")
                          + ", ".join(f"${poly(e)}$ " + esc(label) for label, e in parts)
                          + esc(" (an end copy of the repeated block does a different amount); "
-                               "the whole-layer row counts every copy."))
+                               "the total row counts every copy."))
     if any(r.kind == "op" for r in table.rows):
         notes.append(esc("A row named by a tensor is an op that no component names "
                          "(declare components: to group them)."))
     config_values = (None if not values else r",\ ".join(
-        f"{P.symbol_name(k)} = {_sci(int(v))}"
-        for k, v in values.items()))
+        f"{P.symbol_name(k)} = {_group(int(v))}" for k, v in values.items()))
     return FrontContext(header=header, rows=rows, total=total, share_header=share_header,
                         config=esc(config) if config else None, config_values=config_values,
                         headlines=_headlines(table, model, unit, poly, esc), notes=notes)
