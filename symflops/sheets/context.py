@@ -16,7 +16,6 @@ from .counts import (Row, domain_note, flops_story, memory_rows, model_section, 
                      order_notes)
 from .derivations import derivation_lines, function_items, reduction_lines
 from .environment import Format
-from .front import FrontContext, front_context
 from .escape import CODE_ESCAPES, ESCAPES
 from .notation import Math, Substituted, fold_lines, sympy_latex
 from ..count.explain import SheetCounts
@@ -71,7 +70,6 @@ class SheetContext(TypedDict):
     batch_dims: str
     numbers: dict[str, Any] | None
     model: dict[str, Any] | None
-    front: FrontContext
 
 
 def _ratio(q: sympy.Rational | None) -> str | None:
@@ -243,7 +241,4 @@ def sheet_context(derivation: Derivation, counts: SheetCounts, fmt: Format) -> S
         batch_dims=batch_dims,
         numbers=numbers_table(counts.numbers, unit, esc),
         model=model_section(counts.model, layer, costs, poly, m, esc),
-        front=front_context(derivation, costs, counts.model, poly, m, esc,
-                            dict(counts.numbers[0].config) if counts.numbers else None,
-                            "the first configuration given" if counts.numbers else None),
     )
