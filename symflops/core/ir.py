@@ -145,6 +145,20 @@ class Example:
         return dict(self.values)
 
 
+@dataclass(frozen=True)
+class Component:
+    """A named group of ops (``components:`` in the YAML), one row of a
+    sheet's front table: ``ops`` are the outputs of the ops it holds, as the
+    declaration lists them (the ops a statement lowers to besides its output,
+    such as a norm's ``Xn_hat``, go with it when the table is counted).  A
+    block's components carry into its includer renamed; their copies are
+    those of their ops (the repeats of the block)."""
+
+    name: str
+    ops: tuple[str, ...]
+    span: Span | None = field(default=None, compare=False)
+
+
 #: What the executed FLOPs and activation memory assume is recomputed in the backward pass.
 RecomputePolicy = Literal["none", "full", "selective"]
 RECOMPUTE_POLICIES: tuple[RecomputePolicy, ...] = get_args(RecomputePolicy)
@@ -181,6 +195,8 @@ class Layer:
     sizes: tuple[tuple[str, int], ...] = ()
     #: named configurations of real models (an included block's are not carried over)
     examples: tuple[Example, ...] = ()
+    #: named groups of ops, the rows of the front table (an included block's, renamed, first)
+    components: tuple[Component, ...] = ()
 
     @property
     def free_dims(self) -> tuple[Dim, ...]:

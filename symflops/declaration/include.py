@@ -36,7 +36,7 @@ import sympy
 
 from ..core.errors import Span, SymflopsError, closest, quote, shorten
 from ..lang.expr import parse_expression
-from ..core.ir import Block, Dim, Layer, Tensor, dim_symbol, rename
+from ..core.ir import Block, Component, Dim, Layer, Tensor, dim_symbol, rename
 from ..core.sizes import check_size
 from ..lang.yaml import IDENT
 
@@ -215,7 +215,9 @@ def read_include(node: Any, file: str, dims: Mapping[str, Dim],
         _check_chain(record, {t.name: t for t in tensors}, fields["repeat"][1].span)
     layer = Layer(block.name, block.title, block.dims, tensors, ops, block.source, block.precision,
                   (), selective=tuple(names.get(n, n) for n in block.selective),
-                  definitions=tuple((n, e.subs(subs)) for n, e in block.definitions))
+                  definitions=tuple((n, e.subs(subs)) for n, e in block.definitions),
+                  components=tuple(Component(c.name, tuple(names.get(n, n) for n in c.ops), c.span)
+                                   for c in block.components))
     return Included(layer, record, nested, inputs, outputs, new_dims, node.span)
 
 

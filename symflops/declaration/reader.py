@@ -39,11 +39,12 @@ from ..core.sizes import check_size
 from ..lang.expr import MAX_DEGREE, MAX_DIGITS, MAX_EXPANDED_TERMS, measure, parse_expression, parse_number
 from ..lang.yaml import Node, check_identifier, describe, from_python, mapping, parse_yaml, text_of
 from .examples import read_examples
+from .components import read_components
 from .include import Included, read_include
 from .statements import lower_ops
 
 TOP_KEYS = ("name", "title", "description", "dims", "tensors", "ops", "precision", "tokens",
-            "sequences", "recompute", "forward_order", "sizes", "examples")
+            "sequences", "recompute", "forward_order", "sizes", "components", "examples")
 RECOMPUTE_KEYS = ("policy", "selective")
 TENSOR_KEYS = ("shape", "role", "requires_grad", "description")
 
@@ -329,7 +330,9 @@ def build_layer(root: Node, file: str, default_name: str, stack: tuple[str, ...]
                   selective, policy, definitions, _forward_order(top),
                   _sizes(top, dims, definitions))
     _check_expansion(layer)
-    return dataclasses.replace(layer, examples=read_examples(top, layer))
+    carried = tuple(c for inc in used for c in inc.layer.components)
+    return dataclasses.replace(layer, components=(*carried, *read_components(top, layer, carried)),
+                               examples=read_examples(top, layer))
 
 
 def _check_expansion(layer: Layer) -> None:
@@ -377,12 +380,14 @@ def loads(text: str, file: str = "<string>") -> Layer:
 
 def declare(name: str, *, dims: Mapping[str, str], tensors: Mapping[str, Mapping[str, Any]],
             ops: list[str], title: str | None = None, precision: str | None = None,
+            components: Mapping[str, list[str]] | None = None,
             examples: Mapping[str, Mapping[str, int]] | None = None) -> Layer:
     """Declare a layer from Python, in the same shape as the YAML format::
 
         declare("ffn", dims={"B": "tokens", "D": "width", "F": "hidden"},
                 tensors={"X": {"shape": ["B", "D"], "role": "input"}, ...},
                 ops=["H[b,f] = X[b,d] W_in[d,f]", "Y[b,e] = H[b,f] W_out[f,e]"],
+                components={"up": ["H"], "down": ["Y"]},     # optional
                 examples={"toy": {"B": 8, "D": 4, "F": 16}})   # optional
     """
     data: dict[str, Any] = {"name": name, "dims": dict(dims), "tensors": dict(tensors),
@@ -393,4 +398,6 @@ def declare(name: str, *, dims: Mapping[str, str], tensors: Mapping[str, Mapping
         data["precision"] = precision
     if examples is not None:
         data["examples"] = {k: dict(v) for k, v in examples.items()}
+    if components is not None:
+        data["components"] = dict(components)
     return build_layer(from_python(data), "<python>", name)

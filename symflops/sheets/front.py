@@ -1,0 +1,209 @@
+"""The front page's per-component table, formatted for a sheet.
+
+:func:`front_context` turns :func:`symflops.count.components.component_table`
+(and its :func:`~symflops.count.components.shares` at a named configuration)
+into the variables of ``templates/front.md.j2`` and ``front.tex.j2``: cells
+already printed (LaTeX math between ``$``, user names escaped for the
+format), so the partials only place them.
+
+Invariants: every formula comes from the count record; each headline
+equation is emitted only after SymPy has checked that its two sides are
+equal (the 6N split, the per-layer splits); a header names its unit and a
+cell holds one quantity in that unit.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping, Sequence, TypedDict
+
+import sympy
+
+from . import printing as P
+from .counts import _group
+from .notation import Math
+from ..count.components import ComponentRow, ComponentTable, component_table, percent, shares
+from ..count.cost import Costs
+from ..count.records import WholeModel
+from ..core.records import Derivation
+
+#: The parameter count's symbol: never a user's dim or tensor name (P, N).
+N_PARAM = r"N_{\text{param}}"
+N_ACTIVE = r"N_{\text{active}}"
+
+
+class Headline(TypedDict):
+    label: str   # escaped text
+    math: str    # LaTeX, no delimiters
+
+
+class FrontRow(TypedDict):
+    cells: list[str]    # one per entry of ``header``
+    shares: list[str]   # one per entry of ``share_header`` (empty without a configuration)
+
+
+class FrontContext(TypedDict):
+    """The variables the front partials use (``front`` in the sheet context)."""
+
+    header: list[str]
+    rows: list[FrontRow]
+    total: FrontRow
+    share_header: list[str]
+    config: str | None          # the configuration's name, escaped
+    config_values: str | None   # its dim values, LaTeX
+    headlines: list[Headline]
+    notes: list[str]
+
+
+def _grouped(text: str) -> str:
+    """``text`` in parentheses when a sign at its top level would bind
+    looser than a product (``L \\cdot (2D + 1)``), else as it is."""
+    depth = 0
+    for k, c in enumerate(text):
+        depth += c in "({"
+        depth -= c in ")}"
+        if depth == 0 and k > 0 and c in "+-":
+            return rf"\left({text}\right)"
+    return text
+
+
+def _sum_of(parts: Sequence[tuple[sympy.Expr, sympy.Expr]], rest: sympy.Expr,
+            poly: Callable[[sympy.Expr], str]) -> str | None:
+    r"""``L \cdot (…) + rest``: repeats times one copy, plus what runs once;
+    None when nothing is repeated (the split would say nothing)."""
+    pieces = []
+    for repeat, one in parts:
+        if repeat == 1 or one == 0:
+            continue
+        pieces.append(rf"{_grouped(poly(repeat))} \cdot {_grouped(poly(one))}")
+    if not pieces:
+        return None
+    if rest != 0:
+        text = poly(rest)
+        pieces.append(text[1:] if text.startswith("-") else text)
+        if text.startswith("-"):
+            return " + ".join(pieces[:-1]) + " - " + pieces[-1]
+    return " + ".join(pieces)
+
+
+def _by_repeat(rows: Sequence[ComponentRow], total: sympy.Expr, field: str
+               ) -> tuple[list[tuple[sympy.Expr, sympy.Expr]], sympy.Expr]:
+    """One copy of ``field`` summed over the rows of each repeat, and the
+    rest of ``total`` (rows run once, end copies), checked to add up."""
+    groups: dict[sympy.Expr, sympy.Expr] = {}
+    for r in rows:
+        if r.repeat != 1:
+            groups[r.repeat] = sympy.expand(groups.get(r.repeat, 0) + getattr(r, field))
+    rest = sympy.expand(total - sum((n * one for n, one in groups.items()), sympy.Integer(0)))
+    return list(groups.items()), rest
+
+
+def _headlines(table: ComponentTable, model: WholeModel | None, unit: str,
+               poly: Callable[[sympy.Expr], str], esc: Callable[[str], str]) -> list[Headline]:
+    total = table.total
+    out: list[Headline] = []
+    groups, rest = _by_repeat(table.rows, total.params, "params")
+    split = _sum_of(groups, rest, poly)
+    out.append(Headline(label=esc("Parameters (elements)"),
+                        math=f"{N_PARAM} = {poly(total.params)}"
+                        + (f" = {split}" if split else "")))
+    training = f"{poly(total.training)}"
+    per = model.per_token if model is not None else None
+    tokens = model.tokens if model is not None else None
+    six = None
+    if per is not None and tokens is not None and unit == "FLOPs":
+        dense = model.parameters.active_dense
+        # the 6N split, printed only when it is the training count exactly
+        if sympy.expand(tokens * (6 * dense + per.beyond_six_n) - total.training) == 0:
+            tok = _grouped(poly(tokens))
+            beyond = sympy.expand(tokens * per.beyond_six_n)
+            six = rf"6 \cdot {N_ACTIVE} \cdot {tok}"
+            if beyond != 0:
+                b = poly(beyond)
+                six += (" - " + b[1:]) if b.startswith("-") else (" + " + b)
+            out.append(Headline(label=esc(f"Training {unit} (matrix products, forward and "
+                                          "backward)"), math=f"{training} = {six}"))
+            out.append(Headline(label=esc("Dense parameters a token's products read (the N of "
+                                          "6N)"), math=f"{N_ACTIVE} = {poly(dense)}"))
+    if six is None:
+        out.append(Headline(label=esc(f"Training {unit} (matrix products, forward and backward)"),
+                            math=training))
+    groups, rest = _by_repeat(table.rows, total.saved_bytes, "saved_bytes")
+    split = _sum_of(groups, rest, poly)
+    out.append(Headline(label=esc("Saved activations (bytes)"),
+                        math=poly(total.saved_bytes) + (f" = {split}" if split else "")))
+    return out
+
+
+def _name(row: ComponentRow, m: Math, esc: Callable[[str], str]) -> str:
+    if row.kind == "component":
+        return esc(row.name)
+    if row.kind == "parameter":
+        return f"${m.t(row.name)}$" + esc(" (read by no op)")
+    return f"${m.t(row.name)}$"
+
+
+def front_context(derivation: Derivation, costs: Costs, model: WholeModel | None,
+                  poly: Callable[[sympy.Expr], str], m: Math, esc: Callable[[str], str],
+                  values: Mapping[str, int] | None = None,
+                  config: str | None = None) -> FrontContext:
+    """The front table of ``derivation``: ``poly`` and ``m`` are the sheet's
+    printers (defined dims substituted), ``esc`` its escape for the format,
+    ``model`` the whole-model record (:attr:`SheetCounts.model`, for the 6N
+    split); with ``values`` (dim name -> value) the rows' shares at that
+    configuration, named ``config`` (user text, escaped here)."""
+    table = component_table(derivation, costs)
+    unit = costs.unit
+    header = [esc(h) for h in (
+        "Component", "Copies", "Parameters (elements, one copy)", f"Forward {unit} (one copy)",
+        f"Backward {unit} (one copy)", "Elementwise FLOPs, forward + backward (one copy)",
+        "Saved activations (bytes, one copy)")]
+
+    def cells(name: str, copies: str, c: Any) -> list[str]:
+        return [name, copies, *(f"${poly(e)}$" for e in (
+            c.params, c.forward, c.backward,
+            sympy.expand(c.elementwise_forward + c.elementwise_backward), c.saved_bytes))]
+
+    at = shares(table, values) if values else None
+    where = f" at {config}" if config else ""
+    share_header = [] if at is None else [esc(h + where) for h in (
+        f"Share of training {unit} (%)", "Share of parameters (%)",
+        "Share of activation bytes (%)")]
+
+    def pct(q: sympy.Rational | None) -> str:
+        return esc("–") if q is None else esc(percent(q))
+
+    rows = [FrontRow(cells=cells(_name(r, m, esc), rf"$\times {poly(r.repeat)}$", r.per_copy),
+                     shares=[] if at is None else [pct(s.training_share), pct(s.params_share),
+                                                   pct(s.activation_share)])
+            for r, s in zip(table.rows, at or [None] * len(table.rows))]
+    whole = [table.total.training, table.total.params, table.total.saved_bytes]
+    whole_label = "Whole model (every copy)" if derivation.layer.blocks else "Whole layer"
+    total = FrontRow(cells=cells(esc(whole_label), "", table.total),
+                     shares=[] if at is None else [pct(None if w == 0 else sympy.Integer(1))
+                                                   for w in whole])
+
+    notes = []
+    for r in table.rows:
+        for s in r.shared:
+            notes.append(f"${m.t(s.tensor)}$" + esc(f" is counted in {s.counted_in}; the ops of "
+                                                    f"{', '.join(s.also_read_by)} read it too."))
+        edge = r.edge()
+        parts = [(label, e) for label, e in (
+            (f"forward {unit}", edge.forward), (f"backward {unit}", edge.backward),
+            ("elementwise FLOPs", sympy.expand(edge.elementwise_forward
+                                               + edge.elementwise_backward)),
+            ("saved bytes", edge.saved_bytes), ("parameter elements", edge.params)) if e != 0]
+        if parts:
+            notes.append(_name(r, m, esc) + esc(": its copies together differ from ")
+                         + f"${poly(r.repeat)}$" + esc(" whole copies by ")
+                         + ", ".join(f"${poly(e)}$ " + esc(label) for label, e in parts)
+                         + esc(" (an end copy of the repeated block does a different amount); "
+                               "the total row counts every copy."))
+    if any(r.kind == "op" for r in table.rows):
+        notes.append(esc("A row named by a tensor is an op that no component names "
+                         "(declare components: to group them)."))
+    config_values = (None if not values else r",\ ".join(
+        f"{P.symbol_name(k)} = {_group(int(v))}" for k, v in values.items()))
+    return FrontContext(header=header, rows=rows, total=total, share_header=share_header,
+                        config=esc(config) if config else None, config_values=config_values,
+                        headlines=_headlines(table, model, unit, poly, esc), notes=notes)
