@@ -10,7 +10,9 @@ import shutil
 from pathlib import Path
 
 import pytest
+import sympy
 
+from symflops.commands.build import build, compile_pdf, pdflatex_available
 from symflops.count.cost import costs
 from symflops.declaration.reader import load
 from symflops.derive.backward import derive
@@ -229,3 +231,66 @@ def test_figures_context_escapes_for_each_format():
     assert tex["images"][0]["file"] == "llama_block.graph.pdf"
     assert r"rstd\_Xn\_hat" in tex["images"][0]["caption"]
     assert md["mermaid"] == f.mermaid
+
+
+@pytest.mark.skipif(not pdflatex_available(), reason="pdflatex is not installed")
+def test_pdflatex_finds_the_figures_beside_the_sheet():
+    lora, lc = derived("lora")
+    files = draw(sheet_figures(lora, lc, "lora"), lora, lc, "tex")
+    tex = ("\\documentclass{article}\\usepackage{graphicx}\\begin{document}\n"
+           "\\includegraphics[width=\\linewidth]{lora.graph.pdf}\n\\end{document}\n")
+    assert compile_pdf(tex, "lora", files).startswith(b"%PDF")
+
+
+# ------------------------------------------------------------------ build --
+
+def _src(tmp_path, *names):
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in names:
+        shutil.copy(DERIVATIONS / f"{name}.yaml", src)
+    return src
+
+
+def test_build_writes_the_figures_beside_the_sheets(tmp_path):
+    src = _src(tmp_path, "llama_block")
+    out = tmp_path / "out"
+    config = {k: sympy.Integer(v) for k, v in LLAMA_8B.items()}
+    result = build(str(src), str(out), pdf=False, configs=[config], stdout=io.StringIO())
+    assert not result.failed
+    names = sorted(p.name for p in out.iterdir())
+    assert names == sorted(["llama_block.md", "llama_block.tex"] + [
+        f"llama_block.{k}.{e}" for k in ("components", "flops", "memory") for e in ("png", "pdf")]
+        + ["llama_block.graph.pdf"])
+    assert (out / "llama_block.flops.png").read_bytes().startswith(b"\x89PNG")
+    assert [Path(p).name for p in result.written] == ["llama_block.md", "llama_block.tex"]
+
+
+def test_build_refuses_to_replace_a_directory_at_a_figure_path(tmp_path):
+    src = _src(tmp_path, "ffn", "lora")
+    out = tmp_path / "out"
+    (out / "ffn.graph.pdf").mkdir(parents=True)
+    err = io.StringIO()
+    result = build(str(src), str(out), pdf=False, stdout=io.StringIO(), stderr=err)
+    assert result.failed == [str(src / "ffn.yaml")]
+    assert "ffn.graph.pdf: is a directory" in err.getvalue()
+    assert (out / "ffn.graph.pdf").is_dir()
+    # the sheets that would show it are not written; the other declaration is built
+    assert sorted(p.name for p in out.iterdir()) == ["ffn.graph.pdf", "lora.graph.pdf",
+                                                     "lora.md", "lora.tex"]
+
+
+def test_parallel_build_writes_the_same_figures(tmp_path):
+    src = _src(tmp_path, "ffn", "lora", "dropout")
+    one = build(str(src), str(tmp_path / "one"), pdf=False, stdout=io.StringIO())
+    two = build(str(src), str(tmp_path / "two"), pdf=False, jobs=2, stdout=io.StringIO())
+    assert [Path(p).name for p in one.figures] == [Path(p).name for p in two.figures]
+    assert one.figures
+    for p in one.figures:
+        assert (tmp_path / "two" / Path(p).name).read_bytes() == Path(p).read_bytes()
+
+
+def test_importing_the_figures_does_not_import_matplotlib():
+    from test_startup import loaded
+
+    assert "matplotlib" not in loaded("import symflops.sheets.figures")["modules"]

@@ -35,14 +35,16 @@ from typing import Any, Callable, Iterable, Mapping, Sequence, TextIO
 
 import sympy
 
-from ..count.cost import costs
+from ..count.cost import Costs, costs
 from ..count.explain import SheetCounts, explain
 from ..derive.backward import derive
 from ..derive.patterns import with_patterns
 from ..count.evaluate import check_definitions
 from ..core.errors import SymflopsError, Terminated, shorten
+from ..core.records import Derivation
 from .output import directory, write_file
 from ..sheets.escape import check_tex
+from ..sheets.figures import draw, sheet_figures
 from ..sheets.render import render
 from ..declaration.reader import load
 
@@ -54,8 +56,9 @@ def pdflatex_available() -> bool:
     return shutil.which("pdflatex") is not None
 
 
-def compile_pdf(tex: str, name: str) -> bytes:
+def compile_pdf(tex: str, name: str, files: Mapping[str, bytes] | None = None) -> bytes:
     """Compile a LaTeX sheet in a scratch directory; return the PDF's bytes.
+    ``files`` (the figures it includes, by file name) are put beside it.
 
     Raises SymflopsError with the first LaTeX error and the line of the
     ``.tex`` where pdflatex stopped.  The scratch directory is removed
@@ -64,6 +67,9 @@ def compile_pdf(tex: str, name: str) -> bytes:
         src = os.path.join(tmp, f"{name}.tex")
         with open(src, "w", encoding="utf-8") as fh:
             fh.write(tex)
+        for filename, data in (files or {}).items():
+            with open(os.path.join(tmp, os.path.basename(filename)), "wb") as fh:
+                fh.write(data)
         try:
             subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error",
                             "-no-shell-escape", f"{name}.tex"], stdin=subprocess.DEVNULL,
@@ -107,6 +113,8 @@ def render_file(path: str, fmt: str, configs: Sequence[Mapping[str, sympy.Expr]]
 @dataclass
 class BuildResult:
     written: list[str] = field(default_factory=list)
+    #: the figure files written beside the sheets (``written`` lists the sheets)
+    figures: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
     #: the failures that were internal errors (bugs), a subset of ``failed``
     internal: list[str] = field(default_factory=list)
@@ -115,12 +123,14 @@ class BuildResult:
 @dataclass(frozen=True)
 class Outcome:
     """What one declaration gave: the sheets to write (a format is absent
-    when it failed), the PDF, the error lines, and whether one was a bug."""
+    when it failed), the PDF, the error lines, whether one was a bug, and
+    the figures of each sheet format written (file name and bytes)."""
 
     sheets: dict[str, str]
     pdf: bytes | None
     errors: tuple[str, ...]
     internal: bool = False
+    figures: dict[str, dict[str, bytes]] = field(default_factory=dict)
 
 
 def fits(config: Mapping[str, sympy.Expr], path: str) -> bool:
@@ -314,22 +324,40 @@ def _sheets(path: str, *, configs: Sequence[Mapping[str, sympy.Expr]], templates
                 sheets[fmt] = render(derivation, counts, fmt, templates)
             except SymflopsError as exc:
                 errors.append(str(exc))
+        figures = _figures(derivation, c, name, mine, sheets)
         pdf_bytes = None
         if pdf and "tex" in sheets:
             try:
-                pdf_bytes = compile_pdf(sheets["tex"], name)
+                pdf_bytes = compile_pdf(sheets["tex"], name, figures["tex"])
             except SymflopsError as exc:  # the .tex and the .pdf go together, or neither
                 errors.append(str(exc))
-                del sheets["tex"]
-        return Outcome(sheets, pdf_bytes, tuple(errors))
+                del sheets["tex"], figures["tex"]
+        return Outcome(sheets, pdf_bytes, tuple(errors), figures=figures)
     except SymflopsError as exc:
         return Outcome({}, None, (str(exc),))
     except Exception as exc:  # a bug, but one declaration's: the others are still built
         return Outcome({}, None, (_internal(path, exc),), True)
 
 
+def _figures(derivation: Derivation, c: Costs, name: str,
+             configs: Sequence[Mapping[str, sympy.Expr]], sheets: Mapping[str, str]
+             ) -> dict[str, dict[str, bytes]]:
+    """The figure files of each sheet format that rendered: the graph, and
+    the plots at the first configuration given for this declaration."""
+    values = {k: int(v) for k, v in configs[0].items()} if configs else None
+    chosen = sheet_figures(derivation, c, name, values)
+    return {fmt: draw(chosen, derivation, c, fmt) for fmt in sheets}
+
+
 def _write(path: str, out: str, outcome: Outcome, result: BuildResult, stdout: TextIO) -> None:
     name = os.path.splitext(os.path.basename(path))[0]
+    # Figures first: a sheet written is never without the files it shows.
+    for fmt in outcome.sheets:
+        for filename, data in outcome.figures.get(fmt, {}).items():
+            target = os.path.join(out, filename)
+            write_file(target, data, "--out")
+            result.figures.append(target)
+            print(f"wrote {target}", file=stdout)
     files = [(fmt, text) for fmt, text in outcome.sheets.items()]
     if outcome.pdf is not None:
         files.append(("pdf", outcome.pdf))
