@@ -294,3 +294,14 @@ def test_importing_the_figures_does_not_import_matplotlib():
     from test_startup import loaded
 
     assert "matplotlib" not in loaded("import symflops.sheets.figures")["modules"]
+
+
+def test_build_and_render_choose_the_same_figures(tmp_path):
+    from symflops.count.explain import explain
+    from symflops.sheets.figures import figures_of
+
+    d, c = derived("llama_block")
+    counts = explain(d, c, [{k: sympy.Integer(v) for k, v in LLAMA_8B.items()}])
+    chosen = figures_of(d, counts)
+    assert chosen.stem == "llama_block" and dict(chosen.values) == LLAMA_8B
+    assert figures_of(d, explain(d, c)).values == ()

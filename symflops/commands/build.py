@@ -35,16 +35,15 @@ from typing import Any, Callable, Iterable, Mapping, Sequence, TextIO
 
 import sympy
 
-from ..count.cost import Costs, costs
+from ..count.cost import costs
 from ..count.explain import SheetCounts, explain
 from ..derive.backward import derive
 from ..derive.patterns import with_patterns
 from ..count.evaluate import check_definitions
 from ..core.errors import SymflopsError, Terminated, shorten
-from ..core.records import Derivation
 from .output import directory, write_file
 from ..sheets.escape import check_tex
-from ..sheets.figures import draw, sheet_figures
+from ..sheets.figures import draw, figures_of
 from ..sheets.render import render
 from ..declaration.reader import load
 
@@ -324,29 +323,21 @@ def _sheets(path: str, *, configs: Sequence[Mapping[str, sympy.Expr]], templates
                 sheets[fmt] = render(derivation, counts, fmt, templates)
             except SymflopsError as exc:
                 errors.append(str(exc))
-        figures = _figures(derivation, c, name, mine, sheets)
+        chosen = figures_of(derivation, counts) if counts is not None else None
+        figures = {fmt: draw(chosen, derivation, c, fmt) for fmt in sheets if chosen}
         pdf_bytes = None
         if pdf and "tex" in sheets:
             try:
                 pdf_bytes = compile_pdf(sheets["tex"], name, figures["tex"])
             except SymflopsError as exc:  # the .tex and the .pdf go together, or neither
                 errors.append(str(exc))
-                del sheets["tex"], figures["tex"]
+                del sheets["tex"]
+                figures.pop("tex", None)
         return Outcome(sheets, pdf_bytes, tuple(errors), figures=figures)
     except SymflopsError as exc:
         return Outcome({}, None, (str(exc),))
     except Exception as exc:  # a bug, but one declaration's: the others are still built
         return Outcome({}, None, (_internal(path, exc),), True)
-
-
-def _figures(derivation: Derivation, c: Costs, name: str,
-             configs: Sequence[Mapping[str, sympy.Expr]], sheets: Mapping[str, str]
-             ) -> dict[str, dict[str, bytes]]:
-    """The figure files of each sheet format that rendered: the graph, and
-    the plots at the first configuration given for this declaration."""
-    values = {k: int(v) for k, v in configs[0].items()} if configs else None
-    chosen = sheet_figures(derivation, c, name, values)
-    return {fmt: draw(chosen, derivation, c, fmt) for fmt in sheets}
 
 
 def _write(path: str, out: str, outcome: Outcome, result: BuildResult, stdout: TextIO) -> None:

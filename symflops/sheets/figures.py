@@ -22,6 +22,7 @@ Invariants:
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from typing import Literal, Mapping, TypedDict
@@ -33,6 +34,7 @@ from .plots import (ImageFormat, bars_figure, flops_figure, graph_figure, memory
                     overtakes, policies, sequence_axis)
 from ..core.records import Derivation
 from ..count.cost import Costs
+from ..count.explain import SheetCounts
 
 FigureKind = Literal["graph", "components", "flops", "memory"]
 #: Beyond this value of a dim the plots are left out: their numbers would
@@ -146,6 +148,15 @@ def sheet_figures(derivation: Derivation, costs: Costs, stem: str,
                     f"({', '.join(policies(derivation))}), the other dims at {configuration}."))
     return SheetFigures(name, graph, mermaid(graph), tuple(given.items()),
                         configuration if given else None, tuple(files), tuple(notes))
+
+
+def figures_of(derivation: Derivation, counts: SheetCounts) -> SheetFigures:
+    """The figures of the sheet of ``derivation`` as ``symflops build`` and
+    ``symflops render`` both make it: named after the declaration's file,
+    the plots at the first configuration of the sheet's numbers (if any)."""
+    stem = os.path.splitext(os.path.basename(derivation.layer.source))[0]
+    values = dict(counts.numbers[0].config) if counts.numbers else None
+    return sheet_figures(derivation, counts.costs, stem, values)
 
 
 def draw(figures: SheetFigures, derivation: Derivation, costs: Costs,
