@@ -7,6 +7,7 @@ its Mermaid text (ids and labels safe for any tensor name), the plots
 import io
 import re
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -233,13 +234,38 @@ def test_figures_context_escapes_for_each_format():
     assert md["mermaid"] == f.mermaid
 
 
-@pytest.mark.skipif(not pdflatex_available(), reason="pdflatex is not installed")
-def test_pdflatex_finds_the_figures_beside_the_sheet():
+def _partial(fmt, figures):
+    from symflops.sheets.environment import environment
+
+    return environment(fmt).get_template(f"figures.{fmt}.j2").render(figures=figures)
+
+
+def test_markdown_partial_places_the_mermaid_block_and_the_images():
+    d, c = derived("llama_block")
+    f = sheet_figures(d, c, "llama_block", LLAMA_8B)
+    md = _partial("md", figures_context(f, "md"))
+    assert md.startswith("```mermaid\nflowchart LR\n") and "\n```\n" in md
+    assert "](llama_block.flops.png)" in md and "](llama_block.graph.pdf)" not in md
+
+
+@pytest.mark.skipif(not pdflatex_available() or not shutil.which("pdftotext"),
+                    reason="pdflatex or pdftotext is not installed")
+def test_pdflatex_finds_the_figures_beside_the_sheet(tmp_path):
     lora, lc = derived("lora")
-    files = draw(sheet_figures(lora, lc, "lora"), lora, lc, "tex")
-    tex = ("\\documentclass{article}\\usepackage{graphicx}\\begin{document}\n"
-           "\\includegraphics[width=\\linewidth]{lora.graph.pdf}\n\\end{document}\n")
-    assert compile_pdf(tex, "lora", files).startswith(b"%PDF")
+    chosen = sheet_figures(lora, lc, "lora")
+    body = _partial("tex", figures_context(chosen, "tex"))
+    tex = ("\\documentclass{article}\\usepackage{graphicx}\\begin{document}\n" + body
+           + "\\end{document}\n")
+
+    def text(pdf):
+        (tmp_path / "s.pdf").write_bytes(pdf)
+        return subprocess.run(["pdftotext", str(tmp_path / "s.pdf"), "-"], capture_output=True,
+                              text=True, check=True).stdout.replace("\n", " ")
+
+    shown = text(compile_pdf(tex, "lora", draw(chosen, lora, lc, "tex")))
+    assert "Figure 1: Computation graph of lora" in shown and "not beside" not in shown
+    alone = text(compile_pdf(tex, "lora"))  # symflops render: the sheet alone
+    assert "lora.graph.pdf is not beside this sheet" in alone and "Figure 1" not in alone
 
 
 # ------------------------------------------------------------------ build --

@@ -139,13 +139,15 @@ def sheet_figures(derivation: Derivation, costs: Costs, stem: str,
                 files.append(FigureFile(
                     "flops", ext, f"{name}.flops.{ext}",
                     f"Training {costs.unit} per token of {layer.name} against the sequence "
-                    f"length {dim}, the other dims at {configuration}: the total, 6N "
+                    f"length {dim}, from {configuration} (marked) with {dim} varied: the "
+                    "total, 6N "
                     "(N the dense parameters) and the part beyond 6N." + where))
                 files.append(FigureFile(
                     "memory", ext, f"{name}.memory.{ext}",
                     f"Saved activations of {layer.name} (bytes, {costs.precision.name}) against "
                     f"the sequence length {dim} under each recomputation policy "
-                    f"({', '.join(policies(derivation))}), the other dims at {configuration}."))
+                    f"({', '.join(policies(derivation))}), from {configuration} (marked) with "
+                    f"{dim} varied."))
     return SheetFigures(name, graph, mermaid(graph), tuple(given.items()),
                         configuration if given else None, tuple(files), tuple(notes))
 
@@ -180,7 +182,10 @@ def draw(figures: SheetFigures, derivation: Derivation, costs: Costs,
 
 
 class FigureItem(TypedDict):
+    #: the file name as it is (for a link or ``\\includegraphics``)
     file: str
+    #: the file name escaped as text
+    name: str
     caption: str
     kind: str
 
@@ -205,6 +210,7 @@ def figures_context(figures: SheetFigures, fmt: Format) -> FiguresContext:
     return FiguresContext(
         mermaid=figures.mermaid,
         graph_caption=esc(caption),
-        images=[FigureItem(file=f.filename, caption=esc(f.caption), kind=f.kind)
+        images=[FigureItem(file=f.filename, name=esc(f.filename), caption=esc(f.caption),
+                           kind=f.kind)
                 for f in figures.of(fmt)],
         notes=[esc(n) for n in figures.notes])
