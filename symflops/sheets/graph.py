@@ -38,6 +38,8 @@ _KIND_OF_ROLE: dict[str, NodeKind] = {"input": "input", "mask": "input", "param"
 
 @dataclass(frozen=True)
 class Node:
+    """A tensor of the forward pass, or a gradient (``kind`` 'gradient')."""
+
     #: the tensor's name, or its gradient's (``dX``)
     name: str
     kind: NodeKind
@@ -47,6 +49,9 @@ class Node:
 
 @dataclass(frozen=True)
 class Edge:
+    """``dst`` is made from ``src`` (forward), needs the gradient ``src``
+    (backward), or is a gradient whose rule reads the tensor ``src`` (reads)."""
+
     src: str
     dst: str
     kind: EdgeKind
