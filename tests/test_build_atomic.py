@@ -75,9 +75,10 @@ def test_interrupted_while_writing_one_file(built, monkeypatch, interruption):
     src, out, before = built
     real_replace = os.replace
     replaced = []
+    per_declaration = len(before) // len(SMALL)  # its sheets and its figures
 
     def replace(a, b):
-        if len(replaced) == 2:  # the first file of the second declaration
+        if len(replaced) == per_declaration:  # the first file of the second declaration
             raise interruption("stopped before the rename")
         replaced.append(b)
         return real_replace(a, b)
@@ -92,7 +93,8 @@ def test_interrupted_while_writing_one_file(built, monkeypatch, interruption):
     after = snapshot(out)
     assert set(after) == set(before)
     changed = {n for n in after if after[n] != before[n]}
-    assert changed == {Path(p).name for p in replaced}  # only whole renamed files changed
+    # only whole renamed files changed (the graph, the same in MACs, is rewritten as it was)
+    assert changed == {Path(p).name for p in replaced if not p.endswith(".graph.pdf")}
     assert no_temporary_files(out)
 
 

@@ -593,7 +593,8 @@ def test_a_bug_in_one_declaration_does_not_stop_the_others(tmp_path, monkeypatch
     result = build(str(src), str(out), pdf=False, stdout=io.StringIO(), stderr=err)
     assert result.failed == result.internal == [str(src / "embedding.yaml")]
     assert "embedding.yaml: internal error: RuntimeError: a bug" in err.getvalue()
-    assert sorted(p.name for p in out.iterdir()) == ["dropout.md", "dropout.tex", "ffn.md",
+    assert sorted(p.name for p in out.iterdir()) == ["dropout.graph.pdf", "dropout.md",
+                                                     "dropout.tex", "ffn.graph.pdf", "ffn.md",
                                                      "ffn.tex"]
 
 

@@ -43,6 +43,7 @@ from ..count.evaluate import check_definitions
 from ..core.errors import SymflopsError, Terminated, shorten
 from .output import directory, write_file
 from ..sheets.escape import check_tex
+from ..sheets.figures import draw, figures_of
 from ..sheets.render import render
 from ..declaration.reader import load
 
@@ -76,15 +77,17 @@ def _pdflatex(tmp: str, name: str) -> str:
         return fh.read().decode("utf-8", errors="replace")
 
 
-def compile_pdf(tex: str, name: str) -> bytes:
+def compile_pdf(tex: str, name: str, files: Mapping[str, bytes] | None = None) -> bytes:
     """Compile a LaTeX sheet in a scratch directory; return the PDF's bytes
     (see :func:`compile_pdf_log`)."""
-    return compile_pdf_log(tex, name)[0]
+    return compile_pdf_log(tex, name, files)[0]
 
 
-def compile_pdf_log(tex: str, name: str) -> tuple[bytes, str]:
+def compile_pdf_log(tex: str, name: str, files: Mapping[str, bytes] | None = None
+                    ) -> tuple[bytes, str]:
     """Compile a LaTeX sheet in a scratch directory; return the PDF's bytes
     and pdflatex's log (read for overfull boxes by the layout tests).
+    ``files`` (the figures it includes, by file name) are put beside it.
 
     Raises SymflopsError with the first LaTeX error and the line of the
     ``.tex`` where pdflatex stopped.  The scratch directory is removed
@@ -93,6 +96,9 @@ def compile_pdf_log(tex: str, name: str) -> tuple[bytes, str]:
         src = os.path.join(tmp, f"{name}.tex")
         with open(src, "w", encoding="utf-8") as fh:
             fh.write(tex)
+        for filename, data in (files or {}).items():
+            with open(os.path.join(tmp, os.path.basename(filename)), "wb") as fh:
+                fh.write(data)
         for _ in range(PDF_RUNS):
             log = _pdflatex(tmp, name)
             if RERUN not in log or any(line.startswith("!") for line in log.splitlines()):
@@ -130,6 +136,8 @@ def render_file(path: str, fmt: str, configs: Sequence[Mapping[str, sympy.Expr]]
 @dataclass
 class BuildResult:
     written: list[str] = field(default_factory=list)
+    #: the figure files written beside the sheets (``written`` lists the sheets)
+    figures: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
     #: the failures that were internal errors (bugs), a subset of ``failed``
     internal: list[str] = field(default_factory=list)
@@ -138,12 +146,14 @@ class BuildResult:
 @dataclass(frozen=True)
 class Outcome:
     """What one declaration gave: the sheets to write (a format is absent
-    when it failed), the PDF, the error lines, and whether one was a bug."""
+    when it failed), the PDF, the error lines, whether one was a bug, and
+    the figures of each sheet format written (file name and bytes)."""
 
     sheets: dict[str, str]
     pdf: bytes | None
     errors: tuple[str, ...]
     internal: bool = False
+    figures: dict[str, dict[str, bytes]] = field(default_factory=dict)
 
 
 def fits(config: Mapping[str, sympy.Expr], path: str) -> bool:
@@ -359,14 +369,17 @@ def _sheets(path: str, *, configs: Sequence[Mapping[str, sympy.Expr]], templates
                 sheets[fmt] = render(derivation, counts, fmt, templates)
             except SymflopsError as exc:
                 errors.append(str(exc))
+        chosen = figures_of(derivation, counts) if counts is not None else None
+        figures = {fmt: draw(chosen, derivation, c, fmt) for fmt in sheets if chosen}
         pdf_bytes = None
         if pdf and "tex" in sheets:
             try:
-                pdf_bytes = compile_pdf(sheets["tex"], name)
+                pdf_bytes = compile_pdf(sheets["tex"], name, figures["tex"])
             except SymflopsError as exc:  # the .tex and the .pdf go together, or neither
                 errors.append(str(exc))
                 del sheets["tex"]
-        return Outcome(sheets, pdf_bytes, tuple(errors))
+                figures.pop("tex", None)
+        return Outcome(sheets, pdf_bytes, tuple(errors), figures=figures)
     except SymflopsError as exc:
         return Outcome({}, None, (str(exc),))
     except Exception as exc:  # a bug, but one declaration's: the others are still built
@@ -375,6 +388,13 @@ def _sheets(path: str, *, configs: Sequence[Mapping[str, sympy.Expr]], templates
 
 def _write(path: str, out: str, outcome: Outcome, result: BuildResult, stdout: TextIO) -> None:
     name = os.path.splitext(os.path.basename(path))[0]
+    # Figures first: a sheet written is never without the files it shows.
+    for fmt in outcome.sheets:
+        for filename, data in outcome.figures.get(fmt, {}).items():
+            target = os.path.join(out, filename)
+            write_file(target, data, "--out")
+            result.figures.append(target)
+            print(f"wrote {target}", file=stdout)
     files = [(fmt, text) for fmt, text in outcome.sheets.items()]
     if outcome.pdf is not None:
         files.append(("pdf", outcome.pdf))

@@ -21,7 +21,7 @@ from .equations import Equation, Factor as EqFactor, Named, Part, Printer, Side,
 from .escape import CODE_ESCAPES, ESCAPES
 from .notation import Math, Substituted, fold_lines, sympy_latex
 from ..count.explain import SheetCounts
-from ..core.records import Derivation, IndexTerm, matrix_form
+from ..core.records import Derivation, matrix_form
 
 
 class SheetContext(TypedDict):
@@ -98,7 +98,6 @@ def sheet_context(derivation: Derivation, counts: SheetCounts, fmt: Format) -> S
     shape_poly = P.PolyPrinter(tuple(d.name for d in layer.dims))
     poly = Substituted(shape_poly, tuple(layer.substitutions.items()))
     m = Math(poly, frozenset(t.name for t in layer.tensors))
-    tensors = layer.tensor_map
     unit = costs.unit
 
     # Derived quantities take names no declared tensor or dim prints as.

@@ -1,0 +1,382 @@
+"""The figures of a sheet drawn with matplotlib: the computation graph, bars
+per component, and FLOPs per token and activation memory against the
+sequence length.
+
+Invariants:
+
+* matplotlib is imported inside the functions that draw, never at module
+  import (``import symflops.cli`` stays light); figures are drawn on a
+  ``Figure`` without pyplot (no global state, no display) in matplotlib's
+  default style, whatever the user's matplotlibrc says.
+* The bytes are deterministic: the PDF without its creation date and
+  producer, the PNG without its software tag; two renders are identical, so
+  ``build -j N`` writes the same files as ``-j 1``.
+* Every number drawn is a record's polynomial evaluated at the given
+  values (the named configuration), with the sequence dim swept; the
+  crossing where the part beyond 6N overtakes 6N is solved from the
+  polynomials, not read off the samples.
+* Axis labels state their units; titles name the configuration.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from dataclasses import dataclass
+from typing import Any, Literal, Mapping, Sequence
+
+import sympy
+
+from .graph import Graph, Node, levels
+from ..core.ir import RECOMPUTE_POLICIES, Layer, dim_symbol, substitute
+from ..core.records import Derivation
+from ..count.cost import Costs
+from ..count.recompute import recompute
+from ..count.summary import whole_model
+
+ImageFormat = Literal["png", "pdf"]
+GIB = 2**30
+_COLOURS = {"input": "#e5e7eb", "index": "#e5e7eb", "param": "#dbeafe", "activation": "#ffffff",
+            "output": "#e5e7eb", "gradient": "#fee2e2"}
+_SAVED = "#b45309"
+
+
+@dataclass(frozen=True)
+class BarRow:
+    """One component's bars: FLOPs forward and backward, and bytes of
+    parameters with their gradients and optimizer state (``fixed_bytes``)
+    and of saved activations."""
+
+    label: str
+    forward: int
+    backward: int
+    fixed_bytes: int
+    activation_bytes: int
+
+
+@dataclass(frozen=True)
+class SequenceAxis:
+    """The dim a sheet's curves sweep: ``layer.tokens / layer.sequences`` when
+    that is one dim; else ``dim`` is None and ``reason`` says why."""
+
+    dim: str | None
+    reason: str | None = None
+
+
+def sequence_axis(layer: Layer) -> SequenceAxis:
+    if layer.tokens is None:
+        return SequenceAxis(None, "the declaration gives no tokens: count")
+    if layer.sequences is None:
+        return SequenceAxis(None, "the declaration gives no sequences: count, so its tokens "
+                                  "have no sequence length")
+    length = sympy.simplify(layer.tokens / layer.sequences)
+    if not isinstance(length, sympy.Symbol) or str(length) not in {d.name for d in layer.free_dims}:
+        return SequenceAxis(None, f"tokens / sequences is {sympy.sstr(length)}, not one dim")
+    return SequenceAxis(str(length))
+
+
+def at(layer: Layer, expr: sympy.Expr, values: Mapping[str, int]) -> sympy.Rational:
+    """``expr`` (defined dims substituted) at ``values``, exactly."""
+    out = substitute(sympy.sympify(expr), layer.substitutions).subs(
+        {dim_symbol(k): sympy.Integer(v) for k, v in values.items()})
+    if out.free_symbols:
+        raise ValueError(f"no value for {sorted(map(str, out.free_symbols))}")
+    return sympy.Rational(out)
+
+
+def _float(x: sympy.Rational) -> float:
+    value = float(x)
+    if not math.isfinite(value):
+        raise ValueError("a value too large to plot")
+    return value
+
+
+# ------------------------------------------------------------- the drawing --
+
+def _figure(width: float, height: float) -> Any:
+    from matplotlib.figure import Figure
+
+    return Figure(figsize=(width, height), dpi=100, layout="constrained")
+
+
+def _bytes(fig: Any, fmt: ImageFormat) -> bytes:
+    buf = io.BytesIO()
+    metadata = ({"CreationDate": None, "Producer": None, "Creator": "symflops"} if fmt == "pdf"
+                else {"Software": None})
+    fig.savefig(buf, format=fmt, metadata=metadata)
+    return buf.getvalue()
+
+
+def _draw(fmt: ImageFormat, draw: Any, *args: Any) -> bytes:
+    """``draw(*args)`` returns a Figure; it is saved in the default style."""
+    import matplotlib.style
+
+    with matplotlib.style.context("default"):
+        return _bytes(draw(*args), fmt)
+
+
+def _text(s: str) -> str:
+    """Plain text for matplotlib: a ``$`` would start mathtext."""
+    return s.replace("$", r"\$")
+
+
+def graph_figure(graph: Graph, names: Mapping[str, str] | None = None,
+                 fmt: ImageFormat = "pdf") -> bytes:
+    """The computation graph, top to bottom: forward tensors on the left in
+    topological levels, each gradient on the right in its tensor's level;
+    forward edges solid, backward edges dashed, saved tensors outlined."""
+    return _draw(fmt, _graph, graph, names or {})
+
+
+def _leaf(graph: Graph, node: Node) -> bool:
+    """Whether ``node`` is a leaf tensor or the gradient of one."""
+    of = graph.node(node.name[1:]) if node.kind == "gradient" else node
+    return of.kind in ("param", "input", "index")
+
+
+def _graph(graph: Graph, names: Mapping[str, str]) -> Any:
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import FancyArrowPatch, Patch
+
+    col = levels(graph)
+    pos: dict[str, tuple[float, float]] = {}
+    width = {}
+    for part, key in ((graph.forward_nodes, "f"), (graph.gradient_nodes, "b")):
+        taken: dict[int, int] = {}
+        # made tensors (and their gradients) first: the main path stays in the first slots
+        for n in sorted(part, key=lambda n: _leaf(graph, n)):
+            k = taken.get(col[n.name], 0)
+            taken[col[n.name]] = k + 1
+            pos[n.name] = (k, -col[n.name])
+        width[key] = max(taken.values(), default=0)
+    gap = width["f"] + 0.6
+    pos.update({n.name: (pos[n.name][0] + gap, pos[n.name][1]) for n in graph.gradient_nodes})
+    rows = 1 + max(col.values(), default=0)
+    fig = _figure(1.35 * (gap + width["b"]) + 0.4, 0.62 * rows + 0.9)
+    ax = fig.add_subplot()
+    ax.set_axis_off()
+    sx = 1.35
+    for n in graph.nodes:
+        x, y = pos[n.name]
+        ax.text(sx * x, y, _text(names.get(n.name, n.name)), ha="center", va="center",
+                fontsize=9, family="DejaVu Sans Mono", zorder=3,
+                bbox={"boxstyle": "round,pad=0.3", "facecolor": _COLOURS[n.kind],
+                      "edgecolor": _SAVED if n.saved else "#374151",
+                      "linewidth": 2.2 if n.saved else 0.8})
+    for e in graph.edges:
+        if e.kind == "reads":
+            continue
+        (x1, y1), (x2, y2) = pos[e.src], pos[e.dst]
+        ax.add_patch(FancyArrowPatch(
+            (sx * x1, y1), (sx * x2, y2), arrowstyle="-|>", mutation_scale=9, shrinkA=11,
+            shrinkB=11, linewidth=0.8, zorder=2,
+            linestyle="-" if e.kind == "forward" else (0, (4, 2)),
+            color="#374151" if e.kind == "forward" else "#b91c1c",
+            # an edge along a row, or down a column past other nodes, is bent round them
+            connectionstyle="arc3,rad=0.25" if y1 == y2 or (x1 == x2 and abs(y1 - y2) > 1)
+            else "arc3,rad=0.0"))
+    ax.set_xlim(-0.8, sx * (gap + max(width["b"], 1) - 1) + 0.8)
+    ax.set_ylim(-rows + 0.4, 0.9)
+    ax.legend(handles=[
+        Patch(facecolor="white", edgecolor=_SAVED, linewidth=2.2,
+              label="saved for the backward pass"),
+        Patch(facecolor=_COLOURS["param"], edgecolor="#374151", label="parameter"),
+        Line2D([], [], color="#374151", label="forward: made from"),
+        Line2D([], [], color="#b91c1c", linestyle=(0, (4, 2)), label="backward: needs")],
+        loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=4, fontsize=8, frameon=False)
+    ax.text(0, 0.75, "forward", fontsize=10, weight="bold", ha="left")
+    if graph.gradient_nodes:
+        ax.text(sx * gap, 0.75, "backward", fontsize=10, weight="bold", ha="left")
+    return fig
+
+
+def bars_figure(rows: Sequence[BarRow], title: str, unit: str = "FLOPs",
+                fmt: ImageFormat = "png") -> bytes:
+    """Two panels of horizontal stacked bars, one bar per row: FLOPs
+    (forward, backward) and memory in GiB (parameters with gradients and
+    optimizer state, saved activations)."""
+    return _draw(fmt, _bars, tuple(rows), title, unit)
+
+
+def _bars(rows: tuple[BarRow, ...], title: str, unit: str) -> Any:
+    fig = _figure(10, 1.2 + 0.32 * max(len(rows), 3))
+    left, right = fig.subplots(1, 2, sharey=True)
+    ys = list(range(len(rows)))[::-1]
+    labels = [_text(r.label) for r in rows]
+    for ax, parts, xlabel in (
+            (left, (("forward", [r.forward for r in rows], "#4C72B0"),
+                    ("backward", [r.backward for r in rows], "#DD8452")), f"{unit} (one pass)"),
+            (right, (("parameters, gradients, optimizer", [r.fixed_bytes / GIB for r in rows],
+                      "#55A868"),
+                     ("saved activations", [r.activation_bytes / GIB for r in rows], "#C44E52")),
+             "memory (GiB, 2³⁰ bytes)")):
+        start = [0.0] * len(rows)
+        for label, values, colour in parts:
+            ax.barh(ys, values, left=start, color=colour, label=label, height=0.7)
+            start = [s + v for s, v in zip(start, values)]
+        ax.set_xlabel(xlabel)
+        ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=2, fontsize=8,
+                  frameon=False)
+        ax.grid(True, axis="x", alpha=0.3)
+    left.set_yticks(ys)
+    left.set_yticklabels(labels, fontsize=8, family="DejaVu Sans Mono")
+    fig.suptitle(_text(title), fontsize=11)
+    return fig
+
+
+def op_rows(derivation: Derivation, costs: Costs, values: Mapping[str, int]) -> tuple[BarRow, ...]:
+    """One row per forward op, named by its output: the op's FLOPs, its
+    rules' FLOPs, the fixed bytes of the parameters it is the first to read,
+    and the bytes of the saved tensors it makes (every copy)."""
+    layer = derivation.layer
+    p = costs.precision
+    first: dict[str, int] = {}
+    for k, op in enumerate(layer.ops):
+        for n in op.inputs:
+            first.setdefault(n, k)
+    saved = {s.name: s for s in costs.saved}
+    rows = []
+    for k, op in enumerate(layer.ops):
+        backward = sum((c.flops * n for r, c, n in zip(derivation.rules, costs.backward,
+                                                       costs.backward_copies) if r.op == k),
+                       sympy.Integer(0))
+        fixed = sum((t.elements * layer.copies(t.name) * (
+            p.params + (p.grads + p.optimizer_states * p.optimizer + p.master
+                        if t.requires_grad else 0)) for t in layer.params
+            if first.get(t.name) == k), sympy.Integer(0))
+        made = [op.output, *(f.tensor for f in op.aux)]
+        act = sum((saved[n].total * (p.masks if saved[n].mask else p.activations)
+                   for n in made if n in saved), sympy.Integer(0))
+        rows.append(BarRow(op.output, int(at(layer, costs.forward[k].flops
+                                             * costs.forward_copies[k], values)),
+                           int(at(layer, backward, values)), int(at(layer, fixed, values)),
+                           int(at(layer, act, values))))
+    return tuple(rows)
+
+
+# ---------------------------------------------------- against the sequence --
+
+def lengths(value: int, crossing: int | None) -> list[int]:
+    """Sequence lengths on a log grid (four a doubling) from 128 (or less,
+    to include ``value``) past ``value`` and the crossing."""
+    lo = min(128, value)
+    hi = max(2**17, 4 * value, 2 * crossing if crossing and crossing <= 2**40 else 0)
+    out, t = [], float(lo)
+    while t < hi:
+        if not out or int(t) > out[-1]:
+            out.append(int(t))
+        t *= 2**0.25
+    return sorted(set(out + [hi, value]))
+
+
+@dataclass(frozen=True)
+class Crossing:
+    """Where the training FLOPs per token beyond 6N overtake 6N along the
+    sequence dim: ``length`` is the shortest length from which they are at
+    least 6N at every longer length (None when no such length exists);
+    ``below`` says they are below 6N at every length (so None means never)."""
+
+    length: int | None
+    below: bool
+
+
+def overtakes(derivation: Derivation, costs: Costs, values: Mapping[str, int],
+              dim: str) -> Crossing:
+    """The :class:`Crossing` at ``values`` for the other dims, solved from the
+    per-token polynomials (the real roots of beyond - 6N)."""
+    layer = derivation.layer
+    per = whole_model(derivation, costs).per_token
+    if per is None:
+        raise ValueError(f"{layer.name} declares no tokens: no per-token counts")
+    s = dim_symbol(dim)
+    others = {dim_symbol(k): v for k, v in values.items() if k != dim}
+    f = sympy.Poly(sympy.expand(substitute(per.beyond_six_n - per.six_n, layer.substitutions)
+                                .subs(others)), s)
+    roots = [r for r in sympy.real_roots(f) if r >= 1] if f.degree() > 0 else []
+    below = not roots and f.eval(1) < 0
+    if f.LC() < 0 or (f.degree() < 1 and f.eval(1) < 0):
+        return Crossing(None, below)
+    t = int(max(1, math.ceil(max(roots)))) if roots else 1
+    while t > 1 and f.eval(t - 1) >= 0:  # the root's ceiling may be one past it
+        t -= 1
+    while f.eval(t) < 0:
+        t += 1
+    return Crossing(t, False)
+
+
+def flops_figure(derivation: Derivation, costs: Costs, values: Mapping[str, int], dim: str,
+                 title: str, fmt: ImageFormat = "png") -> bytes:
+    """Training FLOPs per token against the sequence dim ``dim``: the total,
+    the 6N line and the part beyond it, with the crossing marked."""
+    return _draw(fmt, _flops, derivation, costs, values, dim, title)
+
+
+def _flops(derivation: Derivation, costs: Costs, values: Mapping[str, int], dim: str,
+           title: str) -> Any:
+    layer = derivation.layer
+    per = whole_model(derivation, costs).per_token
+    crossing = overtakes(derivation, costs, values, dim)
+    cross = crossing.length
+    ts = lengths(values[dim], cross)
+    point = [{**values, dim: t} for t in ts]
+    total = [_float(at(layer, per.flops.total, v)) for v in point]
+    six = [_float(at(layer, per.six_n, v)) for v in point]
+    beyond = [_float(at(layer, per.beyond_six_n, v)) for v in point]
+    fig = _figure(7.5, 4.5)
+    ax = fig.add_subplot()
+    ax.plot(ts, total, color="black", linewidth=2, label="training FLOPs per token")
+    ax.plot(ts, six, color="#4C72B0", linestyle="--", label="6N (N: dense parameters)")
+    ax.plot(ts, beyond, color="#C44E52", linestyle="-.", label="beyond 6N")
+    if cross is not None:
+        ax.axvline(cross, color="#C44E52", linestyle=":", linewidth=1.2,
+                   label=f"beyond 6N overtakes 6N at {dim} = {cross:,}")
+    elif crossing.below:
+        ax.plot([], [], " ", label=f"beyond 6N stays below 6N at every {dim}")
+    ax.axvline(values[dim], color="#6b7280", linewidth=0.8)
+    ax.plot([values[dim]], [_float(at(layer, per.flops.total, values))], "o", color="black",
+            label=f"{dim} = {values[dim]:,} (this configuration)")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel(_text(f"sequence length {dim} (tokens, log scale)"))
+    ax.set_ylabel(f"training {costs.unit} per token (log scale)")
+    ax.set_title(_text(title), fontsize=10)
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(loc="upper left", fontsize=8)
+    return fig
+
+
+def memory_figure(derivation: Derivation, costs: Costs, values: Mapping[str, int], dim: str,
+                  title: str, fmt: ImageFormat = "png") -> bytes:
+    """Bytes of kept activations against the sequence dim under each
+    recomputation policy the layer has, in GiB."""
+    return _draw(fmt, _memory, derivation, costs, values, dim, title)
+
+
+def policies(derivation: Derivation) -> tuple[str, ...]:
+    """The recomputation policies that apply: ``selective`` only when declared."""
+    return tuple(p for p in RECOMPUTE_POLICIES
+                 if p != "selective" or derivation.layer.selective)
+
+
+def _memory(derivation: Derivation, costs: Costs, values: Mapping[str, int], dim: str,
+            title: str) -> Any:
+    layer = derivation.layer
+    ts = lengths(values[dim], None)
+    fig = _figure(7.5, 4.5)
+    ax = fig.add_subplot()
+    styles = {"none": ("black", "-"), "selective": ("#DD8452", "--"), "full": ("#4C72B0", "-.")}
+    for name in policies(derivation):
+        kept = recompute(derivation, costs, name).activation_bytes(costs)
+        colour, line = styles[name]
+        ax.plot(ts, [_float(at(layer, kept, {**values, dim: t})) / GIB for t in ts],
+                color=colour, linestyle=line, label=f"recompute {name}")
+    ax.axvline(values[dim], color="#6b7280", linewidth=0.8,
+               label=f"{dim} = {values[dim]:,} (this configuration)")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel(_text(f"sequence length {dim} (tokens, log scale)"))
+    ax.set_ylabel("saved activations (GiB, 2³⁰ bytes, log scale)")
+    ax.set_title(_text(title), fontsize=10)
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(loc="upper left", fontsize=8)
+    return fig
