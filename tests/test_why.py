@@ -98,6 +98,20 @@ def test_first_input_gets_no_gradient_and_the_layer_is_not_twice():
     assert r"backward = $\tfrac{3}{2}$ × forward" in w["summary"]
 
 
+def test_an_activation_without_gradient_is_named():
+    # X needs no gradient, so neither does H = relu(X): Y = H W yields only dW
+    d, c = _declared({"X": {"shape": ["B", "D"], "role": "input", "requires_grad": False},
+                      "W": {"shape": ["D", "F"], "role": "param"}},
+                     ["H[b,d] = relu(X[b,d])", "Y[b,f] = H[b,d] W[d,f]"])
+    (p,) = layer_facts(d, c).backward.products
+    assert [(g.tensor, g.reason) for g in p.missing] == [("H", "no_gradient")]
+    assert [g.grad for g in p.products] == ["dW"] and p.per_forward == 1
+    assert layer_facts(d, c).backward.per_forward == 1
+    w = _why(d, c)
+    assert any("$H$ needs no gradient" in s for s in w["products"])
+    assert r"backward = $1$ × forward" in w["summary"]
+
+
 def test_frozen_weight_only_input_gradient():
     d, c = _load(DERIVATIONS / "lora.yaml")
     b = layer_facts(d, c).backward

@@ -205,7 +205,9 @@ def _product(derivation: Derivation, costs: Costs, k: int, j: int, e: Einsum
     for name in operands:
         found = [(i, r) for i, r in enumerate(derivation.rules) if r.op == k and r.wrt == name]
         if not found:
-            missing.append(NoGradient(name, _reason(layer, derivation, name)))
+            if name in derivation.needs_grad:  # a gradient without a rule of its own here
+                return None
+            missing.append(NoGradient(name, _reason(layer, name)))
             continue
         if len(found) != 1 or len(found[0][1].terms) != 1:
             return None
@@ -233,11 +235,12 @@ def _case(products: list[BackwardProduct], missing: list[NoGradient],
     return "twice"
 
 
-def _reason(layer: Layer, derivation: Derivation, name: str) -> NoGradReason:
+def _reason(layer: Layer, name: str) -> NoGradReason:
+    """Why a tensor that needs no gradient needs none."""
     t = layer.tensor(name)
     if t.role == "frozen":
         return "frozen"
-    if t.role == "input" and not t.requires_grad and name not in derivation.needs_grad:
+    if t.role == "input" and not t.requires_grad:
         return "first_input"
     return "no_gradient"
 

@@ -222,6 +222,6 @@ def activation_sentence(layer: Layer, r: RepeatedActivations, m: Math, esc: Esca
             + f"${m.poly(r.all_copies)}$" + esc(" of the ") + f"${m.poly(r.total)}$"
             + esc(" bytes the layer saves") + share
             + esc(". That is why activation checkpointing exists: with full recomputation "
-                  "(each copy's ops run again during the backward pass) the layer keeps ")
+                  "(the ops of every block run again during the backward pass) the layer keeps ")
             + f"${m.poly(r.recompute_bytes)}$" + esc(" bytes instead, for ")
             + f"${m.poly(r.recompute_flops)}$" + esc(f" more matmul-type {unit}."))
