@@ -111,7 +111,7 @@ def _form(statement_path, grad):
 def test_grouped_query_attention_forms():
     dq = _form("gqa.yaml", "dQ")
     assert str(dq) == "dQ = 1/sqrt(E) dA K per (g, r)"
-    assert (dq.batch, dq.summed, dq.groups) == (("g", "r"), (), ())
+    assert (dq.batch, dq.summed, dq.groups) == (("g", "r"), (), ()) and not dq.plain
     dv = _form("gqa.yaml", "dV")  # dV[t,g,e] = sum_{r,s} P[g,r,s,t] dO[s,g,r,e]
     assert str(dv) == "dV = sum_{r} P^T dO per (g)"
     poly = P.PolyPrinter(("S", "D", "G", "R", "E"))
@@ -138,7 +138,7 @@ def test_plain_matrix_forms_are_unchanged():
     forms = [r.matrix_form for r in d.rules]
     assert [str(f) for f in forms] == ["dW_out = H^T dY", "dH = dY W_out^T",
                                        "dW_in = X^T dH", "dX = dH W_in^T"]
-    assert all(f.batch == () and f.summed == () and f.groups == () for f in forms)
+    assert all(f.batch == () and f.summed == () and f.groups == () and f.plain for f in forms)
     assert P.matrix_product(forms[0], P.PolyPrinter(("B", "D", "F")),
                             frozenset({"H", "Y"})) == r"H^\top\, dY"
 

@@ -88,6 +88,12 @@ class MatrixProduct:
     summed: tuple[str, ...] = ()
     groups: tuple[tuple[str, ...], ...] = ()
 
+    @property
+    def plain(self) -> bool:
+        """One product of two matrices, each a tensor of two letters: its
+        element ``(r, c)`` is the rule's element, as in ``(X^T dH)_{df}``."""
+        return not (self.batch or self.summed or self.groups)
+
     def __str__(self) -> str:
         parts = [name + ("^T" if t else "") for name, t in self.factors]
         coef = "" if self.coefficient == 1 else sympy.sstr(self.coefficient) + " "
