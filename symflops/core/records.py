@@ -68,17 +68,43 @@ class Step:
 
 @dataclass(frozen=True)
 class MatrixProduct:
-    """A rule or op that is an ordinary matrix product, e.g. ``dW = X^T dY``:
-    ``output = coefficient * F1 F2`` with each factor possibly transposed."""
+    """A rule or op that is a matrix product, e.g. ``dW = X^T dY``:
+    ``output = coefficient * F1 F2`` with each factor possibly transposed.
+
+    A batched product is one matrix product for each value of the ``batch``
+    letters (``dQ = dA K / sqrt(E)`` per ``(b, g, r)``; a letter of the
+    output and one operand only is a batch letter too, the other operand being
+    the same matrix for each of its values), summed over the ``summed`` letters
+    that both operands carry and the output does not (``dV = sum_r P^T dO``
+    per ``(b, g)``).  A matrix index made of several letters, flattened into
+    one (the rows ``(b, s)`` of ``X`` in ``dW = X^T dY``), is listed in ``groups``, its letters
+    in the order in which every tensor carrying them carries them, so that
+    each tensor's matrix is its row-major reshape."""
 
     output: str
     coefficient: sympy.Expr
     factors: tuple[tuple[str, bool], ...]  # (tensor, transposed)
+    batch: tuple[str, ...] = ()
+    summed: tuple[str, ...] = ()
+    groups: tuple[tuple[str, ...], ...] = ()
+
+    @property
+    def plain(self) -> bool:
+        """One product of two matrices, each a tensor of two letters: its
+        element ``(r, c)`` is the rule's element, as in ``(X^T dH)_{df}``."""
+        return not (self.batch or self.summed or self.groups)
 
     def __str__(self) -> str:
         parts = [name + ("^T" if t else "") for name, t in self.factors]
         coef = "" if self.coefficient == 1 else sympy.sstr(self.coefficient) + " "
-        return f"{self.output} = {coef}{' '.join(parts)}"
+        total = f"sum_{{{','.join(self.summed)}}} " if self.summed else ""
+        text = f"{self.output} = {total}{coef}{' '.join(parts)}"
+        notes = []
+        if self.batch:
+            notes.append(f"per ({', '.join(self.batch)})")
+        if self.groups:
+            notes.append(", ".join(f"({', '.join(g)})" for g in self.groups) + " flattened")
+        return text + (" " + "; ".join(notes) if notes else "")
 
 
 @dataclass(frozen=True)
@@ -202,26 +228,83 @@ def _sym(letter: str) -> sympy.Symbol:
 
 
 def matrix_form(e: Einsum) -> MatrixProduct | None:
-    """``e`` as a product of two matrices with transposes, when it is one."""
-    if len(e.operands) != 2 or len(e.output.indices) != 2 or any(f.is_indicator for f in e.operands):
+    """``e`` as a product of two matrices with transposes, batched over some
+    letters and summed over others, when it is exactly one (see
+    :class:`MatrixProduct`); None when it is not (a diagonal, a bracket, a
+    letter summed on one operand only, an outer product, a pointwise function).
+
+    Of the forms that are exact, the one moving fewest letters out of the
+    matrices (into ``batch`` or ``summed``) is taken, then the one whose
+    batch and summed letters stand side by side in most of the three tensors
+    (as in ``[batch..., rows, columns]``), then the one moving the earliest
+    letters of the left operand: ``dV[t,g,e] = P[g,r,s,t] dO[s,g,r,e]`` is
+    ``sum_r P^T dO`` per ``g``, and ``dQ[s,g,r,e] = dA[g,r,s,t] K[t,g,e]``
+    is ``dA K`` per ``(g, r)``."""
+    if len(e.operands) != 2 or any(f.is_indicator or f.fn for f in e.operands):
         return None
-    (u, v), (r, c) = e.operands, e.output.indices
-    summed = e.summed
-    if (len(u.indices) != 2 or len(v.indices) != 2 or len(summed) != 1 or r == c
-            or len(set(u.indices)) != 2 or len(set(v.indices)) != 2):
+    u, v = e.operands
+    out = e.output.indices
+    if any(len(set(x)) != len(x) for x in (u.indices, v.indices, out)):
         return None
-    k = summed[0]
-    if k not in u.indices or k not in v.indices:
+    us, vs, os_ = set(u.indices), set(v.indices), set(out)
+    if not os_ <= us | vs or (us ^ vs) - os_:
+        return None  # a broadcast output letter, or a letter summed on one operand only
+    shared = [x for x in out if x in us and x in vs]
+    contracted = [x for x in u.indices if x in vs and x not in os_]
+    if not contracted:
         return None
-    if r in u.indices and c in v.indices:
-        left, right = u, v
-    elif r in v.indices and c in u.indices:
-        left, right = v, u
-    else:
+    found: list[tuple[tuple[int, int, list[int]], MatrixProduct]] = []
+    for left, right in ((u, v), (v, u)):
+        rows = [x for x in left.indices if x in os_ and x not in right.indices]
+        cols = [x for x in right.indices if x in os_ and x not in left.indices]
+        letters = rows + cols + contracted
+        if len(letters) > MAX_MATRIX_LETTERS:
+            return None
+        for mask in range(1 << len(letters)):
+            moved = frozenset(x for k, x in enumerate(letters) if mask >> k & 1)
+            form = _arrange(e, left, right, shared, rows, cols, contracted, moved)
+            if form is not None:
+                apart = set(form.batch) | set(form.summed)
+                together = sum(_contiguous(t, apart) for t in (left.indices, right.indices, out))
+                found.append(((len(moved), -together,
+                               sorted(left.indices.index(x) if x in left.indices else len(out)
+                                      for x in moved)), form))
+    return min(found, key=lambda f: f[0])[1] if found else None
+
+
+#: Beyond this many letters a product is not searched for a matrix form
+#: (``2**n`` ways of taking letters out of the matrices).
+MAX_MATRIX_LETTERS = 12
+
+
+def _contiguous(indices: Sequence[str], letters: set[str]) -> bool:
+    """Whether ``letters`` stand side by side among ``indices``, as the
+    batch axes of a batched matrix product do."""
+    at = [k for k, x in enumerate(indices) if x in letters]
+    return not at or at[-1] - at[0] == len(at) - 1
+
+
+def _arrange(e: Einsum, left: Factor, right: Factor, shared: list[str], rows: list[str],
+             cols: list[str], contracted: list[str], moved: frozenset[str]
+             ) -> MatrixProduct | None:
+    """The product with ``moved`` letters out of the matrices, when every
+    tensor's remaining letters fall into its two matrix indices in one order."""
+    batch = set(shared) | (moved - set(contracted))
+    out = [x for x in e.output.indices if x not in batch]
+    r = [x for x in rows if x not in moved]
+    c = [x for x in cols if x not in moved]
+    if not r or not c or out != r + c:
+        return None
+    lm = [x for x in left.indices if x not in batch and x not in moved]
+    rm = [x for x in right.indices if x not in batch and x not in moved]
+    inner = [x for x in lm if x not in r]
+    if not inner or lm not in (r + inner, inner + r) or rm not in (inner + c, c + inner):
         return None
     return MatrixProduct(e.output.tensor, e.coefficient,
-                         ((left.tensor, left.indices == (k, r)),
-                          (right.tensor, right.indices == (c, k))))
+                         ((left.tensor, lm != r + inner), (right.tensor, rm != inner + c)),
+                         batch=tuple(x for x in e.output.indices if x in batch),
+                         summed=tuple(x for x in contracted if x in moved),
+                         groups=tuple(tuple(g) for g in (r, inner, c) if len(g) > 1))
 
 
 @dataclass(frozen=True)

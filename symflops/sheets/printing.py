@@ -295,11 +295,35 @@ def terms(ts: Sequence[IndexTerm], poly: PolyPrinter,
 
 def matrix_product(m: MatrixProduct, poly: PolyPrinter,
                    tensors: frozenset[str] | set[str] = frozenset()) -> str:
-    """The right side ``X^\\top dH`` of a matrix product."""
+    """The right side ``X^\\top dH`` of a matrix product; a batched one with
+    its sum and what it is taken over: ``\\sum_{r} P^\\top\\, dO \\quad
+    \\text{per } g``, ``X^\\top\\, dQ \\quad (b, s) \\text{ flattened}``
+    (see :class:`~symflops.core.records.MatrixProduct`)."""
     parts = [tensor_name(name, tensors) + (r"^\top" if transposed else "")
              for name, transposed in m.factors]
     coefficient = "" if m.coefficient == 1 else poly(m.coefficient) + r"\, "
-    return coefficient + r"\, ".join(parts)
+    total = rf"\sum_{{{_letters(m.summed)}}} " if m.summed else ""
+    return total + coefficient + r"\, ".join(parts) + matrix_note(m)
+
+
+def _letters(letters: Sequence[str]) -> str:
+    return ", ".join(index_list([x]) for x in letters)
+
+
+def _group(letters: Sequence[str]) -> str:
+    return index_list(letters) if len(letters) == 1 else f"({_letters(letters)})"
+
+
+def matrix_note(m: MatrixProduct) -> str:
+    """What a batched matrix product is taken over, or nothing for a plain one:
+    ``\\quad \\text{per } (g, r)``, and the matrix indices made of several
+    letters, flattened into one: ``\\quad (b, s), (n, e) \\text{ flattened}``."""
+    notes = []
+    if m.batch:
+        notes.append(r"\text{per } " + _group(m.batch))
+    if m.groups:
+        notes.append(", ".join(_group(g) for g in m.groups) + r" \text{ flattened}")
+    return r" \quad " + r";\ ".join(notes) if notes else ""
 
 
 def matrix(m: MatrixProduct, poly: PolyPrinter, tensors: frozenset[str] | set[str] = frozenset()) -> str:
