@@ -257,7 +257,10 @@ def _front(layer, fmt, values=None, config=None, unit="FLOPs"):
                        tuple(layer.substitutions.items()))
     m = Math(poly, frozenset(t.name for t in layer.tensors))
     model = whole_model(d, c) if layer.tokens is not None or layer.blocks else None
-    ctx = front_context(d, c, model, poly, m, ESCAPES[fmt], values, config)
+    from symflops.sheets.equations import Named, Printer
+    n_param = Named.of(r"N_{\text{param}}", c.params)
+    ctx = front_context(d, c, model, poly, m, ESCAPES[fmt], Printer(poly), n_param, set(),
+                        values, config)
     return ctx, environment(fmt).get_template(f"front.{fmt}.j2").render(front=ctx)
 
 
@@ -295,7 +298,7 @@ def test_headlines_split_training_into_6n_and_the_attention_term():
     training = next(x for x in lines if r"6 \cdot N_{\text{active}}" in x)
     # causal attention beyond 6N: 6 L B S N E (S + 1) (the whole-model test's hand count)
     assert training.endswith(r"= 6 \cdot N_{\text{active}} \cdot BS + 6LBSNE(S + 1)")
-    assert lines[0].startswith(r"N_{\text{param}} = ") and r"= L \cdot " in lines[0]
+    assert lines[0].startswith(r"N_{\text{param}} = ") and r"= L \times " in lines[0]
     assert any(x.startswith(r"N_{\text{active}} = ") for x in lines)
 
 

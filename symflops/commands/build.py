@@ -41,7 +41,7 @@ from ..derive.backward import derive
 from ..derive.patterns import with_patterns
 from ..count.evaluate import check_definitions
 from ..core.errors import SymflopsError, Terminated, shorten
-from .output import directory, write_file
+from .output import directory, target as output_target, write_file
 from ..sheets.escape import check_tex
 from ..sheets.figures import draw, figures_of
 from ..sheets.render import render
@@ -388,6 +388,13 @@ def _sheets(path: str, *, configs: Sequence[Mapping[str, sympy.Expr]], templates
 
 def _write(path: str, out: str, outcome: Outcome, result: BuildResult, stdout: TextIO) -> None:
     name = os.path.splitext(os.path.basename(path))[0]
+    # Every path is checked before any is written: a declaration whose figure
+    # or sheet cannot be written (a directory there) leaves all its files as they were.
+    for fmt in outcome.sheets:
+        for filename in outcome.figures.get(fmt, {}):
+            output_target(os.path.join(out, filename), "--out")
+    for fmt in [*outcome.sheets, *(["pdf"] if outcome.pdf is not None else [])]:
+        output_target(os.path.join(out, f"{name}.{fmt}"), "--out")
     # Figures first: a sheet written is never without the files it shows.
     for fmt in outcome.sheets:
         for filename, data in outcome.figures.get(fmt, {}).items():

@@ -17,6 +17,9 @@ from .counts import (Row, domain_note, fresh_name, flops_story, memory_rows, mod
                      order_notes)
 from .derivations import derivation_lines, function_items, reduction_lines
 from .environment import Format
+from .front import FrontContext, front_context
+from .why import WhyContext, why_context
+from ..count.facts import layer_facts
 from .equations import Equation, Factor as EqFactor, Named, Part, Printer, Side, chain, grouped, side
 from .escape import CODE_ESCAPES, ESCAPES
 from .notation import Math, Substituted, fold_lines, sympy_latex
@@ -74,6 +77,10 @@ class SheetContext(TypedDict):
     batch_dims: str
     numbers: dict[str, Any] | None
     model: dict[str, Any] | None
+    #: the front page: the per-component table and its headline formulas
+    front: FrontContext
+    #: the sentences that say why, each produced only when the facts make it true
+    why: WhyContext
     #: every equality the sheet displays, as the records it was printed from
     equations: list[Equation]
 
@@ -176,6 +183,9 @@ def sheet_context(derivation: Derivation, counts: SheetCounts, fmt: Format) -> S
                       if rule.matrix_form is not None],
         })
 
+    # the worked configuration: the first named example, else the first --at one
+    worked = counts.numbers[0] if counts.numbers else None
+
     backward = backward_rows(derivation, costs, m, poly)
     for b in backward:  # how many times the row runs: once per copy of its repeated block
         n = costs.backward_copies[b["rule"] if b["rule"] is not None else b["last"]]
@@ -265,5 +275,10 @@ def sheet_context(derivation: Derivation, counts: SheetCounts, fmt: Format) -> S
         batch_dims=batch_dims,
         numbers=numbers_table(counts.numbers, unit, esc),
         model=model_section(counts.model, layer, costs, poly, m, esc, show, taken),
+        front=front_context(derivation, costs, counts.model, poly, m, esc, show, n_param, taken,
+                            dict(worked.config) if worked else None,
+                            worked.name if worked else None),
+        why=why_context(layer, layer_facts(derivation, costs), m, esc, unit,
+                        dict(worked.config) if worked else None),
         equations=equations,
     )

@@ -41,7 +41,7 @@ def derivation_lines(rules: Sequence[Rule], m: Math) -> list[str]:
     ]
     for k, r in enumerate(rules):
         rhs = m.terms([IndexTerm(t.coefficient, t.operands, (), t.summed) for t in r.terms])
-        if r.matrix_form is not None:
+        if r.matrix_form is not None and r.matrix_form.plain:  # a batched one has no element form
             rhs += (f" = ({P.matrix_product(r.matrix_form, m.poly, m.names)})"
                     f"_{{{P.index_list(r.terms[0].output.indices)}}}")
         lines.append((r"\Rightarrow\quad " if k == 0 else "") + f"{m.ix(r.terms[0].output)} &= {rhs}"

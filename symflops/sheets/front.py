@@ -6,10 +6,10 @@ into the variables of ``templates/front.md.j2`` and ``front.tex.j2``: cells
 already printed (LaTeX math between ``$``, user names escaped for the
 format), so the partials only place them.
 
-Invariants: every formula comes from the count record; each headline
-equation is emitted only after SymPy has checked that its two sides are
-equal (the 6N split, the per-layer splits); a header names its unit and a
-cell holds one quantity in that unit.
+Invariants: every formula comes from the count record; each headline is
+an :class:`~symflops.sheets.equations.Equation`, the 6N split printed only
+when it holds, and every one kept for the equation test; a header names its
+unit and a cell holds one quantity in that unit.
 """
 
 from __future__ import annotations
@@ -19,17 +19,13 @@ from typing import Any, Callable, Mapping, Sequence, TypedDict
 import sympy
 
 from . import printing as P
-from .counts import _group
+from .counts import _group, fresh_name
+from .equations import Equation, Factor as EqFactor, Named, Part, Side, chain, side
 from .notation import Math
 from ..count.components import ComponentRow, ComponentTable, component_table, percent, shares
 from ..count.cost import Costs
 from ..count.records import WholeModel
 from ..core.records import Derivation
-
-#: The parameter count's symbol: never a user's dim or tensor name (P, N).
-N_PARAM = r"N_{\text{param}}"
-N_ACTIVE = r"N_{\text{active}}"
-
 
 class Headline(TypedDict):
     label: str   # escaped text
@@ -54,83 +50,53 @@ class FrontContext(TypedDict):
     notes: list[str]
 
 
-def _grouped(text: str) -> str:
-    """``text`` in parentheses when a sign at its top level would bind
-    looser than a product (``L \\cdot (2D + 1)``), else as it is."""
-    depth = 0
-    for k, c in enumerate(text):
-        depth += c in "({"
-        depth -= c in ")}"
-        if depth == 0 and k > 0 and c in "+-":
-            return rf"\left({text}\right)"
-    return text
-
-
-def _sum_of(parts: Sequence[tuple[sympy.Expr, sympy.Expr]], rest: sympy.Expr,
-            poly: Callable[[sympy.Expr], str]) -> str | None:
-    r"""``L \cdot (…) + rest``: repeats times one copy, plus what runs once;
-    None when nothing is repeated (the split would say nothing)."""
-    pieces = []
-    for repeat, one in parts:
-        if repeat == 1 or one == 0:
-            continue
-        pieces.append(rf"{_grouped(poly(repeat))} \cdot {_grouped(poly(one))}")
-    if not pieces:
-        return None
-    if rest != 0:
-        text = poly(rest)
-        pieces.append(text[1:] if text.startswith("-") else text)
-        if text.startswith("-"):
-            return " + ".join(pieces[:-1]) + " - " + pieces[-1]
-    return " + ".join(pieces)
-
-
-def _by_repeat(rows: Sequence[ComponentRow], total: sympy.Expr, field: str
-               ) -> tuple[list[tuple[sympy.Expr, sympy.Expr]], sympy.Expr]:
-    """One copy of ``field`` summed over the rows of each repeat, and the
-    rest of ``total`` (rows run once, end copies), checked to add up."""
+def _by_repeat(rows: Sequence[ComponentRow], total: sympy.Expr, field: str) -> Side | None:
+    """``total`` as repeats times one copy of ``field`` (summed over the rows
+    of each repeat) plus what runs once; None when nothing repeats (the
+    split would say nothing).  The parts add up to ``total`` by construction,
+    and the equation test proves it again."""
     groups: dict[sympy.Expr, sympy.Expr] = {}
     for r in rows:
         if r.repeat != 1:
             groups[r.repeat] = sympy.expand(groups.get(r.repeat, 0) + getattr(r, field))
+    parts = [Part((one,), (EqFactor(n),)) for n, one in groups.items() if one != 0]
+    if not parts:
+        return None
     rest = sympy.expand(total - sum((n * one for n, one in groups.items()), sympy.Integer(0)))
-    return list(groups.items()), rest
+    return tuple(parts) + ((Part((rest,)),) if rest != 0 else ())
 
 
 def _headlines(table: ComponentTable, model: WholeModel | None, unit: str,
-               poly: Callable[[sympy.Expr], str], esc: Callable[[str], str]) -> list[Headline]:
+               show: Callable[[Equation], str], n_param: Named, taken: set[str],
+               esc: Callable[[str], str]) -> list[Headline]:
+    """The front page's formulas, each printed from an :class:`Equation`
+    (kept by ``show`` for the equation test)."""
     total = table.total
     out: list[Headline] = []
-    groups, rest = _by_repeat(table.rows, total.params, "params")
-    split = _sum_of(groups, rest, poly)
-    out.append(Headline(label=esc("Parameters (elements)"),
-                        math=f"{N_PARAM} = {poly(total.params)}"
-                        + (f" = {split}" if split else "")))
-    training = f"{poly(total.training)}"
+    split = _by_repeat(table.rows, total.params, "params")
+    out.append(Headline(label=esc("Parameters (elements)"), math=show(
+        chain(side(total.params), *([split] if split else []), name=n_param))))
     per = model.per_token if model is not None else None
     tokens = model.tokens if model is not None else None
+    label = esc(f"Training {unit} (matrix products, forward and backward)")
     six = None
     if per is not None and tokens is not None and unit == "FLOPs":
-        dense = model.parameters.active_dense
-        # the 6N split, printed only when it is the training count exactly
-        if sympy.expand(tokens * (6 * dense + per.beyond_six_n) - total.training) == 0:
-            tok = _grouped(poly(tokens))
-            beyond = sympy.expand(tokens * per.beyond_six_n)
-            six = rf"6 \cdot {N_ACTIVE} \cdot {tok}"
-            if beyond != 0:
-                b = poly(beyond)
-                six += (" - " + b[1:]) if b.startswith("-") else (" + " + b)
-            out.append(Headline(label=esc(f"Training {unit} (matrix products, forward and "
-                                          "backward)"), math=f"{training} = {six}"))
+        active = Named.of(fresh_name(r"N_{\text{active}}", taken), model.parameters.active_dense)
+        beyond = sympy.expand(tokens * per.beyond_six_n)
+        six = (Part(factors=(EqFactor(6 * tokens),), named=active),) + (
+            (Part((beyond,)),) if beyond != 0 else ())
+        eq = chain(side(total.training), six)
+        if eq.holds():  # the 6N split, printed only when it is the training count exactly
+            out.append(Headline(label=label, math=show(eq)))
             out.append(Headline(label=esc("Dense parameters a token's products read (the N of "
-                                          "6N)"), math=f"{N_ACTIVE} = {poly(dense)}"))
+                                          "6N)"), math=show(chain(side(active.value), name=active))))
+        else:
+            six = None
     if six is None:
-        out.append(Headline(label=esc(f"Training {unit} (matrix products, forward and backward)"),
-                            math=training))
-    groups, rest = _by_repeat(table.rows, total.saved_bytes, "saved_bytes")
-    split = _sum_of(groups, rest, poly)
-    out.append(Headline(label=esc("Saved activations (bytes)"),
-                        math=poly(total.saved_bytes) + (f" = {split}" if split else "")))
+        out.append(Headline(label=label, math=show(chain(side(total.training)))))
+    split = _by_repeat(table.rows, total.saved_bytes, "saved_bytes")
+    out.append(Headline(label=esc("Saved activations (bytes)"), math=show(
+        chain(side(total.saved_bytes), *([split] if split else [])))))
     return out
 
 
@@ -144,13 +110,16 @@ def _name(row: ComponentRow, m: Math, esc: Callable[[str], str]) -> str:
 
 def front_context(derivation: Derivation, costs: Costs, model: WholeModel | None,
                   poly: Callable[[sympy.Expr], str], m: Math, esc: Callable[[str], str],
+                  show: Callable[[Equation], str], n_param: Named, taken: set[str],
                   values: Mapping[str, int] | None = None,
                   config: str | None = None) -> FrontContext:
     """The front table of ``derivation``: ``poly`` and ``m`` are the sheet's
     printers (defined dims substituted), ``esc`` its escape for the format,
     ``model`` the whole-model record (:attr:`SheetCounts.model`, for the 6N
     split); with ``values`` (dim name -> value) the rows' shares at that
-    configuration, named ``config`` (user text, escaped here)."""
+    configuration, named ``config`` (user text, escaped here).  ``show``
+    prints and keeps each equation; ``n_param`` is the sheet's parameter
+    count and ``taken`` the names a derived quantity must not take."""
     table = component_table(derivation, costs)
     unit = costs.unit
     header = [esc(h) for h in (
@@ -206,4 +175,5 @@ def front_context(derivation: Derivation, costs: Costs, model: WholeModel | None
         f"{P.symbol_name(k)} = {_group(int(v))}" for k, v in values.items()))
     return FrontContext(header=header, rows=rows, total=total, share_header=share_header,
                         config=esc(config) if config else None, config_values=config_values,
-                        headlines=_headlines(table, model, unit, poly, esc), notes=notes)
+                        headlines=_headlines(table, model, unit, show, n_param, taken, esc),
+                        notes=notes)
