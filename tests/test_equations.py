@@ -138,13 +138,11 @@ def test_read_by_lists_cite_rules_by_name_and_the_table_holds_them_whole() -> No
     norms' dX its second term, the loss's dZ its -[v = y] term, the causal
     softmax's dA its sum."""
     norms = _md("norms.yaml")
-    line = next(x for x in norms.splitlines() if x.startswith("- $X$ ("))
-    assert line.endswith("read by ${dX}^{(1)}$") and "=" not in line
+    assert "$X$ ($BD$ elements; read by ${dX}^{(1)}$)" in norms
     row = next(x for x in norms.splitlines() if x.startswith("| ${dX}^{(1)}$ |"))
     assert r"- \sum_{e} \frac{1}{D}\, X_{bd}" in row
     llama = _md("llama.yaml")
-    y = next(x for x in llama.splitlines() if x.startswith("- $y$ ("))
-    assert y.endswith("read by $dZ$")
+    assert "$y$ ($BS$ elements; read by $dZ$)" in llama
     row = next(x for x in llama.splitlines() if x.startswith("| $dZ$ |"))
     assert r"- \frac{1}{B S}\, [v = y_{bs}]\, d\mathit{Loss}" in row
     row = next(x for x in llama.splitlines() if x.startswith("| $dA$ "))
@@ -199,7 +197,8 @@ def test_the_moe_combine_is_not_called_a_copy() -> None:
     """Y = Y1 + Gt[b,s,j] Ye[ex, sl, d] multiplies: 2BSDk FLOPs (hand count: one
     multiply-add per (b, s, j, d)), so its note must not say 'no multiply-add'."""
     text = _md("moe_block.yaml")
-    line = next(x for x in text.splitlines() if x.startswith("FLOPs: $2BSDk$"))
+    assert r"| $Y_{bsd} = \mathit{Y1}_{bsd} + " in text       # op 20, counted 2BSDk
+    line = next(x for x in text.splitlines() if x.startswith("- Op 20: "))
     assert "no multiply-add" not in line and "copies" not in line
     assert "are read where" in line
 
@@ -207,9 +206,10 @@ def test_the_moe_combine_is_not_called_a_copy() -> None:
 def test_repeats_are_shown_in_the_body_not_only_in_the_summary() -> None:
     """llama: the block's ops, backward rows and saved tensors say they run L times."""
     text = _md("llama.yaml")
-    assert "*Ops 2 to 16 run in each of the $L$ copies of a repeated block" in text
+    assert "| 4 ($\\times L$) | $Q_{bsgre} = " in text          # the forward table marks them
+    assert "runs in each of the $n$ copies of a repeated block" in text
     assert r"| $dW_{\text{q}}$ ($\times L$) |" in text
-    assert r"- $Q$ ($L \times BSNE$ elements)" in text
+    assert r"$Q$ ($L \times BSNE$ elements;" in text
     assert r"| $dW_{\text{U}}$ |" in text                 # the head runs once
 
 

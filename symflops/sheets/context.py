@@ -45,6 +45,8 @@ class SheetContext(TypedDict):
     P: str | None
     param_symbol: str
     forward: list[dict[str, Any]]
+    #: the forward pass as one table (more than COMPACT_OPS ops)
+    compact: bool
     forward_line: str
     forward_headline: str
     forward_total: str
@@ -83,6 +85,10 @@ class SheetContext(TypedDict):
     why: WhyContext
     #: every equality the sheet displays, as the records it was printed from
     equations: list[Equation]
+
+
+#: Beyond this many ops the forward pass is one table (a model's sheet stays short).
+COMPACT_OPS = 8
 
 
 def _ratio(q: sympy.Rational | None) -> str | None:
@@ -132,6 +138,7 @@ def sheet_context(derivation: Derivation, counts: SheetCounts, fmt: Format) -> S
         extra = per_param(total)
         return show(chain(side(total), *([extra] if extra else [])))
 
+    compact = len(layer.ops) > COMPACT_OPS
     forward = [{
         "statement": code(op.statement()),
         "index": op.latex(m),
@@ -140,11 +147,19 @@ def sheet_context(derivation: Derivation, counts: SheetCounts, fmt: Format) -> S
         "matrix": m.matrix(matrix_form(op.terms[0])) if len(op.terms) == 1 else None,
         "flops": poly(c.flops),
         "elementwise": poly(c.elementwise) if c.elementwise != 0 else None,
-        "story": show(flops_story(x.pairwise, c.flops)),
+        # a long layer's forward pass is a table of totals: the story is told op by op only
+        "story": poly(c.flops) if compact else show(flops_story(x.pairwise, c.flops)),
         "note": " ".join(filter(None, [domain_note(x.domain, unit, m, esc), *order_notes(
             m.t(op.output), x.orders, layer, m, esc)])),
     } for op, c, x in zip(layer.ops, costs.forward, counts.forward)]
     copies = costs.forward_copies
+    first_of_kind: dict[str, int] = {}
+    for i, (op, f) in enumerate(zip(layer.ops, forward)):
+        f["number"] = i + 1
+        f["copies"] = poly(copies[i]) if copies[i] != 1 else None
+        # a definition is shown once per kind of op (rmsnorm, softmax, ...): the others point to it
+        kind = f"{type(op).__name__}:{getattr(op, 'kind', '')}"
+        f["same_as"] = first_of_kind.setdefault(kind, i + 1) if f["definition"] else None
     for i, f in enumerate(forward):  # a run of ops from one repeated block: said once, at its start
         n = copies[i]
         f["run"] = None
@@ -226,13 +241,16 @@ def sheet_context(derivation: Derivation, counts: SheetCounts, fmt: Format) -> S
                   "role": esc({"activation": "computed"}.get(t.role, t.role)
                               + ("" if t.requires_grad or t.role in ("activation", "frozen")
                                  else ", no gradient")),
-                  "shape": P.shape(t.shape, shape_poly), "description": esc(t.description)}
+                  "shape": P.shape(t.shape, shape_poly), "description": esc(t.description),
+                  # the table lists what the user declares; the ops' outputs follow in one line
+                  "computed": t.role == "activation"}
                  for t in layer.tensors],
         outputs=m.ts(layer.outputs),
         output_grads=", ".join(rf"{m.t('d' + n)} = \partial \mathcal{{L}} / \partial {m.t(n)}"
                                for n in layer.outputs),
         P=p_line,
         forward=forward,
+        compact=compact,
         param_symbol=n_param.latex,
         forward_line=total_line([c.flops for c in costs.forward], costs.forward_copies,
                                 costs.flops_forward),
