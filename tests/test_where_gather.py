@@ -255,7 +255,8 @@ def test_embedding_sheet_says_a_lookup_is_no_dense_product(fmt):
     assert "A lookup, not a multiplication" in text
     assert "$2BVD$" in text            # what a dense one-hot product would cost
     assert "scatter" in text and "$BD$" in text
-    assert r"[i = \mathit{tok}_{k}]" in text  # the scatter-add, derived from the one-hot form
+    # the scatter-add, derived from the one-hot form (in the op's own letters)
+    assert r"[v = \mathit{tok}_{b}]" in text
 
 
 @pytest.mark.parametrize("fmt", ["md", "tex"])

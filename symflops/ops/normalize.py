@@ -237,7 +237,7 @@ class Normalize(ReductionOp):
         indexed name, and a condition as an Iverson bracket."""
         where = r",\ ".join(m.ix(c) for c in self.conditions)
         return (f"{m.ix(self.out)} = {LATEX[self.kind]}_{{{','.join(self.index)}}}({m.ix(self.inp)})"
-                + (rf"\quad\text{{where }} {where}" if where else ""))
+                + (rf",\ \text{{where }} {where}" if where else ""))
 
 
 _NAME = re.compile(r"(softmax|layernorm|rmsnorm)_([A-Za-z_][A-Za-z0-9_]*|\{[^{}]*\})\Z")
