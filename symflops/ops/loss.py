@@ -212,6 +212,14 @@ class CrossEntropyCall:
             raise SymflopsError(f"the targets are indexed by [{','.join(target.indices)}] but the "
                                 f"logits' rows by [{','.join(rows)}]", at(target.column),
                                 f"index the targets by the logits' letters other than {index!r}")
+        # the targets are no operand of the statement's product: their axes are checked here
+        for letter, column, extent in zip(target.indices, target.index_columns,
+                                          known[target.name].shape):
+            if sympy.simplify(scope.extents[letter] - extent) != 0:
+                raise SymflopsError(
+                    f"index {letter!r} ranges over {scope.extents[letter]} in {logits.name} but "
+                    f"over {extent} in {target.name}", at(column),
+                    f"give {target.name} one class label per row of {logits.name}")
         return CrossEntropy(out, Factor(logits.name, logits.indices, at(logits.column)),
                             Factor(target.name, target.indices, at(target.column)), index, mean,
                             tuple((i, scope.extents[i]) for i in logits.indices), scope.text,
