@@ -453,7 +453,7 @@ def test_hostile_names_render_literally(tmp_path):
     assert "<" not in _outside_code(md)  # no raw HTML: <img>, <b>, <script> are all escaped
     assert "`evil\\n<img src=x onerror=alert(1)>.yaml`" in md  # the name, in one code span
     assert "&lt;script&gt;alert(1)&lt;/script&gt; \\| pipe" in md
-    assert r"$\mathit{\_}$: an underscore  # not a heading" in md
+    assert r"$\mathit{\_}$, an underscore  # not a heading" in md   # the dims' paragraph
     tex = clean(run("render", path, "--format", "tex")).stdout
     assert (r"\title{Sneaky # Heading" not in tex
             and r"\title{Sneaky \# Heading \textless{}b\textgreater{}bold\textless{}/b"
