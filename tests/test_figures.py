@@ -337,3 +337,21 @@ def test_build_and_render_choose_the_same_figures(tmp_path):
     counts = explain(d, c, [{k: sympy.Integer(v) for k, v in LLAMA_8B.items()}], examples=[])
     assert dict(figures_of(d, counts).values) == LLAMA_8B
     assert figures_of(d, explain(d, c, examples=[])).values == ()
+
+
+def test_the_component_bars_are_the_front_table_rows_and_add_up():
+    """llama at Llama-2-7B: one bar per component (embedding, norms, ..., loss),
+    summing to the layer's forward and backward FLOPs and activation bytes."""
+    from symflops.sheets.plots import component_rows
+
+    d, c = derived("llama")
+    values = dict(d.layer.examples[0].values)
+    rows = component_rows(d, c, values)
+    assert [r.label for r in rows][:3] == ["embedding", "norms", "attention projections"]
+    def at(e):  # the defined dim R = N / G substituted, then the example's values
+        e = e.subs(d.layer.substitutions)
+        return int(e.subs({s: values[str(s)] for s in e.free_symbols}))
+
+    assert sum(r.forward for r in rows) == at(c.flops_forward)
+    assert sum(r.backward for r in rows) == at(c.flops_backward)
+    assert sum(r.activation_bytes for r in rows) == at(c.memory()["activation_bytes"])

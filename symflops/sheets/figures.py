@@ -30,8 +30,8 @@ from typing import Literal, Mapping, TypedDict
 from .environment import Format
 from .escape import ESCAPES
 from .graph import Graph, computation_graph, mermaid
-from .plots import (ImageFormat, bars_figure, flops_figure, graph_figure, memory_figure, op_rows,
-                    overtakes, policies, sequence_axis)
+from .plots import (ImageFormat, bars_figure, component_rows, flops_figure, graph_figure,
+                    memory_figure, overtakes, policies, sequence_axis)
 from ..core.records import Derivation
 from ..count.cost import Costs
 from ..count.explain import SheetCounts
@@ -118,10 +118,12 @@ def sheet_figures(derivation: Derivation, costs: Costs, stem: str,
         configuration = configuration or ", ".join(f"{k} = {v:,}" for k, v in given.items())
         for ext in ("png", "pdf"):
             files.append(FigureFile("components", ext, f"{name}.components.{ext}",
-                                    f"FLOPs and memory of each op of {layer.name} at "
-                                    f"{configuration}: an op's backward bar counts its rules, "
-                                    "its memory the parameters it reads first and the tensors "
-                                    "it makes that are kept."))
+                                    f"FLOPs and memory of each component of {layer.name} "
+                                    f"(the rows of the front table, every copy) at "
+                                    f"{configuration}: a component's backward bar counts the "
+                                    "rules of its ops, its memory the parameters it owns "
+                                    "(with their gradients and optimizer state when trained) "
+                                    "and the saved tensors it keeps."))
         axis = sequence_axis(layer)
         if axis.dim is None:
             notes.append(f"No plot against the sequence length: {axis.reason}.")
@@ -174,8 +176,8 @@ def draw(figures: SheetFigures, derivation: Derivation, costs: Costs,
         if f.kind == "graph":
             out[f.filename] = graph_figure(figures.graph, fmt=f.fmt)
         elif f.kind == "components":
-            out[f.filename] = bars_figure(op_rows(derivation, costs, values), title, costs.unit,
-                                          f.fmt)
+            out[f.filename] = bars_figure(component_rows(derivation, costs, values), title,
+                                          costs.unit, f.fmt)
         elif f.kind == "flops":
             out[f.filename] = flops_figure(derivation, costs, values, dim, title, f.fmt)
         else:

@@ -254,6 +254,30 @@ def op_rows(derivation: Derivation, costs: Costs, values: Mapping[str, int]) -> 
     return tuple(rows)
 
 
+def component_rows(derivation: Derivation, costs: Costs, values: Mapping[str, int]
+                   ) -> tuple[BarRow, ...]:
+    """One row per row of the front page's component table (every copy): its
+    FLOPs, its rules' FLOPs, the fixed bytes of the parameters it owns
+    (weights, and for a trainable one its gradient and optimizer state) and
+    the bytes of the saved tensors it keeps."""
+    from ..count.components import component_table
+
+    layer = derivation.layer
+    p = costs.precision
+    tensors = layer.tensor_map
+    rows = []
+    for r in component_table(derivation, costs).rows:
+        fixed = sum((tensors[n].elements * layer.copies(n) * (
+            p.params + (p.grads + p.optimizer_states * p.optimizer + p.master
+                        if tensors[n].requires_grad else 0)) for n in r.param_tensors),
+            sympy.Integer(0))
+        t = r.totals
+        rows.append(BarRow(r.name, int(at(layer, t.forward, values)),
+                           int(at(layer, t.backward, values)), int(at(layer, fixed, values)),
+                           int(at(layer, t.saved_bytes, values))))
+    return tuple(rows)
+
+
 # ---------------------------------------------------- against the sequence --
 
 def lengths(value: int, crossing: int | None) -> list[int]:
