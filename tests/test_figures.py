@@ -166,11 +166,11 @@ def test_no_crossing_without_attention(tmp_path):
     assert crossing.length is None and crossing.below
 
 
-def test_op_rows_of_ffn_by_hand():
+def test_component_rows_of_ffn_by_hand():
     d, c = derived("ffn")
     B, D, F = 3, 5, 7
-    rows = plots.op_rows(d, c, {"B": B, "D": D, "F": F})
-    assert [r.label for r in rows] == ["H", "Y"]
+    rows = plots.component_rows(d, c, {"B": B, "D": D, "F": F})
+    assert [r.label for r in rows] == ["H", "Y"]   # no components declared: one row per op
     # each matmul 2 B D F forward; its two rules (weight and input gradient)
     # 2 B D F each, except dX, which nothing needs: H's rules are dW_in and dX
     assert [r.forward for r in rows] == [2 * B * D * F] * 2
@@ -178,8 +178,8 @@ def test_op_rows_of_ffn_by_hand():
     p = c.precision
     per_param = p.params + p.grads + p.optimizer_states * p.optimizer + p.master
     assert [r.fixed_bytes for r in rows] == [D * F * per_param] * 2
-    # X is saved but no op makes it; H is made by the first op
-    assert [r.activation_bytes for r in rows] == [B * F * p.activations, 0]
+    # a saved tensor is in the row of the rule that reads it: X (B x D) for dW_in, H (B x F) for dW_out
+    assert [r.activation_bytes for r in rows] == [B * D * p.activations, B * F * p.activations]
 
 
 @pytest.mark.parametrize("fmt", ["png", "pdf"])

@@ -224,36 +224,6 @@ def _bars(rows: tuple[BarRow, ...], title: str, unit: str) -> Any:
     return fig
 
 
-def op_rows(derivation: Derivation, costs: Costs, values: Mapping[str, int]) -> tuple[BarRow, ...]:
-    """One row per forward op, named by its output: the op's FLOPs, its
-    rules' FLOPs, the fixed bytes of the parameters it is the first to read,
-    and the bytes of the saved tensors it makes (every copy)."""
-    layer = derivation.layer
-    p = costs.precision
-    first: dict[str, int] = {}
-    for k, op in enumerate(layer.ops):
-        for n in op.inputs:
-            first.setdefault(n, k)
-    saved = {s.name: s for s in costs.saved}
-    rows = []
-    for k, op in enumerate(layer.ops):
-        backward = sum((c.flops * n for r, c, n in zip(derivation.rules, costs.backward,
-                                                       costs.backward_copies) if r.op == k),
-                       sympy.Integer(0))
-        fixed = sum((t.elements * layer.copies(t.name) * (
-            p.params + (p.grads + p.optimizer_states * p.optimizer + p.master
-                        if t.requires_grad else 0)) for t in layer.params
-            if first.get(t.name) == k), sympy.Integer(0))
-        made = [op.output, *(f.tensor for f in op.aux)]
-        act = sum((saved[n].total * (p.masks if saved[n].mask else p.activations)
-                   for n in made if n in saved), sympy.Integer(0))
-        rows.append(BarRow(op.output, int(at(layer, costs.forward[k].flops
-                                             * costs.forward_copies[k], values)),
-                           int(at(layer, backward, values)), int(at(layer, fixed, values)),
-                           int(at(layer, act, values))))
-    return tuple(rows)
-
-
 def component_rows(derivation: Derivation, costs: Costs, values: Mapping[str, int]
                    ) -> tuple[BarRow, ...]:
     """One row per row of the front page's component table (every copy): its
