@@ -151,13 +151,17 @@ class _Parser:
         columns: list[int] = []
         gathers: list[Gather] = []
         shifts: list[Shift] = []
+        start = self.pos
         while self.tok.text != "]":
             if self.tok.kind == "end":
                 raise self.error(f"'[' after {name.text!r} is never closed",
                                  "close the index list with ']'", opening)
             if indices:
+                self._no_arithmetic(start, name.text)
                 self.expect(",", f"expected ',' or ']' in the indices of {name.text!r}",
                             "separate index letters with commas, e.g. 'X[b,d]'")
+            start = self.pos
+            self._no_arithmetic(start, name.text)
             if self.tok.kind != "name":
                 raise self.error(
                     f"expected an index name in {name.text}[...], found {self.describe(self.tok)}",
@@ -196,6 +200,36 @@ class _Parser:
                              f"e.g. {name.text}[b]", name)
         return Ref(name.text, name.column, tuple(indices), tuple(columns), tuple(gathers),
                    tuple(shifts))
+
+    def _no_arithmetic(self, start: int, tensor: str) -> None:
+        """Refuse, by name, an index written as arithmetic (``2*p+k``,
+        ``p+2*k``, ``s-1``, ``p+k+1``): the tokens from ``start`` to the next
+        ',' or ']' at this bracket depth must be a letter, a lookup or a shift
+        of two letters.  Grammar advice ("separate letters with commas") would
+        change the meaning."""
+        end, depth = start, 0
+        while self.tokens[end].kind != "end":
+            text = self.tokens[end].text
+            if depth == 0 and text in (",", "]"):
+                break
+            depth += text == "["
+            depth -= text == "]"
+            end += 1
+        run = self.tokens[start:end]
+        texts = [t.text for t in run]
+        plain = (len(run) == 1 and run[0].kind == "name") or (
+            len(run) == 3 and run[0].kind == run[2].kind == "name" and texts[1] == "+")
+        if plain or not run or (run[0].kind == "name" and len(run) > 1 and texts[1] == "["):
+            return
+        if not any(t.kind == "number" or t.text in "+-*/()" for t in run):
+            return
+        expr = "".join(texts)
+        raise SymflopsError(
+            f"index arithmetic of the form {expr} in {tensor}[...] is not supported",
+            _at(self.span, run[0].column),
+            "an index is a letter (b), a lookup through an index tensor (tok[b]) or a shift of "
+            "two letters (p+k, a valid convolution); strides, dilations and offsets such as "
+            "2*p+k, p+2*k or s-1 cannot be declared yet")
 
     def _balanced(self) -> Constant:
         """Raw text from here to the matching ')' (the current token is '(' or
