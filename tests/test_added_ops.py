@@ -252,3 +252,46 @@ def test_logsumexp_bad_statements_point_at_the_mistake(tmp_path, capsys, op, exp
     first = captured.err.splitlines()[0]
     assert "Traceback" not in captured.err and captured.out == ""
     assert f"{path}:7:{column}: error: " in first and expect in first and "fix: " in first, first
+
+
+# ------------------------------------------------------- square and abs --
+
+def test_square_and_abs_derivatives_by_hand():
+    """d/dx x^2 = 2x; d/dx |x| = sign(x), 0 at 0 (PyTorch's subgradient there)."""
+    sq, ab = F.FUNCTIONS["square"], F.FUNCTIONS["abs"]
+    assert sq.saves == ab.saves == "input"
+    for x in (*POINTS, 0.0):
+        assert float(sq.derivative.subs(F.X, x)) == pytest.approx(2 * x)
+        assert float(ab.derivative.subs(F.X, x)) == (x > 0) - (x < 0)
+    x = np.array([*POINTS, 0.0])
+    assert F.numpy_function(Apply("abs", "derivative"))(x) == pytest.approx(np.sign(x))
+    # one operation each, the derivative one more with its multiply by dY (the module's rule)
+    assert (sq.cost, ab.cost) == (1, 1)
+
+
+def test_square_and_abs_match_torch_and_its_autograd():
+    torch = pytest.importorskip("torch")
+    x = torch.tensor([*POINTS, 0.0], dtype=torch.float64, requires_grad=True)
+    for name in ("square", "abs"):
+        f = F.FUNCTIONS[name]
+        y = f.torch(torch, x)
+        (g,) = torch.autograd.grad(y.sum(), x)
+        assert F.numpy_function(Apply(name))(x.detach().numpy()) == pytest.approx(y.detach().numpy())
+        assert F.numpy_function(Apply(name, "derivative"))(x.detach().numpy()) == pytest.approx(
+            g.numpy())
+
+
+def test_a_layer_with_square_and_abs_passes_verify(tmp_path):
+    path = tmp_path / "fn.yaml"
+    path.write_text("""name: fn
+dims: {B: batch, D: width, F: hidden}
+tensors:
+  X: {shape: [B, D], role: input}
+  W: {shape: [D, F], role: param}
+ops:
+  - U[b,f] = X[b,d] W[d,f]
+  - Y[b,f] = square(U[b,f]) + abs(U[b,f])
+""")
+    run = subprocess.run([sys.executable, "-m", "symflops", "verify", str(path)],
+                         capture_output=True, text=True, cwd=ROOT)
+    assert run.returncode == 0 and "result: pass" in run.stdout, run.stdout + run.stderr

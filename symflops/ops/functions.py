@@ -137,6 +137,10 @@ FUNCTIONS: dict[str, Function] = {f.name: f for f in (
     Function("elu", sympy.Piecewise((X, X > 0), (sympy.exp(X) - 1, True)), "input",
              r"\operatorname{elu}", "exponential linear unit (alpha = 1), x for x > 0, "
              "exp(x) - 1 otherwise", "elu"),
+    Function("square", X**2, "input", r"\operatorname{square}", "the square, x^2", "square"),
+    Function("abs", sympy.Abs(X), "input", r"\operatorname{abs}",
+             "the absolute value, |x| (its derivative sign(x), 0 at 0, as PyTorch takes it)",
+             "abs"),
 )}
 
 
