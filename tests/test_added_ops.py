@@ -295,3 +295,15 @@ ops:
     run = subprocess.run([sys.executable, "-m", "symflops", "verify", str(path)],
                          capture_output=True, text=True, cwd=ROOT)
     assert run.returncode == 0 and "result: pass" in run.stdout, run.stdout + run.stderr
+
+
+def test_an_unknown_function_lists_every_call_kind(tmp_path):
+    """The hint names logsumexp_i and cross_entropy_v too (as whole statements)."""
+    path = tmp_path / "unk.yaml"
+    path.write_text("name: unk\ndims: {B: batch, D: width}\ntensors:\n"
+                    "  X: {shape: [B, D], role: input}\nops:\n  - Y[b,d] = lg(X[b,d])\n")
+    run = subprocess.run([sys.executable, "-m", "symflops", "derive", str(path)],
+                         capture_output=True, text=True, cwd=ROOT)
+    assert run.returncode == 2
+    for name in ("square", "abs", "softmax_i", "logsumexp_i", "cross_entropy_v"):
+        assert name in run.stderr, name

@@ -180,7 +180,7 @@ class LogSumExpCall:
     right side, one tensor, ``t`` one of its letters and each of its letters
     once, the output its other letters."""
 
-    usage = ""  # never inside a product: its result has fewer letters than its argument
+    usage = "logsumexp_i as a whole statement (its result has fewer letters)"
 
     def claims(self, name: str) -> bool:
         return _NAME.match(name) is not None

@@ -167,7 +167,7 @@ class CrossEntropyCall:
     checked: the whole right side, a scalar output, ``v`` one of the logits'
     letters, integer targets indexed by the logits' other letters."""
 
-    usage = ""  # never inside a product
+    usage = "cross_entropy_v(Z[..], y[..]) as a whole statement"
 
     def claims(self, name: str) -> bool:
         return _NAME.match(name) is not None
