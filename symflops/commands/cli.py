@@ -115,10 +115,13 @@ def build_parser() -> argparse.ArgumentParser:
     _sheet_options(r)
     b = sub.add_parser("build", help="render every declaration in derivations/ into build/",
                        description="Render every declaration in a directory into NAME.md and "
-                                   "NAME.tex, and NAME.pdf when pdflatex is on the path. A "
-                                   "declaration that fails is reported, its previous files are "
-                                   "left untouched, and the command exits 2 after building the "
-                                   "others.")
+                                   "NAME.tex, and NAME.pdf when pdflatex is on the path, with "
+                                   "the figures they show beside them (NAME.graph.pdf, the "
+                                   "computation graph; NAME.components, NAME.flops and "
+                                   "NAME.memory .png/.pdf, plotted at the declaration's first "
+                                   "example or the first --at). A declaration that fails is "
+                                   "reported, its previous files are left untouched, and the "
+                                   "command exits 2 after building the others.")
     b.add_argument("--src", default="derivations", help="declarations directory (default derivations)")
     b.add_argument("--out", default="build", help="output directory (default build)")
     pdf = b.add_mutually_exclusive_group()
