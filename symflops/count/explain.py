@@ -188,6 +188,13 @@ class SheetCounts:
         sheet's worked example), before any ``--at`` column."""
         return tuple(n for n in self.numbers if n.name is not None)
 
+    @property
+    def worked(self) -> NumbersAt | None:
+        """The sheet's worked configuration: its first named example, else the
+        first ``--at`` one (None without either).  The front page's shares,
+        the why sentences' percentages and the plots are all at it."""
+        return self.numbers[0] if self.numbers else None
+
 
 def explain(derivation: Derivation, c: Costs,
             configs: Sequence[Mapping[str, sympy.Expr]] = (),

@@ -198,8 +198,7 @@ def sheet_context(derivation: Derivation, counts: SheetCounts, fmt: Format) -> S
                       if rule.matrix_form is not None],
         })
 
-    # the worked configuration: the first named example, else the first --at one
-    worked = counts.numbers[0] if counts.numbers else None
+    worked = counts.worked
 
     backward = backward_rows(derivation, costs, m, poly)
     for b in backward:  # how many times the row runs: once per copy of its repeated block

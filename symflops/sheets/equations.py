@@ -151,14 +151,9 @@ class Printer:
 
 
 def chain(*sides: Side, name: Named | None = None) -> Equation:
-    """An equation of the given sides, dropping a side printed the same as
-    the one before it (``2BSD`` = ``2BSD``) only where the values agree too."""
-    kept: list[Side] = []
-    for s in sides:
-        if kept and kept[-1] == s:
-            continue
-        kept.append(s)
-    return Equation(tuple(kept), name)
+    """``name = sides[0] = sides[1] = …`` (a side printed the same as the one
+    before it is shown once: see :class:`Printer`)."""
+    return Equation(tuple(sides), name)
 
 
 def grouped(values: Sequence[sympy.Expr], copies: Sequence[sympy.Expr]) -> Side:

@@ -159,7 +159,7 @@ def figures_of(derivation: Derivation, counts: SheetCounts) -> SheetFigures:
     ``symflops render`` both make it: named after the declaration's file,
     the plots at the first configuration of the sheet's numbers (if any)."""
     stem = os.path.splitext(os.path.basename(derivation.layer.source))[0]
-    first = counts.numbers[0] if counts.numbers else None  # the first named example, if any
+    first = counts.worked
     values = dict(first.config) if first else None
     return sheet_figures(derivation, counts.costs, stem, values,
                          first.name if first is not None and first.name else None)
