@@ -58,8 +58,9 @@ presets: """ + ", ".join(PRESETS)
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("declaration", nargs="*", metavar="FILE [DIM=V ...]",
-                   help="a whole-model declaration and its dims (not yet available: use "
-                        "--params)")
+                   help="a whole-model declaration and the value of each of its dims "
+                        "but the batch and sequence dims, e.g. derivations/llama.yaml "
+                        "L=32 V=32000 D=4096 N=32 G=32 E=128 F=11008")
     m = p.add_argument_group("model (give one)")
     m.add_argument("--params", metavar="N", help="a dense model of N parameters: 6N FLOPs per "
                                                  "token, attention not counted")
