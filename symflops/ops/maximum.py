@@ -321,7 +321,8 @@ def check_whole(call: Any, statement: Any, out: Factor, scope: Scope, index: tup
     if statement.where:
         raise SymflopsError(f"a where-clause on {call.name}(...) is not supported",
                             at(statement.where[0].column),
-                            f"remove it; {what} is over every element of its argument's rows")
+                            f"{what} takes every element of its rows; a restricted row (a causal "
+                            "mask, a sliding window) cannot be written for it yet")
     if call.argument is not None:
         raise SymflopsError(f"{call.name} takes one tensor", at(call.argument.column),
                             f"write {call.name}({ref.name}[...])")
@@ -334,7 +335,8 @@ def check_whole(call: Any, statement: Any, out: Factor, scope: Scope, index: tup
     written += [x for s in ref.shifts for x in (s.left, s.right)]
     if len(set(written)) != len(written):
         raise SymflopsError(f"{call.name} of a diagonal is not supported", at(ref.column),
-                            "give each axis (and each part of a shift) its own letter")
+                            "take the diagonal in an op of its own (e.g. 'D[i] = A[i,i]') and "
+                            f"apply {call.name} to it")
     for letter in index:
         if letter not in written:
             raise SymflopsError(
