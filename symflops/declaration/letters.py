@@ -19,6 +19,8 @@ from ..core.errors import Span, SymflopsError, closest
 from ..core.ir import Tensor, fresh_letter
 from ..core.sizes import check_size
 from ..lang.statement import Call, Ref, Statement
+from ..ops.base import claim
+from ..ops.registry import CALLS
 
 #: Where a column of the statement is in its file (None without a file).
 At = Callable[[int], "Span | None"]
@@ -57,6 +59,7 @@ def bind_letters(st: Statement, known: Mapping[str, Tensor], dims: Mapping[str, 
     bound: dict[str, Letter] = {}
     for ref in st.refs:
         _bind(ref, known[ref.name], at, bound)
+    _bind_windows(st, dims, bound, at)
     _solve_shifts(st, bound, at)
     _check_lookups(st, known, at, ranges, bound)
     _check_output(st, bound, at)
@@ -86,6 +89,30 @@ def _bind(ref: Ref, tensor: Tensor, at: At, bound: dict[str, Letter]) -> None:
 #: Fresh letters for looked-up and shifted positions, in order of preference.
 LOOKUP_LETTERS = "vwuxyzpqrjklmnoghiabcdef"
 SHIFT_LETTERS = "qrsjlmnuvwxyzghiaefpkbcdot"
+
+
+def _bind_windows(st: Statement, dims: Mapping[str, sympy.Symbol], bound: dict[str, Letter],
+                  at: At) -> None:
+    """A letter that a call reduces and only a shift of its argument carries
+    (the window ``k`` of ``max_k(X[b,c,p+k])``, a pooling) ranges over the dim
+    named by the letter upper-cased (``K``), which must be declared; the call
+    kind says which letters it reduces (its ``window_letters``, for the kinds
+    that reduce over a window).  Any other unbound shift is left to
+    :func:`_solve_shifts`, which refuses it."""
+    calls = [f for term in st.terms for f in term.factors if isinstance(f, Call) and f.ref.shifts]
+    for call in calls:
+        letters = getattr(claim(CALLS, call.name), "window_letters", None)
+        for letter in letters(call) if letters else ():
+            shift = next((s for s in call.ref.shifts if letter in (s.left, s.right)), None)
+            if letter in bound or shift is None:
+                continue
+            column = shift.left_column if shift.left == letter else shift.right_column
+            name = letter.upper()
+            if name not in dims:
+                raise SymflopsError(f"the window {letter!r} of {call.name}(...) has no extent",
+                                    at(column), f"declare its width as a dim {name} under 'dims:' "
+                                    f"(a window letter ranges over the dim of its upper-cased name)")
+            bound[letter] = Letter(dims[name], call.ref.name, at(column))
 
 
 def _solve_shifts(st: Statement, bound: dict[str, Letter], at: At) -> None:

@@ -12,7 +12,9 @@ from __future__ import annotations
 from .base import CallKind
 from .logsumexp import LOGSUMEXP
 from .loss import CROSS_ENTROPY
+from .maximum import MAX
+from .mean import MEAN
 from .normalize import NORMALIZE
 
 #: Every call kind, in the order their usages are listed in messages.
-CALLS: tuple[CallKind, ...] = (NORMALIZE, CROSS_ENTROPY, LOGSUMEXP)
+CALLS: tuple[CallKind, ...] = (NORMALIZE, CROSS_ENTROPY, LOGSUMEXP, MAX, MEAN)
