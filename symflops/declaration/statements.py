@@ -61,7 +61,7 @@ def lower_ops(node: Node, tensors: dict[str, Tensor], dims: dict[str, sympy.Symb
         at = (lambda col, s=item.span: s.shifted(col) if s else None)
         # A recurrence reads its own output: its letters are bound by the other operands.
         recurrent = bool(state_refs(st))
-        bound_st, bound = bind_letters(without_state(st) if recurrent else st, known, dims, at,
+        bound_st, bound = bind_letters(without_state(st, at) if recurrent else st, known, dims, at,
                                        ranges)
         st = st if recurrent else bound_st
         scope = Scope(st.text, item.span, dict(known), {k: v.extent for k, v in bound.items()}, dims)

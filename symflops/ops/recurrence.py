@@ -54,6 +54,8 @@ from .einsum.node import Contraction
 from .einsum.numeric import run_einsum
 from .einsum.rules import contraction_rules
 
+#: The statement form, for messages.
+EXAMPLE = "'H[b,s,d] = A[d] H[b,s-1,d] + X[b,s,d]'"
 #: The one offset supported: the previous step.
 OFFSET = -1
 #: Which direction a scan runs: the forward pass over increasing time, the
@@ -380,14 +382,19 @@ def state_refs(st: Any) -> tuple[Any, ...]:
     return tuple(r for r in st.refs if r.name == st.lhs.name)
 
 
-def without_state(st: Any) -> Any:
-    """The statement with the state's references left out of its products,
-    for binding the other letters (the state's extents are the output's)."""
+def without_state(st: Any, at: Any) -> Any:
+    """The statement with the state's references (plain or under a call) left
+    out of its products, for binding the other letters (the state's extents
+    are the output's); ``at`` places a column of the statement."""
     terms = []
     for t in st.terms:
-        factors = tuple(f for f in t.factors if getattr(f, "name", None) != st.lhs.name)
+        factors = tuple(f for f in t.factors
+                        if getattr(getattr(f, "ref", f), "name", None) != st.lhs.name)
         terms += [dataclasses.replace(t, factors=factors)] if factors else []
-    return dataclasses.replace(st, terms=tuple(terms)) if terms else st
+    if not terms:
+        raise SymflopsError(f"{st.lhs.name} is computed from itself alone", at(st.terms[0].column),
+                            f"a linear recurrence adds a drive, e.g. {EXAMPLE}")
+    return dataclasses.replace(st, terms=tuple(terms))
 
 
 def _shift_at(ref: Any, position: int) -> Any:
@@ -419,8 +426,7 @@ def _letter(ref: Any, position: int) -> tuple[str, int]:
 def lower_recurrence(st: Any, out: Factor, scope: Scope) -> Recurrence:
     """``H[..s..] = G[..] H[..s-1..] + X[..s..]`` as a :class:`Recurrence`;
     SymflopsError at the place of anything else that reads the output."""
-    at, name = scope.at, out.tensor
-    example = "'H[b,s,d] = A[d] H[b,s-1,d] + X[b,s,d]'"
+    at, name, example = scope.at, out.tensor, EXAMPLE
     for t in st.terms:
         for f in t.factors:
             ref = getattr(f, "ref", None)
