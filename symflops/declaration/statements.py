@@ -20,7 +20,7 @@ from ..lang.statement import Call, Statement, output_name, parse_statement
 from ..lang.yaml import Node, describe
 from ..ops.base import Lowered, Op, Scope, claim
 from ..ops.einsum.lower import lower
-from ..ops.recurrence import state_refs, without_state
+from ..ops.recurrence_statement import state_refs, without_state
 from ..ops.registry import CALLS
 from .include import Included, bind
 from .letters import IndexRange, bind_letters

@@ -24,7 +24,7 @@ from ...lang.statement import Call, Constant, Ref, Statement, Term
 from ..base import CallKind, Lowered, Op, Scope, claim, usages
 from ..functions import FUNCTIONS
 from ..functions import known as known_functions
-from ..recurrence import lower_recurrence
+from ..recurrence_statement import lower_recurrence
 from .node import Contraction
 
 #: The drop probability of ``dropout(A[..])`` written without one.
