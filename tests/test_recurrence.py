@@ -190,7 +190,17 @@ BAD = [
     ("H[b,s,d] = H[b,s-1,d]", "H is computed from itself alone", 11),
     ("H[b,s,d] = A[d] H[b,s-1,d] - X[b,s,d]", "'gate * previous state + drive'", 11),
     ("H[b,s,d] = A[d] H[b,s-1,d] + A[d] X[b,s,d]", "the drive must be one tensor", 29),
+    ("H[b,s,d] = A[d] H[b,s-1,d] + X[b,s,d] + H_prev[d]", "'gate * previous state + drive'",
+     11),
+    ("Z[b,s,d] = A[d] Z[b,s-1,d] + X[b,s,d] + 0 * H_prev[d]", "'gate * previous state", 11),
 ]
+
+
+def test_a_taken_name_is_refused(tmp_path, capsys):
+    path = bad_file(tmp_path, "H[b,s,d] = A[d] H[b,s-1,d] + X[b,s,d]")
+    assert cli.main(["derive", str(path)]) == 2
+    first = capsys.readouterr().err.splitlines()[0]
+    assert f"{path}:7:21: error: the name 'H_prev' is taken" in first
 
 
 def bad_file(tmp_path, op):
@@ -199,6 +209,7 @@ def bad_file(tmp_path, op):
                     "tensors:\n"
                     "  X: {shape: [B, S, D], role: input}\n"
                     "  A: {shape: [D], role: param}\n"
+                    "  H_prev: {shape: [D], role: param}\n"
                     f"ops:\n  - {op}\n")
     return path
 
@@ -208,8 +219,8 @@ def test_refused_by_name_at_the_column(tmp_path, capsys, op, message, column):
     path = bad_file(tmp_path, op)
     assert cli.main(["derive", str(path)]) == 2
     first = capsys.readouterr().err.splitlines()[0]
-    # the statement starts at column 5 of line 6 ("  - "); ``column`` is 0-based in it
-    assert f"{path}:6:{5 + column}: error: " in first, first
+    # the statement starts at column 5 of line 7 ("  - "); ``column`` is 0-based in it
+    assert f"{path}:7:{5 + column}: error: " in first, first
     assert message in first and "fix: " in first
 
 
@@ -217,5 +228,5 @@ def test_refusal_names_the_fix(tmp_path, capsys):
     path = bad_file(tmp_path, "H[b,s,d] = A[d] H[b,s-2,d] + X[b,s,d]")
     assert cli.main(["derive", str(path)]) == 2
     first = capsys.readouterr().err.splitlines()[0]
-    assert f"{path}:6:25: error: H[...] read at an offset of -2 along 's'" in first
+    assert f"{path}:7:25: error: H[...] read at an offset of -2 along 's'" in first
     assert "fix: only the previous step, s-1, is supported" in first

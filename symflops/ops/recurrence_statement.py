@@ -19,7 +19,7 @@ from typing import Any
 from ..core.errors import SymflopsError
 from ..core.ir import Factor
 from .base import Scope
-from .recurrence import EXAMPLE, OFFSET, Recurrence
+from .recurrence import EXAMPLE, OFFSET, Recurrence, prev_name, total_name
 
 
 def state_refs(st: Any) -> tuple[Any, ...]:
@@ -122,6 +122,13 @@ def lower_recurrence(st: Any, out: Factor, scope: Scope) -> Recurrence:
                             at(drive_term.column), f"e.g. {example}; compute it in an op "
                             "of its own")
     drive = drives[0]
+    for taken in (prev_name(name), total_name(name)):
+        # the derivation and the sheet name the previous state and the total gradient so
+        if taken in scope.known:
+            raise SymflopsError(f"the name {taken!r} is taken", at(ref.column),
+                                f"rename the tensor {taken!r}: the recurrence of {name} names "
+                                "its previous state and its total gradient "
+                                f"{prev_name(name)} and {total_name(name)}")
     return Recurrence(out, Factor(gate.name, gate.indices, at(gate.column)),
                       Factor(drive.name, drive.indices, at(drive.column)), time,
                       tuple((i, scope.extents[i]) for i in out.indices), scope.text, scope.span)
