@@ -230,3 +230,19 @@ def test_refusal_names_the_fix(tmp_path, capsys):
     first = capsys.readouterr().err.splitlines()[0]
     assert f"{path}:7:25: error: H[...] read at an offset of -2 along 's'" in first
     assert "fix: only the previous step, s-1, is supported" in first
+
+
+def test_verify_passes_on_a_gate_computed_by_the_layer():
+    # A time-varying gate made by the layer (an activation, so it is saved):
+    # G = sigmoid(X W_a), H = G H_prev + X W_in.
+    lay = symflops.declare("gated", dims={"B": "batch", "S": "steps", "D": "width"}, tensors={
+        "X": {"shape": ["B", "S", "D"], "role": "input"},
+        "W_a": {"shape": ["D", "D"], "role": "param"},
+        "W_in": {"shape": ["D", "D"], "role": "param"}}, ops=[
+        "R[b,s,e] = X[b,s,d] W_a[d,e]",
+        "G[b,s,e] = sigmoid(R[b,s,e])",
+        "U[b,s,e] = X[b,s,d] W_in[d,e]",
+        "H[b,s,e] = G[b,s,e] H[b,s-1,e] + U[b,s,e]"])
+    d = symflops.derive(lay)
+    assert "G" in d.saved and "H" in d.saved
+    assert verify(d, seed=5).passed
