@@ -4,7 +4,6 @@ Expected counts are derived by hand in each test; values come from a PyTorch
 loop written here (not the op's own forward) and its autograd.
 """
 
-import math
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +14,6 @@ import symflops
 from symflops import cli
 from symflops.checks.numeric import backward, forward
 from symflops.checks.verify import verify
-from symflops.core.errors import SymflopsError
 from symflops.count.cost import costs
 from symflops.ops.recurrence import parallel_scan
 
@@ -80,7 +78,8 @@ def test_macs_count_one_per_multiply_add():
 
 def test_without_the_drive_gradient_the_gate_rule_counts_the_scan():
     d = symflops.derive(layer(x_grad=False))
-    (rule,) = d.rules
+    (rule,) = d.rules  # X needs no gradient: dA alone
+    assert rule.wrt == "A"
     c = costs(d)
     # the reverse recurrence (2B D (S-1)) plus dA's sum (2B D (S-1))
     assert sympy.expand(c.backward[0].elementwise - 4 * B * D * (S - 1)) == 0

@@ -73,6 +73,11 @@ def total_name(state: str) -> str:
     return f"G_{state}"
 
 
+def at_time(f: Factor, time: str, at: str) -> str:
+    """``f`` written with ``at`` in place of its time letter: ``H[b,s-1,d]``."""
+    return f"{f.tensor}[{','.join(at if i == time else i for i in f.indices)}]"
+
+
 def _rows(dims: Mapping[str, sympy.Expr], letters: Sequence[str], time: str) -> sympy.Expr:
     """The product of the extents of ``letters`` with time counted ``S - 1``
     times: the steps that read a state other than the zero one."""
@@ -120,12 +125,9 @@ class Recurrence:
     def dims(self) -> dict[str, sympy.Expr]:
         return dict(self.index_dims)
 
-    def _shifted(self) -> str:
-        letters = [f"{i}-1" if i == self.time else i for i in self.out.indices]
-        return f"{self.output}[{','.join(letters)}]"
-
     def statement(self) -> str:
-        return f"{self.out} = {self.gate} {self._shifted()} + {self.drive}"
+        previous = at_time(self.out, self.time, self.time + "-1")
+        return f"{self.out} = {self.gate} {previous} + {self.drive}"
 
     def unrolled(self) -> Contraction:
         """The statement with the previous state as an operand of its own,
@@ -255,17 +257,13 @@ class ScanRule(Rule):
         assert self.scan is not None
         s, state = self.scan, self.scan.state.tensor
         out = self.terms[0].output
-        g = total_name(state)
-        later = ",".join(f"{i}+1" if i == s.time else i for i in s.state.indices)
-        gate_later = ",".join(f"{i}+1" if i == s.time else i for i in s.gate.indices)
-        text = (f"{g}[{','.join(s.state.indices)}] = {grad_name(state)}[{','.join(s.state.indices)}]"
-                f" + {s.gate.tensor}[{gate_later}] {g}[{later}]")
+        where = f" where {scan_text(s.state, s.gate, s.time)}"
         if s.product is None:
-            return f"{out} = {g}[{','.join(s.state.indices)}] where {text}"
+            return f"{out} = {Factor(total_name(state), s.state.indices)}{where}"
         rhs = Rule.statement.fget(self).split(" = ", 1)[1]  # type: ignore[attr-defined]
-        prev = ",".join(f"{i}-1" if i == s.time else i for i in s.state.indices)
-        rhs = rhs.replace(f"{prev_name(state)}[{','.join(s.state.indices)}]", f"{state}[{prev}]")
-        return f"{out} = {rhs} where {text}"
+        prev = Factor(prev_name(state), s.state.indices)
+        rhs = rhs.replace(str(prev), at_time(s.state, s.time, s.time + "-1"))
+        return f"{out} = {rhs}{where}"
 
     def evaluate(self, env: Mapping[str, np.ndarray], extents: Mapping[str, int],
                  dims: Mapping[str, int] | None = None) -> np.ndarray:
@@ -298,19 +296,26 @@ class ScanRule(Rule):
         return OpCost(sympy.Integer(0), sympy.expand(work))
 
 
+def scan_text(state: Factor, gate: Factor, time: str) -> str:
+    """The reverse-time recurrence: ``G_H[b,s,d] = dH[b,s,d] + A[d] G_H[b,s+1,d]``."""
+    g = Factor(total_name(state.tensor), state.indices)
+    later = time + "+1"
+    return (f"{g} = {Factor(grad_name(state.tensor), state.indices)} + "
+            f"{at_time(gate, time, later)} {at_time(g, time, later)}")
+
+
 def _scan_steps(op: Recurrence) -> tuple[Step, ...]:
     """The two steps the shift adds to the einsum derivation, as records."""
-    state, time = op.out, op.time
+    out, time, prev = op.out, op.time, op.previous
     g = total_name(op.output)
-    later = {time: f"{time}+1"}
+    end = at_time(Factor(g, out.indices), time, str(op.dims()[time]))
     return (
-        Step("shift", Factor(grad_name(op.output), state.indices), (), (
-            f"{prev_name(op.output)}[{time}] = {op.output}[{time}-1] and {op.output}[-1] = 0: "
-            f"d{prev_name(op.output)}[{time}+1] flows to {op.output}[{time}], so the total "
-            f"gradient {g}[{time}] = d{op.output}[{time}] + "
-            f"{op.gate.tensor}[{later.get(time) if time in op.gate.indices else ','.join(op.gate.indices)}]"
-            f" {g}[{time}+1], {g}[{time}] = 0 past the last step (the reverse-time recurrence)")),
-        Step("substitute", Factor(grad_name(op.output), state.indices), (),
+        Step("shift", Factor(g, out.indices), (), (
+            f"{prev} = {at_time(out, time, time + '-1')} and {at_time(out, time, '-1')} = 0: "
+            f"d{at_time(prev, time, time + '+1')} flows to {out}, so the total gradient of "
+            f"{op.output} is the reverse-time recurrence {scan_text(out, op.gate, time)}, "
+            f"{end} = 0")),
+        Step("substitute", Factor(g, out.indices), (),
              f"{g} replaces d{op.output} in the rules of the other operands"),
     )
 

@@ -117,7 +117,8 @@ def lower_recurrence(st: Any, out: Factor, scope: Scope) -> Recurrence:
         raise SymflopsError(f"the gate {gate.name} must carry distinct letters of the output",
                             at(gate.column), f"e.g. A[d] or G[{','.join(out.indices)}]")
     drives = drive_term.factors
-    if len(drives) != 1 or not hasattr(drives[0], "indices") or tuple(drives[0].indices) != out.indices:
+    plain = len(drives) == 1 and hasattr(drives[0], "indices") and not drives[0].shifts
+    if not plain or tuple(drives[0].indices) != out.indices:
         raise SymflopsError("the drive must be one tensor with the output's letters in order",
                             at(drive_term.column), f"e.g. {example}; compute it in an op "
                             "of its own")
