@@ -135,6 +135,12 @@ class Recurrence:
         return Contraction((Einsum(self.out, (self.gate, self.previous)),
                             Einsum(self.out, (self.drive,))), self.index_dims, self.text)
 
+    def previous_rule(self, number: int) -> Rule:
+        """The einsum machinery's rule for the previous state, ``dH_prev = A dH``,
+        with its derivation steps: the step the reverse-time recurrence repeats."""
+        (rule,) = contraction_rules(self.unrolled(), number, self.previous.tensor)
+        return rule
+
     def reads(self) -> tuple[Einsum, ...]:
         """Each element of the gate and of the drive once per output element."""
         return (Einsum(self.out, (self.gate,)), Einsum(self.out, (self.drive,)))
@@ -329,7 +335,7 @@ def recurrence_rules(op: Recurrence, number: int, targets: tuple[str, ...]) -> t
     # The machinery's rule for the previous state, dH_prev = gate dH: the
     # recurrence's step, checked here so that a change in the machinery cannot
     # silently change the recurrence the evaluator runs.
-    (step,) = contraction_rules(unrolled, number, previous)
+    step = op.previous_rule(number)
     want = Einsum(Factor(grad_name(previous), op.out.indices),
                   (op.gate, Factor(grad_name(op.output), op.out.indices)))
     if len(step.terms) != 1 or sorted(map(str, step.terms[0].operands)) != \

@@ -19,7 +19,6 @@ import sympy
 from ..core.ir import Factor
 from ..core.records import Derivation, IndexTerm, grad_name
 from ..count.cost import Costs
-from ..ops.einsum.rules import contraction_rules
 from ..ops.recurrence import parallel_scan, total_name
 from .derivations import derivation_lines
 from .notation import Math
@@ -72,7 +71,7 @@ def recurrence_items(derivation: Derivation, costs: Costs, m: Math,
             "previous": f"{m.ix(prev)} = {_at(m, out, time, time + '-1')}",
             "zero": _at(m, out, time, "-1") + " = 0",
             "unrolled": f"{m.ix(out)} = " + " + ".join(m.einsum_rhs(t) for t in unrolled.terms),
-            "lines": derivation_lines(contraction_rules(unrolled, k, prev.tensor), m),
+            "lines": derivation_lines([op.previous_rule(k)], m),
             "total": m.ix(g),
             "scan": (f"{m.ix(g)} = {m.ix(Factor(grad_name(op.output), out.indices))} + "
                      f"{_at(m, gate, time, time + '+1')}\\, {_at(m, g, time, time + '+1')}"),
