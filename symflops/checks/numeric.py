@@ -50,11 +50,20 @@ def backward(derivation: Derivation, values: Mapping[str, np.ndarray],
     env.update(upstream)
     grads: dict[str, np.ndarray] = {}
     for rule in derivation.rules:
-        extents = extents_at(rule.index_dims, dims)
-        total = sum(run_einsum(t, env, extents, dims) for t in rule.terms)
+        total = rule_value(rule, env, dims)
         grads[rule.grad] = grads.get(rule.grad, 0) + total
         env[rule.grad] = grads[rule.grad]
     return grads
+
+
+def rule_value(rule: Rule, env: Mapping[str, np.ndarray], dims: Mapping[str, int]) -> np.ndarray:
+    """One rule's value: the sum of its einsums, or, for a rule that runs a
+    recurrence (:class:`symflops.ops.recurrence.ScanRule`), its own evaluation."""
+    extents = extents_at(rule.index_dims, dims)
+    own = getattr(rule, "evaluate", None)
+    if own is not None:
+        return own(env, extents, dims)
+    return sum(run_einsum(t, env, extents, dims) for t in rule.terms)
 
 
 def relative_error(value: np.ndarray, reference: np.ndarray) -> float:
@@ -87,6 +96,9 @@ def apply_rules(rules: Sequence[Rule], env: Mapping[str, np.ndarray],
     total: Any = 0
     for rule in rules:
         extents = extents_at(rule.index_dims, dims)
+        if hasattr(rule, "evaluate"):
+            total = total + rule_value(rule, env, dims)
+            continue
         for term in rule.terms:
             for f in term.operands:
                 if not f.reads_tensor:

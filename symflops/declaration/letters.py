@@ -18,7 +18,7 @@ import sympy
 from ..core.errors import Span, SymflopsError, closest
 from ..core.ir import Tensor, fresh_letter
 from ..core.sizes import check_size
-from ..lang.statement import Call, Ref, Statement
+from ..lang.statement import Call, Ref, Shift, Statement
 from ..ops.base import claim
 from ..ops.registry import CALLS
 
@@ -163,13 +163,13 @@ def _resolve_lookups(st: Statement, extent_of: Callable[[str, int], sympy.Expr |
                             "write the output with plain letters; lookups select from operands")
     if st.lhs.shifts:
         s = st.lhs.shifts[0]
-        raise SymflopsError(f"a shifted index {s.left}+{s.right} on the output {st.lhs.name}",
-                            at(s.left_column),
+        raise SymflopsError(f"a shifted index {s.text} on the output {st.lhs.name}",
+                            at(s.column),
                             "write the output with plain letters; shifts read operands, e.g. "
                             "Y[b,o,p] = X[b,c,p+k] W[o,c,k]")
     used = {i for r in (st.lhs, *st.refs) for i in r.indices}
     used |= {c.left for c in st.where} | {c.right for c in st.where}
-    used |= {x for r in st.refs for s in r.shifts for x in (s.left, s.right)}
+    used |= {x for r in st.refs for s in r.shifts for x in s.letters}
     used |= dim_names
 
     def fresh(ref: Ref, position: int, letters: str = LOOKUP_LETTERS) -> str:
@@ -184,10 +184,7 @@ def _resolve_lookups(st: Statement, extent_of: Callable[[str, int], sympy.Expr |
         for g in ref.gathers:
             indices[g.position] = fresh(ref, g.position)
         for s in ref.shifts:
-            if s.left == s.right:
-                raise SymflopsError(f"the shift {s.left}+{s.right} adds a letter to itself",
-                                    at(s.left_column),
-                                    "a shifted index adds two different letters, e.g. p+k")
+            _check_affine(ref.name, s, dim_names, at)
             indices[s.position] = fresh(ref, s.position, SHIFT_LETTERS)
         return replace(ref, indices=tuple(indices))
 
@@ -198,6 +195,27 @@ def _resolve_lookups(st: Statement, extent_of: Callable[[str, int], sympy.Expr |
                    for f in term.factors]
         terms.append(replace(term, factors=tuple(factors)))
     return replace(st, terms=tuple(terms))
+
+
+def _check_affine(tensor: str, s: Shift, dim_names: set[str], at: At) -> None:
+    """An affine index names each letter once, and its named coefficients
+    are dims (``P*i``): ``p*k``, a product of two letters, is no affine index."""
+    letters = s.letters
+    for k, term in enumerate(s.terms):
+        if term.letter in letters[:k]:
+            raise SymflopsError(f"the shift {s.text} adds a letter to itself", at(s.column),
+                                "an affine index names each letter once, e.g. p+k or 2*p+k")
+        if isinstance(term.coefficient, str) and term.coefficient not in dim_names:
+            raise SymflopsError(
+                f"index arithmetic of the form {s.text} in {tensor}[...] is not supported",
+                at(s.column), f"{term.coefficient!r} is no dim, so {term.coefficient}*"
+                f"{term.letter} multiplies two letters; a coefficient is a positive whole "
+                f"number or a declared dim (P*i+u)")
+    if not s.is_plain:
+        raise SymflopsError(
+            f"index arithmetic of the form {s.text} in {tensor}[...] is not supported",
+            at(s.column), "strides, dilations and offsets (2*p+k, p+2*k, s-1) are read but "
+            "not counted yet; a shift of two letters (p+k, a valid convolution) is")
 
 
 def _check_lookups(st: Statement, known: Mapping[str, Tensor], at: At,

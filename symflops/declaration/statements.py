@@ -20,6 +20,7 @@ from ..lang.statement import Call, Statement, output_name, parse_statement
 from ..lang.yaml import Node, describe
 from ..ops.base import Lowered, Op, Scope, claim
 from ..ops.einsum.lower import lower
+from ..ops.recurrence_statement import state_refs, without_state
 from ..ops.registry import CALLS
 from .include import Included, bind
 from .letters import IndexRange, bind_letters
@@ -58,7 +59,11 @@ def lower_ops(node: Node, tensors: dict[str, Tensor], dims: dict[str, sympy.Symb
             used.append(st)
             continue
         at = (lambda col, s=item.span: s.shifted(col) if s else None)
-        st, bound = bind_letters(st, known, dims, at, ranges)
+        # A recurrence reads its own output: its letters are bound by the other operands.
+        recurrent = bool(state_refs(st))
+        bound_st, bound = bind_letters(without_state(st, at) if recurrent else st, known, dims, at,
+                                       ranges)
+        st = st if recurrent else bound_st
         scope = Scope(st.text, item.span, dict(known), {k: v.extent for k, v in bound.items()}, dims)
         out_factor = Factor(st.lhs.name, st.lhs.indices, at(st.lhs.column))
         out = Tensor(st.lhs.name, tuple(bound[i].extent for i in st.lhs.indices), "activation",
@@ -110,7 +115,9 @@ def _writes(st: Any, node: Node) -> list[tuple[str, Span | None]]:
 
 
 def _reads(st: Any) -> list[str]:
-    return list(st.reads) if isinstance(st, Included) else [ref.name for ref in st.refs]
+    if isinstance(st, Included):
+        return list(st.reads)
+    return [ref.name for ref in st.refs if ref.name != st.lhs.name]  # a recurrence reads itself
 
 
 def _order(parsed: list[tuple[Any, Node]], file_tensors: Mapping[str, Tensor]) -> list[tuple[Any, Node]]:

@@ -11,7 +11,10 @@
                                        (NAME ends in "_": layernorm_{c,p}(X[b,c,p]))
     ref       := NAME "[" [index ("," index)*] "]"
     index     := INDEX | NAME "[" INDEX ("," INDEX)* "]"       (a lookup: E[tok[b], d])
-               | INDEX "+" INDEX                             (a shift: X[b,c,p+k])
+               | affine                                      (X[b,c,p+k], X[b,c,2*p+k], H[b,s-1,d])
+    affine    := ["+"|"-"] aterm (("+" | "-") aterm)*      (two tokens or more)
+    aterm     := INDEX | N "*" INDEX | INDEX "*" N | NAME "*" INDEX | N
+                                       (N a whole number; NAME a dim, checked later)
     condition := INDEX ("<=" | "<" | ">=" | ">") INDEX          (t <= s)
     constant  := NUMBER | NAME | NAME "(" ... ")" | "(" ... ")"     (no brackets inside)
 
@@ -31,10 +34,10 @@ from __future__ import annotations
 import re
 
 from ..core.errors import Span, SymflopsError
-from .syntax import (Call, Condition, Constant, Gather, Reduced, Ref, Shift, Statement, Term,
+from .syntax import (AffineTerm, Call, Condition, Constant, Gather, Reduced, Ref, Shift, Statement, Term,
                      Token)
 
-__all__ = ["Call", "Condition", "Constant", "Gather", "MAX_FACTORS", "MAX_LETTERS", "MAX_TENSORS",
+__all__ = ["AffineTerm", "Call", "Condition", "Constant", "Gather", "MAX_FACTORS", "MAX_LETTERS", "MAX_TENSORS",
            "MAX_TERMS", "Reduced", "Ref", "Shift", "Statement", "Term", "Token", "output_name",
            "parse_statement", "tokenize"]
 
@@ -157,16 +160,20 @@ class _Parser:
                 raise self.error(f"'[' after {name.text!r} is never closed",
                                  "close the index list with ']'", opening)
             if indices:
-                self._no_arithmetic(start, name.text)
                 self.expect(",", f"expected ',' or ']' in the indices of {name.text!r}",
                             "separate index letters with commas, e.g. 'X[b,d]'")
             start = self.pos
-            self._no_arithmetic(start, name.text)
+            shift = self._affine(start, name.text, len(indices), inner)
+            if shift is not None:  # an affine index: X[b,c,p+k], X[b,c,2*p+k], H[b,s-1,d]
+                shifts.append(shift)
+                indices.append("")
+                columns.append(shift.column)
+                continue
             if self.tok.kind != "name":
                 raise self.error(
                     f"expected an index name in {name.text}[...], found {self.describe(self.tok)}",
-                    "indices are names such as b, d, head, t1, or a shift of two letters "
-                    "such as p+k; other arithmetic on indices is not allowed")
+                    "indices are names such as b, d, head, t1, or affine expressions of "
+                    "letters such as p+k, 2*p+k or s-1")
             if self.peek().text == "[":  # a lookup through an index tensor: E[tok[b], d]
                 if inner:
                     raise self.error(f"a lookup inside the lookup {name.text}[...]",
@@ -174,22 +181,6 @@ class _Parser:
                 gathers.append(Gather(len(indices), self.ref(inner=True)))
                 indices.append("")
                 columns.append(gathers[-1].ref.column)
-                continue
-            if self.peek().text == "+":  # a shifted index: X[b,c,p+k]
-                first = self.tok
-                if inner:
-                    raise self.error(f"a shifted index inside the lookup {name.text}[...]",
-                                     "index tensors take plain letters, e.g. E[tok[b], d]")
-                self.pos += 2
-                second = self.tok
-                if second.kind != "name" or self.peek().text in ("[", "(", "+"):
-                    raise self.error(f"expected an index letter after '{first.text}+', found "
-                                     f"{self.describe(second)}",
-                                     "a shifted index adds two letters, e.g. X[b,c,p+k]")
-                self.pos += 1
-                shifts.append(Shift(len(indices), first.text, first.column, second.text, second.column))
-                indices.append("")
-                columns.append(first.column)
                 continue
             indices.append(self.tok.text)
             columns.append(self.tok.column)
@@ -201,12 +192,9 @@ class _Parser:
         return Ref(name.text, name.column, tuple(indices), tuple(columns), tuple(gathers),
                    tuple(shifts))
 
-    def _no_arithmetic(self, start: int, tensor: str) -> None:
-        """Refuse, by name, an index written as arithmetic (``2*p+k``,
-        ``p+2*k``, ``s-1``, ``p+k+1``): the tokens from ``start`` to the next
-        ',' or ']' at this bracket depth must be a letter, a lookup or a shift
-        of two letters.  Grammar advice ("separate letters with commas") would
-        change the meaning."""
+    def _run(self, start: int) -> list[Token]:
+        """The tokens of one index position: from ``start`` to the next ','
+        or ']' at this bracket depth."""
         end, depth = start, 0
         while self.tokens[end].kind != "end":
             text = self.tokens[end].text
@@ -215,21 +203,83 @@ class _Parser:
             depth += text == "["
             depth -= text == "]"
             end += 1
-        run = self.tokens[start:end]
-        texts = [t.text for t in run]
-        plain = (len(run) == 1 and run[0].kind == "name") or (
-            len(run) == 3 and run[0].kind == run[2].kind == "name" and texts[1] == "+")
-        if plain or not run or (run[0].kind == "name" and len(run) > 1 and texts[1] == "["):
-            return
+        return self.tokens[start:end]
+
+    def _affine(self, start: int, tensor: str, position: int, inner: bool) -> Shift | None:
+        """The index position at ``start`` as an affine expression (moving
+        past it), or None when it is a letter, a lookup, or not arithmetic at
+        all (the grammar's own messages then apply)."""
+        run = self._run(start)
+        if len(run) < 2 or (run[0].kind == "name" and run[1].text == "["):
+            return None
         if not any(t.kind == "number" or t.text in "+-*/()" for t in run):
-            return
-        expr = "".join(texts)
-        raise SymflopsError(
-            f"index arithmetic of the form {expr} in {tensor}[...] is not supported",
-            _at(self.span, run[0].column),
-            "an index is a letter (b), a lookup through an index tensor (tok[b]) or a shift of "
-            "two letters (p+k, a valid convolution); strides, dilations and offsets such as "
-            "2*p+k, p+2*k or s-1 cannot be declared yet")
+            return None
+        terms, constant = self._affine_terms(run, tensor)
+        if inner:
+            raise self.error(f"a shifted index inside the lookup {tensor}[...]",
+                             "index tensors take plain letters, e.g. E[tok[b], d]", run[0])
+        self.pos = start + len(run)
+        return Shift(position, terms, constant, run[0].column, "".join(t.text for t in run))
+
+    def _affine_terms(self, run: list[Token], tensor: str) -> tuple[tuple[AffineTerm, ...], int]:
+        """``[+|-] term ((+|-) term)*`` with ``term := letter | N*letter |
+        letter*N | NAME*letter | N`` (``N`` a whole number): the terms and the
+        sum of the constants.  Anything else (a product of three factors,
+        division, parentheses, powers, a fraction) is refused by name at the
+        expression's column: grammar advice would change its meaning."""
+        expr = "".join(t.text for t in run)
+
+        def refuse(why: str) -> SymflopsError:
+            return SymflopsError(
+                f"index arithmetic of the form {expr} in {tensor}[...] is not supported",
+                _at(self.span, run[0].column),
+                f"{why}; an index is a letter (b), a lookup through an index tensor (tok[b]) "
+                "or an affine expression of letters: a sum or difference of letters, each "
+                "times a positive whole number or a dim (2*p+k, p+2*k, P*i+u, s-t), plus a "
+                "whole-number constant (s-1)")
+
+        terms: list[AffineTerm] = []
+        constant, k, first = 0, 0, True
+        while first or k < len(run):
+            negative = False
+            if run[k].kind == "punct" and run[k].text in ("+", "-"):
+                negative, k = run[k].text == "-", k + 1
+            elif not first:
+                raise refuse(f"{run[k].text!r} stands where '+' or '-' must")
+            first = False
+            if k == len(run):
+                raise refuse("the expression ends after a sign")
+            parts = [run[k]]
+            k += 1
+            while k < len(run) and run[k].text == "*":
+                if k + 1 == len(run):
+                    raise refuse("the expression ends after '*'")
+                parts.append(run[k + 1])
+                k += 2
+            if any(t.kind not in ("name", "number") for t in parts):
+                raise refuse("only whole numbers, dims and letters are multiplied or added")
+            if any(t.kind == "number" and not t.text.isdigit() for t in parts):
+                raise refuse("a number in an index is a whole number")
+            if len(parts) > 2:
+                raise refuse("a term is a letter times one coefficient")
+            names = [t for t in parts if t.kind == "name"]
+            if not names:
+                if len(parts) == 2:
+                    raise refuse("a product of two numbers")
+                constant += -int(parts[0].text) if negative else int(parts[0].text)
+                continue
+            coefficient: int | str = 1
+            if len(parts) == 2:
+                other = parts[0] if parts[1] is names[-1] else parts[1]
+                coefficient = other.text if other.kind == "name" else int(other.text)
+                if coefficient == 0:
+                    raise refuse("a coefficient is a positive whole number or a dim")
+            # NAME*letter keeps the name as the coefficient: whether it is a dim
+            # (P*i) or a letter (p*k, refused) is known once the dims are.
+            terms.append(AffineTerm(names[-1].text, names[-1].column, coefficient, negative))
+        if not terms:
+            raise refuse("an index holds at least one letter")
+        return tuple(terms), constant
 
     def _balanced(self) -> Constant:
         """Raw text from here to the matching ')' (the current token is '(' or
@@ -420,8 +470,7 @@ class _Parser:
         letters: list[tuple[int, str]] = list(zip(st.lhs.index_columns, st.lhs.indices))
         for ref in st.refs:
             letters += [(c, i) for c, i in zip(ref.index_columns, ref.indices) if i]
-            letters += [(c, i) for s in ref.shifts
-                        for c, i in ((s.left_column, s.left), (s.right_column, s.right))]
+            letters += [(t.column, t.letter) for s in ref.shifts for t in s.terms]
         seen: set[str] = set()
         for column, letter in sorted(letters):
             seen.add(letter)

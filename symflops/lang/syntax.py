@@ -26,8 +26,8 @@ class Ref:
     """``NAME[i, j]`` with the 0-based column of the name and of each index.
     A looked-up position (``E[tok[b], d]``) has ``""`` in ``indices`` and its
     index tensor's reference in ``gathers`` (a :class:`Gather`).  A shifted
-    position (``X[b,c,p+k]``) has ``""`` in ``indices`` and its two letters in
-    ``shifts`` (a :class:`Shift`)."""
+    position (``X[b,c,p+k]``, ``X[b,c,2*p+k]``, ``H[b,s-1,d]``: an affine
+    index) has ``""`` in ``indices`` and its terms in ``shifts`` (a :class:`Shift`)."""
 
     name: str
     column: int
@@ -46,14 +46,61 @@ class Gather:
 
 
 @dataclass(frozen=True)
+class AffineTerm:
+    """One term of an affine index: ``2*p``, ``-t``, ``P*i``, ``k``.
+
+    ``coefficient`` is a positive whole number or the text of a name
+    (``P`` in ``P*i``; whether it is a declared dim is checked when the dims
+    are known, so ``p*k`` is refused there, by name); ``negative`` is the
+    sign written before the term."""
+
+    letter: str
+    column: int                 # of the letter
+    coefficient: int | str = 1
+    negative: bool = False
+
+
+@dataclass(frozen=True)
 class Shift:
-    """A shifted index position, ``p+k`` in ``X[b,c,p+k]``, with the columns of both letters."""
+    """An affine index position: ``p+k`` in ``X[b,c,p+k]``, ``2*p+k``,
+    ``p+2*k``, ``s-1``, ``s-t``, ``P*i+u``: the sum of its signed
+    :class:`AffineTerm` s (each letter at most once is checked later) and a
+    whole-number ``constant``; ``column`` is where the expression starts and
+    ``text`` is it as written, spaces dropped.  ``left``/``right`` (and their
+    columns) name the first two letters, as for the two-letter shift ``p+k``
+    (``right`` is ``""`` for a one-letter index such as ``s-1``)."""
 
     position: int
-    left: str
-    left_column: int
-    right: str
-    right_column: int
+    terms: tuple[AffineTerm, ...]
+    constant: int
+    column: int
+    text: str
+
+    @property
+    def letters(self) -> tuple[str, ...]:
+        return tuple(t.letter for t in self.terms)
+
+    @property
+    def is_plain(self) -> bool:
+        """A shift of two letters, ``p+k``: every coefficient 1, no constant."""
+        return (len(self.terms) == 2 and self.constant == 0
+                and all(t.coefficient == 1 and not t.negative for t in self.terms))
+
+    @property
+    def left(self) -> str:
+        return self.terms[0].letter
+
+    @property
+    def left_column(self) -> int:
+        return self.terms[0].column
+
+    @property
+    def right(self) -> str:
+        return self.terms[1].letter if len(self.terms) > 1 else ""
+
+    @property
+    def right_column(self) -> int:
+        return self.terms[1].column if len(self.terms) > 1 else self.terms[0].column
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from .counts import (Row, domain_note, fresh_name, flops_story, memory_rows, mod
                      order_notes)
 from .derivations import derivation_lines, function_items, reduction_lines
 from .environment import Format
+from .recurrences import recurrence_items
 from .front import FrontContext, front_context
 from .why import WhyContext, why_context
 from ..count.facts import layer_facts
@@ -54,6 +55,7 @@ class SheetContext(TypedDict):
     backward_elementwise: str
     generic: list[dict[str, Any]]
     normalizations: list[dict[str, Any]]
+    recurrences: list[dict[str, Any]]
     functions: list[dict[str, Any]]
     backward: list[dict[str, Any]]
     backward_lines: list[str]
@@ -259,6 +261,7 @@ def sheet_context(derivation: Derivation, counts: SheetCounts, fmt: Format) -> S
         backward_elementwise=poly(costs.elementwise_backward),
         generic=generic,
         normalizations=normalizations,
+        recurrences=recurrence_items(derivation, costs, m, poly),
         functions=function_items(layer, derivation, m),
         backward=backward,
         backward_lines=[line for b in backward for line in b["index_lines"]],

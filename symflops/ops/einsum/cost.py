@@ -109,7 +109,11 @@ def term_cost(e: Einsum, extents: Mapping[str, sympy.Expr], unit: Unit, order: O
 def rule_cost(rule: Rule, unit: Unit, sizes: tuple[tuple[str, int], ...] = (),
               choice: Choice = "declared") -> OpCost:
     """A rule's terms, each in its cheapest order, step by step in their
-    buckets; the additions joining its terms are elementwise."""
+    buckets; the additions joining its terms are elementwise.  A rule that
+    runs a recurrence (:class:`symflops.ops.recurrence.ScanRule`) counts itself."""
+    own = getattr(rule, "own_cost", None)
+    if own is not None:
+        return own(unit)
     extents = rule.dims()
     flops = elementwise = sympy.Integer(0)
     orders = []

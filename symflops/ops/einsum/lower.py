@@ -24,6 +24,7 @@ from ...lang.statement import Call, Constant, Ref, Statement, Term
 from ..base import CallKind, Lowered, Op, Scope, claim, usages
 from ..functions import FUNCTIONS
 from ..functions import known as known_functions
+from ..recurrence_statement import lower_recurrence
 from .node import Contraction
 
 #: The drop probability of ``dropout(A[..])`` written without one.
@@ -32,7 +33,10 @@ DROPOUT_DEFAULT = sympy.Rational(1, 10)
 
 def lower(st: Statement, out: Factor, scope: Scope, calls: Sequence[CallKind]) -> Lowered:
     """The statement as ops: those its calls need first, then the contraction;
-    with the tensors the lowering made (dropout masks, normalised intermediates)."""
+    with the tensors the lowering made (dropout masks, normalised intermediates).
+    A statement that reads its own output is a recurrence (:mod:`..recurrence`)."""
+    if any(ref.name == out.tensor for ref in st.refs):
+        return Lowered((lower_recurrence(st, out, scope),))
     made: dict[str, Tensor] = {}
     first: list[Op] = []
     terms = []
