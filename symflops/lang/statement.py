@@ -4,7 +4,8 @@
 
     statement := ref "=" rhs ["where" condition ("," condition)*]
     rhs       := ["-"] term (("+" | "-") term)*
-    term      := factor (["*"] factor | "/" constant)*
+    term      := factor (["*"] factor | "/" constant | "/" ref)*
+                                       (N[s,f] / Z[s]: a product with reciprocal(Z[s]))
     factor    := ref | call | constant
     call      := NAME "(" ref ["," constant] ")"
                | NAME "{" INDEX ("," INDEX)* "}" "(" ref ["," constant] ")"
@@ -18,7 +19,10 @@
 Examples: ``H[b,f] = X[b,d] W_in[d,f]``, ``A[s,t] = Q[s,h] K[t,h] / sqrt(H)``,
 ``Y[b,d] = X[b,d] + F[b,d]``, ``G[b,f] = silu(A[b,f]) * U[b,f]``,
 ``Z[b,d] = dropout(A[b,d], 0.1)``, ``X[b,d] = E[tok[b], d]``,
-``A[s,t] = Q[s,e] K[t,e] / sqrt(E) where t <= s``.  Juxtaposition and ``*`` both multiply.
+``A[s,t] = Q[s,e] K[t,e] / sqrt(E) where t <= s``, ``Y[s,e] = N[s,e] / Z[s]``.
+Juxtaposition and ``*`` both multiply; a division by a tensor is parsed as the
+call ``reciprocal(Z[s])`` (a division by a call or by a parenthesised sum or
+product of tensors is refused where it is written).
 A call whose argument is an indexed tensor applies a function (or an op such
 as ``softmax_t``, or ``layernorm_{c,p}`` over several letters) to it; any other parenthesised or named factor is a
 constant, kept as text with its column and read later by the whitelisting
@@ -31,6 +35,7 @@ from __future__ import annotations
 import re
 
 from ..core.errors import Span, SymflopsError
+from ..core.factors import RECIPROCAL
 from .syntax import (Call, Condition, Constant, Gather, Reduced, Ref, Shift, Statement, Term,
                      Token)
 
@@ -341,13 +346,8 @@ class _Parser:
         factors: list[Ref | Call | Constant] = [self.constant_or_call()]
         while self.tok.kind != "end" and self.tok.text not in ("+", "-") and not self.at_where():
             if self.tok.text == "/":
-                slash = self.tok
                 self.pos += 1
-                divisor = self.constant_or_call()
-                if not isinstance(divisor, Constant):
-                    raise self.error("division by a tensor is not supported", "divide by "
-                                     "constants only, e.g. '/ sqrt(H)'", slash)
-                factors.append(Constant(divisor.text, divisor.column, divide=True))
+                factors.append(self.divisor())
                 continue
             if self.tok.text == "*":
                 self.pos += 1
@@ -358,6 +358,69 @@ class _Parser:
                                  "write a product, e.g. X[b,d] X[b,d]")
             factors.append(self.constant_or_call())
         return Term(negative, tuple(factors), start)
+
+    def divisor(self) -> Call | Constant:
+        """What follows a '/': a constant, or an indexed tensor, read as the
+        call ``reciprocal(Z[s])``.  A call (``/ sqrt(Z[s])``) or parentheses
+        holding tensors (``/ (Z[s] + W[s])``) are refused here, where they start."""
+        tok = self.tok
+        if tok.kind == "end":
+            raise self.error("the op ends after '/'", "put a divisor after '/', e.g. "
+                             "'/ sqrt(H)' or '/ Z[s]'")
+        if tok.text == "(" and self._holds_tensor():
+            raise self.error("division by parentheses holding tensors is not supported",
+                             "divide by one tensor at a time, e.g. 'N[s,f] / Z[s] / W[s]'; "
+                             "compute a sum as an op of its own, e.g. 'Zw[s] = Z[s] + W[s]', "
+                             "and divide by Zw[s]")
+        if tok.kind == "name" and self.peek().text in ("(", "{") and self._holds_tensor(1):
+            call, letters = self._call_text()
+            raise self.error(f"division by the call {call} is not supported",
+                             f"compute it as an op of its own, e.g. 'R[{letters}] = {call}', "
+                             f"and divide by R[{letters}]")
+        divisor = self.constant_or_call()
+        if isinstance(divisor, Constant):
+            return Constant(divisor.text, divisor.column, divide=True)
+        if not isinstance(divisor, Ref):  # a call was refused above
+            raise AssertionError(f"unexpected divisor {divisor}")
+        return Call(RECIPROCAL, divisor.column, divisor)
+
+    def _call_text(self) -> tuple[str, str]:
+        """The call starting here as written, to its matching ')', and the
+        letters of the first tensor it reads (for the message)."""
+        k, depth, letters = self.pos, 0, ""
+        while self.tokens[k].kind != "end":
+            text = self.tokens[k].text
+            if text == "[" and not letters:
+                end = k
+                while self.tokens[end].text not in ("]", ""):
+                    end += 1
+                letters = "".join(t.text for t in self.tokens[k + 1:end])
+            depth += text == "("
+            depth -= text == ")"
+            if text == ")" and depth == 0:
+                break
+            k += 1
+        return self.text[self.tok.column:self.tokens[k].column + 1], letters
+
+    def _holds_tensor(self, skip: int = 0) -> bool:
+        """Whether the bracket opening ``skip`` tokens ahead (after a call's
+        name and its braced letters) holds a tensor reference ``NAME[``."""
+        k = self.pos + skip
+        if self.tokens[k].text == "{":
+            while self.tokens[k].kind != "end" and self.tokens[k].text != "}":
+                k += 1
+            k += 1
+        depth = 0
+        while self.tokens[k].kind != "end":
+            text = self.tokens[k].text
+            depth += text == "("
+            depth -= text == ")"
+            if text == "[":
+                return True
+            if depth == 0:
+                return False
+            k += 1
+        return False
 
     def statement(self) -> Statement:
         if self.tok.kind == "end":
