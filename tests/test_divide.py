@@ -274,3 +274,38 @@ def test_linear_attention_verifies():
                          capture_output=True, text=True, cwd=ROOT)
     assert run.returncode == 0, run.stdout + run.stderr
     assert "result: pass" in run.stdout and "torch.autograd" in run.stdout, run.stdout
+
+
+# ----------------------------------------------------------------- DoRA --
+
+def test_dora_counts_by_hand():
+    d = symflops.derive(symflops.load(ROOT / "derivations" / "dora.yaml"))
+    c = costs(d)
+    B, I, O, R = sympy.symbols("B I O R", positive=True, integer=True)
+    # Parameters: W0 (frozen, O I), A (R I), B (O R), m (O); trainable without W0.
+    assert c.params == O * I + R * I + O * R + O
+    assert c.trainable == R * I + O * R + O
+    # Matrix FLOPs: the adapter product B A (2 O R I) and X Wn^T (2 B I O) forward;
+    # backward dX, dWn (2 B I O each), dB, dA (2 O R I each).
+    assert c.flops_forward == 2 * O * R * I + 2 * B * I * O
+    assert c.flops_backward == 4 * B * I * O + 4 * O * R * I
+    # Forward elementwise: adding W0 (O I), squares and their sum over i (2 O I),
+    # sqrt (O), m W (O I) then the divide by n (O I): 5 O I + O.
+    assert c.elementwise_forward == 5 * O * I + O
+    # Backward: dm = sum_i dWn W / n (dot 2 O I, divide O); dW = m dWn / n
+    # (m / n first: O, then O I); dn = -sum_i m W dWn / n^2 (dot 2 O I, times m
+    # O, times reciprocal' O, its formula 3 O); dQ = dn sqrt'@out(n) (1/(2n):
+    # 2, and the multiply: 3 O); dW += dQ square'(W) (2 W: 1, multiply: 2 O I);
+    # adding dW's two contributions (O I).
+    assert c.elementwise_backward == sympy.expand(
+        (2 * O * I + O) + (O + O * I) + (2 * O * I + 5 * O) + 3 * O + 2 * O * I + O * I)
+    assert "dn[o] = -m[o] W[o,i] dWn[o,i] / n[o]**2" in [r.statement for r in d.rules]
+    assert "dQ[o] = dn[o] sqrt'@out(n[o])" in [r.statement for r in d.rules]
+
+
+def test_dora_verifies():
+    run = subprocess.run([sys.executable, "-m", "symflops", "verify",
+                          str(ROOT / "derivations" / "dora.yaml")],
+                         capture_output=True, text=True, cwd=ROOT)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "result: pass" in run.stdout and "torch.autograd" in run.stdout, run.stdout
