@@ -367,13 +367,16 @@ class _Parser:
         if tok.kind == "end":
             raise self.error("the op ends after '/'", "put a divisor after '/', e.g. "
                              "'/ sqrt(H)' or '/ Z[s]'")
-        if tok.text == "(" and self._holds_tensor():
+        found = (self._bracketed_tensor()
+                 if tok.text == "(" or (tok.kind == "name" and self.peek().text in ("(", "{"))
+                 else None)
+        if found is not None and tok.text == "(":
             raise self.error("division by parentheses holding tensors is not supported",
                              "divide by one tensor at a time, e.g. 'N[s,f] / Z[s] / W[s]'; "
                              "compute a sum as an op of its own, e.g. 'Zw[s] = Z[s] + W[s]', "
                              "and divide by Zw[s]")
-        if tok.kind == "name" and self.peek().text in ("(", "{") and self._holds_tensor(1):
-            call, letters = self._call_text()
+        if found is not None:
+            call, letters = found
             raise self.error(f"division by the call {call} is not supported",
                              f"compute it as an op of its own, e.g. 'R[{letters}] = {call}', "
                              f"and divide by R[{letters}]")
@@ -384,43 +387,24 @@ class _Parser:
             raise AssertionError(f"unexpected divisor {divisor}")
         return Call(RECIPROCAL, divisor.column, divisor)
 
-    def _call_text(self) -> tuple[str, str]:
-        """The call starting here as written, to its matching ')', and the
-        letters of the first tensor it reads (for the message)."""
-        k, depth, letters = self.pos, 0, ""
+    def _bracketed_tensor(self) -> tuple[str, str] | None:
+        """For the '(' or the call's name here: its text to the matching ')'
+        and the letters of the first tensor inside it, or None when it holds
+        no tensor (a constant such as ``sqrt(H)``)."""
+        k, depth, letters = self.pos, 0, None
         while self.tokens[k].kind != "end":
             text = self.tokens[k].text
-            if text == "[" and not letters:
-                end = k
-                while self.tokens[end].text not in ("]", ""):
-                    end += 1
-                letters = "".join(t.text for t in self.tokens[k + 1:end])
-            depth += text == "("
-            depth -= text == ")"
+            if text == "[" and letters is None:
+                close = next(j for j in range(k, len(self.tokens))
+                             if self.tokens[j].text == "]" or self.tokens[j].kind == "end")
+                letters = "".join(t.text for t in self.tokens[k + 1:close])
+            depth += (text == "(") - (text == ")")
             if text == ")" and depth == 0:
                 break
             k += 1
+        if letters is None:
+            return None
         return self.text[self.tok.column:self.tokens[k].column + 1], letters
-
-    def _holds_tensor(self, skip: int = 0) -> bool:
-        """Whether the bracket opening ``skip`` tokens ahead (after a call's
-        name and its braced letters) holds a tensor reference ``NAME[``."""
-        k = self.pos + skip
-        if self.tokens[k].text == "{":
-            while self.tokens[k].kind != "end" and self.tokens[k].text != "}":
-                k += 1
-            k += 1
-        depth = 0
-        while self.tokens[k].kind != "end":
-            text = self.tokens[k].text
-            depth += text == "("
-            depth -= text == ")"
-            if text == "[":
-                return True
-            if depth == 0:
-                return False
-            k += 1
-        return False
 
     def statement(self) -> Statement:
         if self.tok.kind == "end":

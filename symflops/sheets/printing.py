@@ -128,6 +128,9 @@ def indexed(f: Factor, tensors: frozenset[str] | set[str] = frozenset(),
     if f.function is None:
         return name
     function = FUNCTIONS[f.function.name]
+    if f.function.name == RECIPROCAL and f.function.form != "derivative@out":
+        # A divisor outside a quotient (a factor of an order's tree): Z_s^{-1}, -Z_s^{-2}.
+        return rf"{name}^{{-1}}" if f.function.form == "value" else rf"\left(-{name}^{{-2}}\right)"
     if f.function.form == "value":
         return rf"{function.latex}({name})"
     if f.function.form == "derivative":
