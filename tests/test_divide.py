@@ -170,12 +170,25 @@ def test_division_by_two_tensors_and_a_constant():
     assert all(c.passed for c in (*report.rules, *report.gradients)), report
 
 
+def test_division_by_a_product_in_parentheses_is_one_division_per_tensor():
+    def factors(text):
+        return [(type(f).__name__, getattr(f, "name", getattr(f, "text", None)),
+                 getattr(getattr(f, "ref", None), "indices", None))
+                for f in parse_statement(text).terms[0].factors]
+
+    expected = [("Ref", "N", None), ("Call", "reciprocal", ("s",)), ("Call", "reciprocal", ("f",)),
+                ("Constant", "2", None)]
+    assert factors("Y[s,f] = N[s,f] / (Z[s] * W[f]) / 2") == expected
+    assert factors("Y[s,f] = N[s,f] / (Z[s] W[f]) / 2") == expected
+    assert factors("Y[s,f] = N[s,f] / Z[s] / W[f] / 2") == expected
+
+
 REFUSED = [
     # (statement, message fragment, column of the offending token, 1-based)
     ("Y[s,f] = N[s,f] / sqrt(Z[s])", "division by the call sqrt(Z[s]) is not supported", 19),
     ("Y[s,f] = N[s,f] / softmax_t(A[s,t])", "division by the call softmax_t(A[s,t])", 19),
-    ("Y[s,f] = N[s,f] / (Z[s] + W[s])", "division by parentheses holding tensors", 19),
-    ("Y[s,f] = N[s,f] / (Z[s] W[s])", "division by parentheses holding tensors", 19),
+    ("Y[s,f] = N[s,f] / (Z[s] + W[s])", "division by parentheses holding a sum of tensors", 19),
+    ("Y[s,f] = N[s,f] / (2 Z[s])", "division by parentheses holding a sum of tensors", 19),
     ("Y[s,f] = N[s,f] / Z[s]**2", "powers of tensors are not supported", 23),
     ("Y[s,f] = N[s,f] /", "the op ends after '/'", 18),
 ]

@@ -4,7 +4,7 @@
 
     statement := ref "=" rhs ["where" condition ("," condition)*]
     rhs       := ["-"] term (("+" | "-") term)*
-    term      := factor (["*"] factor | "/" constant | "/" ref)*
+    term      := factor (["*"] factor | "/" constant | "/" ref | "/" "(" ref (["*"] ref)* ")")*
                                        (N[s,f] / Z[s]: a product with reciprocal(Z[s]))
     factor    := ref | call | constant
     call      := NAME "(" ref ["," constant] ")"
@@ -21,8 +21,9 @@ Examples: ``H[b,f] = X[b,d] W_in[d,f]``, ``A[s,t] = Q[s,h] K[t,h] / sqrt(H)``,
 ``Z[b,d] = dropout(A[b,d], 0.1)``, ``X[b,d] = E[tok[b], d]``,
 ``A[s,t] = Q[s,e] K[t,e] / sqrt(E) where t <= s``, ``Y[s,e] = N[s,e] / Z[s]``.
 Juxtaposition and ``*`` both multiply; a division by a tensor is parsed as the
-call ``reciprocal(Z[s])`` (a division by a call or by a parenthesised sum or
-product of tensors is refused where it is written).
+call ``reciprocal(Z[s])``, by a parenthesised product ``(Z[s] W[f])`` as one
+such call per tensor (a division by a call or by a parenthesised sum of
+tensors is refused where it is written).
 A call whose argument is an indexed tensor applies a function (or an op such
 as ``softmax_t``, or ``layernorm_{c,p}`` over several letters) to it; any other parenthesised or named factor is a
 constant, kept as text with its column and read later by the whitelisting
@@ -347,7 +348,7 @@ class _Parser:
         while self.tok.kind != "end" and self.tok.text not in ("+", "-") and not self.at_where():
             if self.tok.text == "/":
                 self.pos += 1
-                factors.append(self.divisor())
+                factors += self.divisors()
                 continue
             if self.tok.text == "*":
                 self.pos += 1
@@ -359,10 +360,12 @@ class _Parser:
             factors.append(self.constant_or_call())
         return Term(negative, tuple(factors), start)
 
-    def divisor(self) -> Call | Constant:
-        """What follows a '/': a constant, or an indexed tensor, read as the
-        call ``reciprocal(Z[s])``.  A call (``/ sqrt(Z[s])``) or parentheses
-        holding tensors (``/ (Z[s] + W[s])``) are refused here, where they start."""
+    def divisors(self) -> list[Call | Constant]:
+        """What follows a '/': a constant, an indexed tensor, read as the call
+        ``reciprocal(Z[s])``, or a product of tensors in parentheses, one such
+        call each (``/ (Z[s] W[f])`` is ``/ Z[s] / W[f]``).  A call
+        (``/ sqrt(Z[s])``) or parentheses holding a sum of tensors
+        (``/ (Z[s] + W[s])``) are refused here, where they start."""
         tok = self.tok
         if tok.kind == "end":
             raise self.error("the op ends after '/'", "put a divisor after '/', e.g. "
@@ -371,10 +374,14 @@ class _Parser:
                  if tok.text == "(" or (tok.kind == "name" and self.peek().text in ("(", "{"))
                  else None)
         if found is not None and tok.text == "(":
-            raise self.error("division by parentheses holding tensors is not supported",
-                             "divide by one tensor at a time, e.g. 'N[s,f] / Z[s] / W[s]'; "
-                             "compute a sum as an op of its own, e.g. 'Zw[s] = Z[s] + W[s]', "
-                             "and divide by Zw[s]")
+            refs = self._product_in_parentheses()
+            if refs:
+                return [Call(RECIPROCAL, r.column, r) for r in refs]
+            raise self.error("division by parentheses holding a sum of tensors (or anything "
+                             "but their product) is not supported",
+                             "compute the sum as an op of its own, e.g. 'Zw[s] = Z[s] + W[s]', "
+                             "and divide by Zw[s]; a product may be divided by, e.g. "
+                             "'N[s,f] / (Z[s] W[f])'")
         if found is not None:
             call, letters = found
             raise self.error(f"division by the call {call} is not supported",
@@ -382,10 +389,25 @@ class _Parser:
                              f"and divide by R[{letters}]")
         divisor = self.constant_or_call()
         if isinstance(divisor, Constant):
-            return Constant(divisor.text, divisor.column, divide=True)
+            return [Constant(divisor.text, divisor.column, divide=True)]
         if not isinstance(divisor, Ref):  # a call was refused above
             raise AssertionError(f"unexpected divisor {divisor}")
-        return Call(RECIPROCAL, divisor.column, divisor)
+        return [Call(RECIPROCAL, divisor.column, divisor)]
+
+    def _product_in_parentheses(self) -> list[Ref]:
+        """``(Z[s] W[f])`` or ``(Z[s] * W[f])`` from the '(' here: its tensors,
+        the position moved past ')'; else nothing, the position unmoved."""
+        start, refs = self.pos, []
+        self.pos += 1
+        while self.tok.kind == "name" and self.peek().text == "[":
+            refs.append(self.ref())
+            if self.tok.text == "*":
+                self.pos += 1
+        if refs and self.tok.text == ")":
+            self.pos += 1
+            return refs
+        self.pos = start
+        return []
 
     def _bracketed_tensor(self) -> tuple[str, str] | None:
         """For the '(' or the call's name here: its text to the matching ')'
