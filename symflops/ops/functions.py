@@ -192,8 +192,9 @@ FUNCTIONS: dict[str, Function] = {f.name: f for f in (
              "the reciprocal square root, 1/sqrt(x), for x > 0", "rsqrt", domain="positive"),
     # Read as the input: inside a product (a division) there is no output to read.
     Function(RECIPROCAL, 1 / X, "input", r"\operatorname{reciprocal}",
-             "the reciprocal, 1/x, for x > 0 (a division by a tensor, N[s,f] / Z[s], is "
-             "N[s,f] times it; x < 0 is outside the domain verify checks)", "reciprocal",
+             "the reciprocal, 1/x, taken on x > 0, the divisors of normalisers (a division "
+             "by a tensor, N[s,f] / Z[s], is N[s,f] times it; verify draws a divisor positive "
+             "and refuses one that is not)", "reciprocal",
              domain="positive"),
 )}
 
