@@ -18,6 +18,8 @@ Conventions and invariants:
   (``role: index``, token ids) must be integer arrays whose values lie in the
   range of the axis they select along (``0 <= tok < V`` for ``E[tok[b], d]``);
   they get no gradient.
+* a function defined on x > 0 only (log, sqrt, rsqrt, a divisor ``/ Z[s]``)
+  whose argument has an element <= 0 is a SymflopsError naming the op.
 * the output holds one array per derived gradient (``d`` + tensor name),
   intermediates such as ``dH`` included, contributions of several ops summed;
   frozen parameters and inputs that need no gradient have none.
@@ -46,7 +48,7 @@ import sympy
 from ..core.records import Derivation, grad_name
 from ..core.errors import SymflopsError, file_kind
 from ..core.ir import Layer, Tensor, dim_symbol, index_ranges
-from .numeric import backward, forward
+from .numeric import backward, check_domains, forward
 from .sizes import extent as extent_at
 
 
@@ -315,7 +317,10 @@ def compute(derivation: Derivation, arrays: Mapping[str, np.ndarray]) -> dict[st
         # On the array as given: an unsigned 2**64 - 1 would wrap to -1 as int64.
         _check_range(name, arrays[name], int(size.subs({dim_symbol(d): v for d, v in dims.items()})))
     leaves = {t.name: values[t.name] for t in layer.tensors if t.role != "activation"}
-    activations = forward(layer, leaves, dims)
+    with np.errstate(all="ignore"):  # a function outside its domain is refused just below
+        activations = forward(layer, leaves, dims)
+    check_domains(layer, activations, "in the arrays given", "give arrays at which the "
+                  "argument of log, sqrt, rsqrt or a division is positive")
     upstream = {grad_name(o): values.get(grad_name(o), np.ones_like(activations[o]))
                 for o in layer.outputs}
     grads = backward(derivation, activations, upstream, dims)

@@ -20,9 +20,11 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from ..core.errors import SymflopsError
 from ..core.records import Derivation, Rule
 from ..core.ir import Layer
 from ..ops.einsum.numeric import extents_at, run_einsum
+from ..ops.functions import FUNCTIONS
 
 EPS = 1e-6
 
@@ -40,6 +42,26 @@ def forward(layer: Layer, arrays: Mapping[str, np.ndarray], dims: Mapping[str, i
         else:
             values.update(op.run(values, extents_at(op.index_dims, dims), dims))
     return values
+
+
+def check_domains(layer: Layer, values: Mapping[str, np.ndarray], where: str, hint: str) -> None:
+    """Refuse, naming the op, a function evaluated outside its domain
+    (``log`` of a tensor with an element <= 0) in the forward pass ``values``:
+    its rules would be compared as NaN, which says nothing of where.  ``where``
+    says whose values these are (``at the drawn values``)."""
+    for k, op in enumerate(layer.ops):
+        for t in op.terms:
+            for f in t.factors:
+                function = FUNCTIONS[f.function.name] if f.function is not None else None
+                if function is None or function.domain == "real" or f.tensor not in values:
+                    continue
+                array = np.asarray(values[f.tensor], dtype=float)
+                bad = int(np.count_nonzero(~function.defined_at(array)))
+                if bad:
+                    raise SymflopsError(
+                        f"op {k + 1}, {op.statement()!r}, evaluates {f.function.name} outside "
+                        f"its domain x > 0: {bad} of the {array.size} elements of {f.tensor} "
+                        f"are not positive {where}", getattr(op, "span", None), hint)
 
 
 def backward(derivation: Derivation, values: Mapping[str, np.ndarray],

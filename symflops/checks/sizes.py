@@ -3,7 +3,8 @@
 Invariants: dims are drawn distinct where there are enough values (a rule with
 two axes swapped then fails on shape or value); every declared axis is at least
 1; no tensor, and no op's letters, exceed the limits (elements), so that finite
-differences stay fast and meta-device counts stay inside int64.  Everything is
+differences stay fast and meta-device counts stay inside int64; a tensor a
+function defined on x > 0 reads directly is drawn positive.  Everything is
 drawn from the generator passed in: one seed, one set of sizes and arrays.
 """
 
@@ -16,7 +17,8 @@ import numpy as np
 import sympy
 
 from ..core.errors import SymflopsError
-from ..core.ir import Layer, index_ranges
+from ..core.ir import Layer, Tensor, index_ranges
+from ..ops.functions import FUNCTIONS
 
 MEDIUM = (8, 64)         # range of the medium dim sizes for FLOP counts
 
@@ -87,15 +89,33 @@ def choose_sizes(layer: Layer, rng: np.random.Generator, low: int, high: int,
                         "expressions")
 
 
+#: The range positive leaves are drawn from: away from 0, where log, sqrt and
+#: reciprocal are steep and central differences would lose their accuracy.
+POSITIVE = (0.5, 2.0)
+
+
 def random_leaves(layer: Layer, dims: Mapping[str, int],
                   rng: np.random.Generator) -> dict[str, np.ndarray]:
-    """Standard normal inputs and parameters; index tensors get integers in
-    the range of the axis they select along (``[0, V)`` for ``E[tok[b], d]``)."""
+    """Standard normal inputs and parameters, except that a tensor a function
+    defined on x > 0 reads directly (``log(Z[s])``, ``N[s,f] / Z[s]``) is
+    drawn uniformly in :data:`POSITIVE`; index tensors get integers in the
+    range of the axis they select along (``[0, V)`` for ``E[tok[b], d]``)."""
     ranges = index_ranges(layer)
-    return {t.name: (rng.integers(0, extent(ranges.get(t.name, sympy.Integer(1)), dims),
-                                  shape_at(layer, t.name, dims))
-                     if t.role == "index" else rng.standard_normal(shape_at(layer, t.name, dims)))
-            for t in layer.tensors if t.role != "activation"}
+    positive = positive_arguments(layer)
+
+    def draw(t: Tensor) -> np.ndarray:
+        shape = shape_at(layer, t.name, dims)
+        if t.role == "index":
+            return rng.integers(0, extent(ranges.get(t.name, sympy.Integer(1)), dims), shape)
+        return rng.uniform(*POSITIVE, shape) if t.name in positive else rng.standard_normal(shape)
+
+    return {t.name: draw(t) for t in layer.tensors if t.role != "activation"}
+
+
+def positive_arguments(layer: Layer) -> frozenset[str]:
+    """Tensors that a function defined on x > 0 only reads directly."""
+    return frozenset(f.tensor for op in layer.ops for t in op.terms for f in t.factors
+                     if f.function is not None and FUNCTIONS[f.function.name].domain == "positive")
 
 
 def small_sizes(layer: Layer, rng: np.random.Generator) -> dict[str, int]:

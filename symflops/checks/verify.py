@@ -20,6 +20,11 @@ that a transposed rule cannot pass by accident):
    autograd saves (``saved_tensors_hooks``), tensors identified by storage
    (a view of a forward tensor is that tensor) or else by value (a copy).
 
+A tensor that a function defined on x > 0 (log, sqrt, rsqrt, a divisor)
+reads directly is drawn positive; one such function whose argument is an
+intermediate that comes out non-positive is refused (exit 2) naming the op,
+rather than compared as NaN.
+
 What is a failure (exit 1), and what only a note:
 
 * failure: a rule group or a chained gradient off by more than
@@ -53,13 +58,18 @@ from ..count.cost import costs
 from ..core.records import Derivation, Rule, grad_name
 from ..core.errors import SymflopsError
 from ..ops.einsum.numeric import extents_at
-from .numeric import apply_rules, central_differences, chained, forward, relative_error
+from .numeric import (apply_rules, central_differences, chained, check_domains, forward,
+                      relative_error)
 from .oracle import check_flops, check_saved, grad_or_zeros, load_torch, torch_forward, torch_leaf
 from .report import (FD_TOLERANCE, TORCH_TOLERANCE, FlopCheck, GradCheck, Report, RuleCheck,
                      json_ready, text_report)
 from .sizes import MEDIUM, MEDIUM_LIMITS, choose_sizes, random_leaves, shape_at, small_sizes
 
 __all__ = ["Report", "json_ready", "text_report", "verify"]
+
+DOMAIN_HINT = ("verify draws positive values (0.5 to 2) for a tensor that log, sqrt, rsqrt or a "
+               "division reads directly; an intermediate must be positive by construction, "
+               "e.g. exp(..), softplus(..), or elu(..) plus 1, or a sum of squares")
 
 
 def _group_rules(derivation: Derivation) -> list[tuple[int, str, list[Rule]]]:
@@ -164,7 +174,9 @@ def verify(derivation: Derivation, seed: int = 0, use_torch: bool = True) -> Rep
     medium = choose_sizes(layer, rng, *MEDIUM, MEDIUM_LIMITS)
     torch = load_torch() if use_torch else None
     leaves = random_leaves(layer, small, rng)
-    values = forward(layer, leaves, small)
+    with np.errstate(all="ignore"):  # a function outside its domain is refused just below
+        values = forward(layer, leaves, small)
+    check_domains(layer, values, f"at the values verify drew (seed {seed})", DOMAIN_HINT)
     rules = check_rules(derivation, values, small, rng, torch)
     chain = check_chain(derivation, leaves, small, rng, torch)
     notes: list[str] = []

@@ -131,6 +131,33 @@ SHIFT: Indicator = "=+"
 INDICATORS: tuple[Indicator, ...] = get_args(Indicator)
 
 
+#: The pointwise function a division by a tensor lowers to: ``N[s,f] / Z[s]``
+#: is ``N[s,f] reciprocal(Z[s])``.  A factor under it prints as a divisor, and
+#: one under its derivative ``reciprocal'(Z) = -1/Z**2`` as the divisor squared
+#: with the sign moved to the coefficient (:func:`quotient`).
+RECIPROCAL = "reciprocal"
+
+
+def quotient(coefficient: sympy.Expr, operands: Iterable[Factor]
+             ) -> tuple[sympy.Expr, tuple[Factor, ...], tuple[tuple[Factor, int], ...]]:
+    """A product as a quotient for printing: ``(coefficient, numerator
+    factors, divisors with their powers)``.  ``reciprocal(Z[s])`` becomes the
+    divisor ``Z[s]``, ``reciprocal'(Z[s])`` the divisor ``Z[s]`` squared and a
+    sign; the value is unchanged."""
+    numerator: list[Factor] = []
+    divisors: dict[Factor, int] = {}
+    for f in operands:
+        fn = f.function
+        if fn is None or fn.name != RECIPROCAL or fn.form == "derivative@out":
+            numerator.append(f)
+            continue
+        plain = Factor(f.tensor, f.indices)
+        power = 1 if fn.form == "value" else 2
+        coefficient = coefficient if fn.form == "value" else -coefficient
+        divisors[plain] = divisors.get(plain, 0) + power
+    return coefficient, tuple(numerator), tuple(divisors.items())
+
+
 def comparison(f: Factor) -> Bound:
     """A comparison indicator as the bound it says: ``[s >= t]`` is ``Bound(t, s, strict=False)``."""
     a, b = f.indices
@@ -210,7 +237,17 @@ class Einsum:
 
 def product_text(coefficient: sympy.Expr, operands: Iterable["Factor"]) -> str:
     """``2 X[b,d] dY[b]``, ``Q[s,h] K[t,h] / sqrt(H)``, ``-X[b,d]``: a coefficient
-    written the way the statement grammar reads it back."""
+    written the way the statement grammar reads it back; a reciprocal as a
+    divisor, ``N[s,f] / Z[s]`` (a squared one, ``/ Z[s]**2``, only in rules,
+    which are not read back)."""
+    coefficient, numerator, divisors = quotient(coefficient, operands)
+    text = _product_text(coefficient, numerator)
+    for f, power in divisors:
+        text += f" / {f}" + (f"**{power}" if power > 1 else "")  # text is never empty
+    return text
+
+
+def _product_text(coefficient: sympy.Expr, operands: Iterable["Factor"]) -> str:
     body = " ".join(str(f) for f in operands)
     sign = ""
     if coefficient.could_extract_minus_sign():

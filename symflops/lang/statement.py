@@ -4,7 +4,8 @@
 
     statement := ref "=" rhs ["where" condition ("," condition)*]
     rhs       := ["-"] term (("+" | "-") term)*
-    term      := factor (["*"] factor | "/" constant)*
+    term      := factor (["*"] factor | "/" constant | "/" ref | "/" "(" ref (["*"] ref)* ")")*
+                                       (N[s,f] / Z[s]: a product with reciprocal(Z[s]))
     factor    := ref | call | constant
     call      := NAME "(" ref ["," constant] ")"
                | NAME "{" INDEX ("," INDEX)* "}" "(" ref ["," constant] ")"
@@ -21,7 +22,11 @@
 Examples: ``H[b,f] = X[b,d] W_in[d,f]``, ``A[s,t] = Q[s,h] K[t,h] / sqrt(H)``,
 ``Y[b,d] = X[b,d] + F[b,d]``, ``G[b,f] = silu(A[b,f]) * U[b,f]``,
 ``Z[b,d] = dropout(A[b,d], 0.1)``, ``X[b,d] = E[tok[b], d]``,
-``A[s,t] = Q[s,e] K[t,e] / sqrt(E) where t <= s``.  Juxtaposition and ``*`` both multiply.
+``A[s,t] = Q[s,e] K[t,e] / sqrt(E) where t <= s``, ``Y[s,e] = N[s,e] / Z[s]``.
+Juxtaposition and ``*`` both multiply; a division by a tensor is parsed as the
+call ``reciprocal(Z[s])``, by a parenthesised product ``(Z[s] W[f])`` as one
+such call per tensor (a division by a call or by a parenthesised sum of
+tensors is refused where it is written).
 A call whose argument is an indexed tensor applies a function (or an op such
 as ``softmax_t``, or ``layernorm_{c,p}`` over several letters) to it; any other parenthesised or named factor is a
 constant, kept as text with its column and read later by the whitelisting
@@ -34,6 +39,7 @@ from __future__ import annotations
 import re
 
 from ..core.errors import Span, SymflopsError
+from ..core.factors import RECIPROCAL
 from .syntax import (AffineTerm, Call, Condition, Constant, Gather, Reduced, Ref, Shift, Statement, Term,
                      Token)
 
@@ -391,13 +397,8 @@ class _Parser:
         factors: list[Ref | Call | Constant] = [self.constant_or_call()]
         while self.tok.kind != "end" and self.tok.text not in ("+", "-") and not self.at_where():
             if self.tok.text == "/":
-                slash = self.tok
                 self.pos += 1
-                divisor = self.constant_or_call()
-                if not isinstance(divisor, Constant):
-                    raise self.error("division by a tensor is not supported", "divide by "
-                                     "constants only, e.g. '/ sqrt(H)'", slash)
-                factors.append(Constant(divisor.text, divisor.column, divide=True))
+                factors += self.divisors()
                 continue
             if self.tok.text == "*":
                 self.pos += 1
@@ -408,6 +409,74 @@ class _Parser:
                                  "write a product, e.g. X[b,d] X[b,d]")
             factors.append(self.constant_or_call())
         return Term(negative, tuple(factors), start)
+
+    def divisors(self) -> list[Call | Constant]:
+        """What follows a '/': a constant, an indexed tensor, read as the call
+        ``reciprocal(Z[s])``, or a product of tensors in parentheses, one such
+        call each (``/ (Z[s] W[f])`` is ``/ Z[s] / W[f]``).  A call
+        (``/ sqrt(Z[s])``) or parentheses holding a sum of tensors
+        (``/ (Z[s] + W[s])``) are refused here, where they start."""
+        tok = self.tok
+        if tok.kind == "end":
+            raise self.error("the op ends after '/'", "put a divisor after '/', e.g. "
+                             "'/ sqrt(H)' or '/ Z[s]'")
+        found = (self._bracketed_tensor()
+                 if tok.text == "(" or (tok.kind == "name" and self.peek().text in ("(", "{"))
+                 else None)
+        if found is not None and tok.text == "(":
+            refs = self._product_in_parentheses()
+            if refs:
+                return [Call(RECIPROCAL, r.column, r) for r in refs]
+            raise self.error("division by parentheses holding a sum of tensors (or anything "
+                             "but their product) is not supported",
+                             "compute the sum as an op of its own, e.g. 'Zw[s] = Z[s] + W[s]', "
+                             "and divide by Zw[s]; a product may be divided by, e.g. "
+                             "'N[s,f] / (Z[s] W[f])'")
+        if found is not None:
+            call, letters = found
+            raise self.error(f"division by the call {call} is not supported",
+                             f"compute it as an op of its own, e.g. 'R[{letters}] = {call}', "
+                             f"and divide by R[{letters}]")
+        divisor = self.constant_or_call()
+        if isinstance(divisor, Constant):
+            return [Constant(divisor.text, divisor.column, divide=True)]
+        if not isinstance(divisor, Ref):  # a call was refused above
+            raise AssertionError(f"unexpected divisor {divisor}")
+        return [Call(RECIPROCAL, divisor.column, divisor)]
+
+    def _product_in_parentheses(self) -> list[Ref]:
+        """``(Z[s] W[f])`` or ``(Z[s] * W[f])`` from the '(' here: its tensors,
+        the position moved past ')'; else nothing, the position unmoved."""
+        start, refs = self.pos, []
+        self.pos += 1
+        while self.tok.kind == "name" and self.peek().text == "[":
+            refs.append(self.ref())
+            if self.tok.text == "*":
+                self.pos += 1
+        if refs and self.tok.text == ")":
+            self.pos += 1
+            return refs
+        self.pos = start
+        return []
+
+    def _bracketed_tensor(self) -> tuple[str, str] | None:
+        """For the '(' or the call's name here: its text to the matching ')'
+        and the letters of the first tensor inside it, or None when it holds
+        no tensor (a constant such as ``sqrt(H)``)."""
+        k, depth, letters = self.pos, 0, None
+        while self.tokens[k].kind != "end":
+            text = self.tokens[k].text
+            if text == "[" and letters is None:
+                close = next(j for j in range(k, len(self.tokens))
+                             if self.tokens[j].text == "]" or self.tokens[j].kind == "end")
+                letters = "".join(t.text for t in self.tokens[k + 1:close])
+            depth += (text == "(") - (text == ")")
+            if text == ")" and depth == 0:
+                break
+            k += 1
+        if letters is None:
+            return None
+        return self.text[self.tok.column:self.tokens[k].column + 1], letters
 
     def statement(self) -> Statement:
         if self.tok.kind == "end":

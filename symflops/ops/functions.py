@@ -10,7 +10,10 @@ numerically against ``f'(x)``.
 
 Cost convention: FLOPs per element are the number of operations in the SymPy
 formula (``sympy.count_ops``: each add, multiply, divide, power and each
-evaluation of exp, erf, tanh or max counts 1).  A piecewise function (elu)
+evaluation of exp, erf, tanh, log or max counts 1; a square root or a
+reciprocal square root of the variable counts 1, one operation as kernels
+have it, where ``count_ops`` would also count the division in the exponent
+``1/2``).  A piecewise function (elu)
 counts 1 for choosing its branch plus the operations of every branch, as a
 vectorised kernel evaluates both: elu, ``x`` or ``exp(x) - 1``, is 3.  The
 same count of the derivative's formula, plus 1 for the multiply by dY, is the
@@ -22,6 +25,16 @@ A factor in an einsum may apply a function (:attr:`symflops.core.ir.Factor.fn`, 
 ``Apply("gelu", "derivative")`` (printed ``gelu'``) its derivative at the input, and
 ``Apply("sigmoid", "derivative@out")`` (``sigmoid'@out``) the derivative written in
 terms of the output.
+
+Domains: a function is defined on every real (``domain="real"``) or on x > 0
+only (``"positive"``: log, sqrt, rsqrt, reciprocal).  ``verify`` draws
+positive values for a tensor such a function reads directly, and refuses,
+naming the op, to evaluate one where its argument is not positive
+(:mod:`symflops.checks.numeric`).  ``reciprocal`` is also what a division by
+a tensor lowers to (``N[s,f] / Z[s]`` is ``N[s,f] reciprocal(Z[s])``): inside
+a product the multiply that takes it in is the divide, so it adds no work of
+its own there (:func:`cost`), and it prints as a quotient
+(:data:`symflops.core.factors.RECIPROCAL`).
 """
 
 from __future__ import annotations
@@ -29,15 +42,20 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Literal, get_args
 
 import numpy as np
 import sympy
 
+from ..core.factors import RECIPROCAL
 from ..core.ir import Apply
 
 X = sympy.Symbol("x", real=True)
 Y = sympy.Symbol("y", real=True)
+
+#: Where a function is defined: every real, or x > 0 only.
+Domain = Literal["real", "positive"]
+DOMAINS: tuple[Domain, ...] = get_args(Domain)
 
 
 @dataclass(frozen=True)
@@ -49,6 +67,11 @@ class Function:
     description: str
     torch_name: str              # PyTorch's own function, in torch or torch.nn.functional
     torch_options: tuple[tuple[str, str], ...] = ()   # its keyword arguments
+    domain: Domain = "real"      # where it is defined (see the module doc)
+
+    def defined_at(self, values: np.ndarray) -> np.ndarray:
+        """Which of ``values`` lie in the function's domain."""
+        return np.isfinite(values) & ((values > 0) if self.domain == "positive" else True)
 
     def torch(self, torch: Any, x: Any) -> Any:
         """PyTorch's own implementation, the oracle ``verify`` compares with
@@ -77,7 +100,7 @@ class Function:
         for g in self._output_forms(d, spotted):
             if X not in g.free_symbols and all(
                     abs(complex(g.subs(Y, self.formula).subs(X, x) - d.subs(X, x))) < 1e-12
-                    for x in (sympy.Rational(-13, 10), sympy.Rational(2, 5), sympy.Rational(21, 10))):
+                    for x in _check_points(self.domain, sympy.Rational)):
                 return g
         raise ValueError(f"cannot write {self.name}' in terms of its output")
 
@@ -105,13 +128,32 @@ class Function:
     @cached_property
     def cost(self) -> int:
         """FLOPs per element of f (operations in its formula)."""
-        return int(sympy.count_ops(self.formula))
+        return _operations(self.formula)
 
     @cached_property
     def derivative_cost(self) -> int:
         """FLOPs per element of f' as the rule evaluates it (in x or in y)."""
         expr = self.derivative_of_output if self.saves == "output" else self.derivative
-        return int(sympy.count_ops(expr))
+        return _operations(expr)
+
+
+def _operations(expr: sympy.Expr) -> int:
+    """``sympy.count_ops`` of ``expr``, a square root or reciprocal square
+    root of an expression in the variable counted as one operation (not a
+    power and the division of its exponent ``1/2``); constants such as gelu's
+    ``sqrt(2)`` are left as ``count_ops`` has them."""
+    root = sympy.Function("root")
+    one = expr.replace(lambda e: (e.is_Pow and e.exp in (sympy.S.Half, -sympy.S.Half)
+                                  and bool(e.base.free_symbols & {X, Y})),
+                       lambda e: root(e.base))
+    return int(sympy.count_ops(one))
+
+
+def _check_points(domain: Domain, number: Callable[[int, int], Any]) -> tuple[Any, ...]:
+    """A few points inside ``domain`` where forms of a function are compared."""
+    if domain == "positive":
+        return (number(3, 10), number(2, 5), number(21, 10), number(7, 1))
+    return (number(-13, 10), number(-1, 5), number(2, 5), number(21, 10))
 
 
 _SQRT_2_OVER_PI = sympy.sqrt(2 / sympy.pi)
@@ -141,6 +183,19 @@ FUNCTIONS: dict[str, Function] = {f.name: f for f in (
     Function("abs", sympy.Abs(X), "input", r"\operatorname{abs}",
              "the absolute value, |x| (its derivative sign(x), 0 at 0, as PyTorch takes it)",
              "abs"),
+    Function("log", sympy.log(X), "input", r"\log", "the natural logarithm, for x > 0", "log",
+             domain="positive"),
+    # SymPy spots sqrt(x) in sqrt'(x) = 1/(2 sqrt(x)): the rule reads the output, 1/(2y).
+    Function("sqrt", sympy.sqrt(X), "output", r"\operatorname{sqrt}",
+             "the square root, for x > 0", "sqrt", domain="positive"),
+    Function("rsqrt", 1 / sympy.sqrt(X), "output", r"\operatorname{rsqrt}",
+             "the reciprocal square root, 1/sqrt(x), for x > 0", "rsqrt", domain="positive"),
+    # Read as the input: inside a product (a division) there is no output to read.
+    Function(RECIPROCAL, 1 / X, "input", r"\operatorname{reciprocal}",
+             "the reciprocal, 1/x, taken on x > 0, the divisors of normalisers (a division "
+             "by a tensor, N[s,f] / Z[s], is N[s,f] times it; verify draws a divisor positive "
+             "and refuses one that is not)", "reciprocal",
+             domain="positive"),
 )}
 
 
@@ -158,9 +213,14 @@ def expression(fn: Apply) -> tuple[sympy.Expr, sympy.Symbol]:
     return f.derivative_of_output, Y
 
 
-def cost(fn: Apply) -> int:
-    """FLOPs per element of evaluating ``fn`` (see the module's convention)."""
+def cost(fn: Apply, in_product: bool = False) -> int:
+    """FLOPs per element of evaluating ``fn`` (see the module's convention).
+    ``in_product``: the factor is multiplied with other tensors; a reciprocal
+    there is a division, whose divide is the multiply the product counts
+    (``N[s,f] / Z[s]``: one divide per output element, nothing per ``Z``)."""
     f = FUNCTIONS[fn.name]
+    if fn.form == "value" and fn.name == RECIPROCAL and in_product:
+        return 0
     return f.cost if fn.form == "value" else f.derivative_cost
 
 
@@ -178,12 +238,12 @@ def numpy_function(fn: Apply) -> Callable[[np.ndarray], np.ndarray]:
     return lambda a: np.broadcast_to(compiled(a), np.shape(a)).astype(float)
 
 
-def check_output_form(name: str, points: tuple[float, ...] = (-1.3, -0.2, 0.4, 2.1)) -> float:
-    """Largest |f'(x) - g(f(x))| at a few points: the derived output form is
-    the derivative."""
+def check_output_form(name: str, points: tuple[float, ...] | None = None) -> float:
+    """Largest |f'(x) - g(f(x))| at a few points (inside the function's
+    domain unless given): the derived output form is the derivative."""
     f = FUNCTIONS[name]
     worst = 0.0
-    for p in points:
+    for p in points or _check_points(f.domain, lambda a, b: a / b):
         d = float(f.derivative.subs(X, p))
         g = float(f.derivative_of_output.subs(Y, f.formula.subs(X, p)))
         worst = max(worst, abs(d - g))

@@ -22,6 +22,7 @@ from sympy.core.mul import _keep_coeff
 
 from ..core.records import IndexTerm, MatrixProduct
 from ..ops.functions import FUNCTIONS, Y
+from ..core.factors import RECIPROCAL, Apply, quotient
 from ..core.ir import Factor
 from ..core.polynomial import by_exponents, common_factor, monomials
 
@@ -127,6 +128,9 @@ def indexed(f: Factor, tensors: frozenset[str] | set[str] = frozenset(),
     if f.function is None:
         return name
     function = FUNCTIONS[f.function.name]
+    if f.function.name == RECIPROCAL and f.function.form != "derivative@out":
+        # A divisor outside a quotient (a factor of an order's tree): Z_s^{-1}, -Z_s^{-2}.
+        return rf"{name}^{{-1}}" if f.function.form == "value" else rf"\left(-{name}^{{-2}}\right)"
     if f.function.form == "value":
         return rf"{function.latex}({name})"
     if f.function.form == "derivative":
@@ -264,15 +268,22 @@ def term(t: IndexTerm, poly: PolyPrinter, tensors: frozenset[str] | set[str] = f
                       tuple(f for f in t.factors
                             if not ((f.is_select or f.is_shift) and f.indices[0] in lookups)),
                       t.deltas, tuple(i for i in t.summed if i not in lookups))
+    coefficient, numerator, divisors = quotient(t.coefficient, t.factors)
     counts: dict[Factor, int] = {}
-    for f in t.factors:
+    for f in numerator:
         counts[f] = counts.get(f, 0) + 1
     parts = [indexed(f, tensors, lookups) + (f"^{{{k}}}" if k > 1 else "")
              for f, k in counts.items()]
     parts += [rf"\delta_{{{index_list((a, b))}}}" for a, b in t.deltas]
     body = r"\, ".join(parts) if parts else "1"
-    if t.coefficient != 1:
-        body = poly(t.coefficient) + r"\, " + body
+    if divisors:  # a division by a tensor, N / Z: \frac{N_{sf}}{Z_{s}}
+        below = r"\, ".join(indexed(f, tensors, lookups) + (f"^{{{k}}}" if k > 1 else "")
+                            for f, k in divisors)
+        body = rf"\frac{{{body}}}{{{below}}}"
+    if coefficient == -1 and divisors:
+        body = "-" + body
+    elif coefficient != 1:
+        body = poly(coefficient) + r"\, " + body
     summed = [i for i in t.summed]
     if show_sum and summed:
         body = rf"\sum_{{{','.join(index_list([i]) for i in summed)}}} " + body
@@ -286,6 +297,12 @@ def terms(ts: Sequence[IndexTerm], poly: PolyPrinter,
         return "0"
     text = ""
     for k, t in enumerate(ts):
+        # A derivative divisor 1/Z**2 carries a sign: fold it in before choosing the operator.
+        coefficient, numerator, divisors = quotient(t.coefficient, t.factors)
+        if divisors:
+            plain = tuple(Factor(f.tensor, f.indices, fn=Apply(RECIPROCAL)) for f, k in divisors
+                          for _ in range(k))
+            t = IndexTerm(coefficient, numerator + plain, t.deltas, t.summed)
         negative = t.coefficient.could_extract_minus_sign()
         body = term(IndexTerm(-t.coefficient, t.factors, t.deltas, t.summed) if negative else t,
                     poly, tensors)

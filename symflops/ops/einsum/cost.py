@@ -44,12 +44,14 @@ def einsum_flops(e: Einsum, extents: Mapping[str, sympy.Expr], unit: Unit = "FLO
 def einsum_elementwise(e: Einsum, extents: Mapping[str, sympy.Expr]) -> sympy.Expr:
     """FLOPs outside the contraction: one multiply per output element for a
     constant coefficient other than 1 (and -1, a sign flip), and each
-    pointwise function at its documented cost per element of its operand."""
+    pointwise function at its documented cost per element of its operand
+    (nothing for a divisor ``/ Z[s]``: the step multiplying it in divides)."""
     total = sympy.Integer(0)
     bounds = bounds_of(e)
     for f in e.factors:
-        if f.function is not None:
-            total += function_cost(f.function) * size(set(f.indices), extents, bounds)
+        if f.function is not None:  # a reciprocal among other factors is the product's divide
+            total += (function_cost(f.function, in_product=len(e.factors) > 1)
+                      * size(set(f.indices), extents, bounds))
     if e.coefficient in (1, -1, 0) or not e.factors:
         return total
     return total + size(set(e.output.indices) & {i for f in e.operands for i in f.indices},
