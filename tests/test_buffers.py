@@ -232,3 +232,23 @@ def test_the_sheet_lists_the_buffers_apart(capsys):
     assert "class t_cos_t,t_sin_t,t_R buffer" in md  # the graph draws them as buffers
     assert cli.main(["render", str(DERIVATIONS / "attention_causal.yaml"), "--format", "md"]) == 0
     assert "buffer" not in capsys.readouterr().out.lower()
+
+
+def test_terms_are_joined_inside_the_domain_of_the_output():
+    """A where-clause on two output letters restricts every term, a broadcast
+    bias too, so the output is zero outside it and the terms are joined on
+    the S(S+1)/2 pairs only (one add or subtract each), not on all S^2."""
+    dims = {"S": "sequence", "E": "width"}
+    tensors = {"Q": {"shape": ["S", "E"]}, "K": {"shape": ["S", "E"]},
+               "m": {"shape": ["S", "S"], "role": "buffer"}, "b": {"shape": ["S"], "role": "buffer"}}
+
+    def join(op: str) -> sympy.Expr:
+        layer = symflops.declare("j", dims=dims, tensors=tensors, ops=[op])
+        return costs(symflops.derive(layer)).forward[0].elementwise
+
+    # the sign of "- m" is the join's (a subtraction), no multiply; b[t] broadcast over s
+    # costs nothing itself
+    assert sympy.expand(join("A[s,t] = Q[s,e] K[t,e] - m[s,t] where t <= s") - PAIRS) == 0
+    assert sympy.expand(join("A[s,t] = Q[s,e] K[t,e] + b[t] where t <= s") - PAIRS) == 0
+    # without the clause: all S^2 entries
+    assert sympy.expand(join("A[s,t] = Q[s,e] K[t,e] + b[t]") - S**2) == 0
