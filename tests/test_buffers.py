@@ -252,3 +252,24 @@ def test_terms_are_joined_inside_the_domain_of_the_output():
     assert sympy.expand(join("A[s,t] = Q[s,e] K[t,e] + b[t] where t <= s") - PAIRS) == 0
     # without the clause: all S^2 entries
     assert sympy.expand(join("A[s,t] = Q[s,e] K[t,e] + b[t]") - S**2) == 0
+
+
+def test_plan_memory_lists_the_buffers_apart(tmp_path, capsys):
+    (tmp_path / "rope.yaml").write_text(
+        "dims: {B: sequences, S: sequence, D: width, E: half width}\n"
+        "tokens: B*S\n"
+        "tensors:\n"
+        "  X: {shape: [B, S, D], role: input}\n"
+        "  W: {shape: [D, 2, E], role: param}\n"
+        "  cos_t: {shape: [S, E], role: buffer}\n"
+        "ops:\n"
+        "  - Q[b,s,i,e] = X[b,s,d] W[d,i,e]\n"
+        "  - Y[b,s,i,e] = Q[b,s,i,e] cos_t[s,e]\n")
+    args = ["plan", str(tmp_path / "rope.yaml"), "D=64", "E=8", "--tokens", "1e6", "--seq", "128",
+            "--json"]
+    assert cli.main(args) == 0
+    mem = json.loads(capsys.readouterr().out)["memory"]
+    # the table: S x E = 128 x 8 elements at bf16's 2 bytes; W: 64 x 2 x 8 = 1,024 parameters
+    assert mem["buffers"] == 2 * 128 * 8
+    assert mem["weights"] == 2 * 1024
+    assert mem["total"] == mem["states"] + mem["buffers"] + mem["activations"]
