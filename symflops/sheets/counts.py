@@ -192,6 +192,7 @@ NUMBER_ROWS = (
     ("saved activations (elements)", "activations"),
     ("fixed memory (bytes)", "fixed_bytes"),
     ("activation memory (bytes)", "activation_bytes"),
+    ("buffer memory (bytes)", "buffer_bytes"),  # only for a layer with buffers
     ("training memory (bytes)", "training_bytes"),
     ("training memory (GB)", "training_gb"),
     ("training memory (GiB)", "training_gib"),
@@ -217,7 +218,8 @@ def numbers_table(columns: Sequence[NumbersAt], unit: str, esc: Any) -> dict[str
         "named": any(col.name is not None for col in columns),
         "rows": [{"label": esc(label.format(unit=unit)),
                   "cells": [_sci(getattr(col, field)) for col in columns]}
-                 for label, field in NUMBER_ROWS],
+                 for label, field in NUMBER_ROWS
+                 if field != "buffer_bytes" or any(col.buffer_bytes for col in columns)],
     }
 
 
