@@ -149,8 +149,9 @@ def test_each_code_alias_lists_exactly_the_values_the_engine_checks():
     from symflops.ops.base import Unit
     from symflops.sheets.render import FORMATS, TEMPLATE_NAMES
 
-    assert ROLES == ("input", "param", "frozen", "index", "activation", "mask") == get_args(Role)
-    assert LEAF_ROLES == ("input", "param", "frozen", "index")
+    assert ROLES == ("input", "param", "frozen", "index", "buffer", "activation",
+                     "mask") == get_args(Role)
+    assert LEAF_ROLES == ("input", "param", "frozen", "index", "buffer")
     assert FORWARD_ORDERS == ("written", "cheapest") == get_args(Order)
     assert UNITS == ("FLOPs", "MACs") == get_args(Unit)
     assert tuple(POLICIES) == get_args(PolicyName) and DEFAULT_POLICY in POLICIES

@@ -77,7 +77,7 @@ def claim_symbols(layer: Layer, s: Summary[Formula]) -> dict[str, sympy.Expr]:
         "activations": s.memory.activations,
         **leaves(s.flops, "flops"),
         **leaves(s.flops_elementwise, "flops_elementwise"),
-        **leaves(s.memory, "memory"),
+        **_present(s.memory, "memory"),
     }
     for d in layer.dims:
         if d.name in quantities:
@@ -87,6 +87,15 @@ def claim_symbols(layer: Layer, s: Summary[Formula]) -> dict[str, sympy.Expr]:
         symbols[d.name] = d.symbol
     symbols.update(quantities)
     return symbols
+
+
+def _present(record: Any, prefix: str) -> dict[str, sympy.Expr]:
+    """:func:`leaves` of ``record`` less the fields ``--json`` leaves out when
+    empty (``memory.buffers`` of a layer without buffers): a claim may name
+    what ``derive --json`` prints."""
+    shown = {f.name for f in dataclasses.fields(record)
+             if f.metadata.get("json") != "if any" or getattr(record, f.name)}
+    return {k: v for k, v in leaves(record, prefix).items() if k[len(prefix) + 1:] in shown}
 
 
 def known_names(symbols: Mapping[str, sympy.Expr]) -> str:

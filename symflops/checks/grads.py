@@ -1,9 +1,9 @@
 """``symflops grads``: run the declared forward pass and the derived backward
 rules on given arrays, and write every derived gradient.
 
-Input (one ``.npz``): every input and parameter of the layer by its declared
-name, and optionally the upstream gradient of each layer output, named ``d`` +
-the output's name (``dY``).  An absent upstream gradient is all ones: the
+Input (one ``.npz``): every input, parameter and buffer of the layer by its
+declared name, and optionally the upstream gradient of each layer output, named
+``d`` + the output's name (``dY``).  An absent upstream gradient is all ones: the
 gradient of the sum of that output.  Any other name is refused, so that a
 misspelt ``dy`` cannot silently become ones.
 

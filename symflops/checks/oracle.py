@@ -225,7 +225,7 @@ def check_saved(derivation: Derivation, leaves: Mapping[str, np.ndarray], torch:
             copy = name is not None
         if name is None:
             internal.append("x".join(map(str, t.shape)))
-        elif not tensors[name].is_param:
+        elif not (tensors[name].is_param or tensors[name].is_buffer):  # kept anyway
             found.setdefault(name, None)
             if copy:
                 copies.setdefault(name, None)

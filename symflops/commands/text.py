@@ -47,12 +47,18 @@ def text_report(s: Summary[Any], at: Mapping[str, Any] | None = None) -> str:
     rows.append(("elementwise (apart)", _fmt(s.flops_elementwise.total), ""))
     lines += table(rows)
     m = s.memory
+    names = [n for n, t in s.tensors.items() if t.role == "buffer"]
+
+    def buffers(value: str, note: str) -> list[tuple[str, str]]:  # only where there are buffers
+        return [(f"buffers ({', '.join(names)}; {note})", value)] if names else []
+
     saved = ", ".join(f"{d.tensor} (read by {', '.join(d.needed_by)})" for d in s.saved_detail)
     lines += ["", "memory (elements)"]
     lines += table([("params", _fmt(s.params)), ("trainable params", _fmt(s.trainable_params)),
                      ("saved for backward", saved or "nothing"),
                      ("activations (training)", _fmt(m.activations)),
-                     ("live at peak (inference)", _fmt(m.inference_peak))])
+                     ("live at peak (inference)", _fmt(m.inference_peak)),
+                     *buffers(_fmt(m.buffers), "constants: no gradient, not params")])
     p = s.precision
     lines += ["", f"memory (bytes, precision '{p.name}': {p.description})"]
     lines += table([("params", _fmt(m.params_bytes)), ("grads", _fmt(m.grads_bytes)),
@@ -60,5 +66,6 @@ def text_report(s: Summary[Any], at: Mapping[str, Any] | None = None) -> str:
                      ("master weights", _fmt(m.master_bytes)),
                      ("fixed (model)", _fmt(m.fixed_bytes)),
                      ("activations (batch)", _fmt(m.activation_bytes)),
+                     *buffers(_fmt(m.buffers_bytes), f"at the params' {p.params} bytes"),
                      ("total", _fmt(m.total_bytes))])
     return "\n".join(lines) + "\n"

@@ -36,8 +36,12 @@ from .polynomial import substitute_max, substituted
 #: Roles a declared tensor may have.  ``activation`` is given to tensors that an
 #: op produces, ``mask`` to the keep-masks dropout draws; users write neither.
 #: ``index`` tensors hold integers that select along an axis of another tensor
-#: (token ids: ``E[tok[b], d]``); they never get a gradient.
-LeafRole = Literal["input", "param", "frozen", "index"]
+#: (token ids: ``E[tok[b], d]``); they never get a gradient.  ``buffer``
+#: tensors are constants the layer reads (rotary cos/sin tables, ALiBi slopes,
+#: fixed masks): never a gradient, not a parameter (no gradient, optimizer
+#: state or 6N share), not an activation (never saved); their memory is
+#: counted apart (:attr:`Tensor.is_buffer`).
+LeafRole = Literal["input", "param", "frozen", "index", "buffer"]
 Role = Literal[LeafRole, "activation", "mask"]
 LEAF_ROLES: tuple[LeafRole, ...] = get_args(LeafRole)
 ROLES: tuple[Role, ...] = get_args(Role)
@@ -79,6 +83,10 @@ class Tensor:
     @property
     def is_param(self) -> bool:
         return self.role in ("param", "frozen")
+
+    @property
+    def is_buffer(self) -> bool:
+        return self.role == "buffer"
 
 
 class Op(Protocol):
@@ -221,6 +229,10 @@ class Layer:
     @property
     def params(self) -> tuple[Tensor, ...]:
         return tuple(t for t in self.tensors if t.is_param)
+
+    @property
+    def buffers(self) -> tuple[Tensor, ...]:
+        return tuple(t for t in self.tensors if t.is_buffer)
 
     @property
     def outputs(self) -> tuple[str, ...]:

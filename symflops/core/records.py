@@ -209,11 +209,12 @@ class Derivation:
 
     @property
     def saved(self) -> tuple[str, ...]:
-        """Forward tensors (not parameters) that some backward rule reads, in
-        forward order: the activations training must keep."""
+        """Forward tensors (not parameters, not buffers) that some backward
+        rule reads, in forward order: the activations training must keep (a
+        buffer is kept anyway, counted apart)."""
         read = {name for r in self.rules for name in r.reads}
         return tuple(t.name for t in self.layer.tensors
-                     if t.name in read and not t.is_param)
+                     if t.name in read and not t.is_param and not t.is_buffer)
 
     def needed_by(self, tensor: str) -> tuple[str, ...]:
         """The gradients whose rules read ``tensor``."""

@@ -8,6 +8,10 @@ of several contributions to one gradient, and counts memory:
 * memory polynomials are in elements; bytes come from a precision policy;
 * parameters and gradients are counted once per copy of their block, the
   optimizer state and master weights from the policy;
+* buffers (``role: buffer``: constant tables the layer reads) are neither
+  parameters nor activations: their elements are counted apart, their bytes
+  at the policy's parameter width (a table stored like the weights), and they
+  join the total bytes only;
 * a saved tensor is kept in as many copies as the rule that reads it most
   often runs (:func:`saved_copies`); in inference nothing is saved and the
   largest set of live activations is reported instead.
@@ -70,6 +74,7 @@ class Costs:
     inference_peak: sympy.Expr
     forward_copies: tuple[sympy.Expr, ...] = ()
     backward_copies: tuple[sympy.Expr, ...] = ()
+    buffers: sympy.Expr = sympy.Integer(0)  # elements of the buffers, every copy
 
     def __post_init__(self) -> None:
         if not self.forward_copies:
@@ -116,6 +121,7 @@ class Costs:
                  + self.trainable * p.optimizer_states * p.optimizer + self.trainable * p.master)
         act_bytes = sum((s.total * (p.masks if s.mask else p.activations) for s in self.saved),
                         sympy.Integer(0))
+        buffer_bytes = self.buffers * p.params
         return {
             "params": self.params,
             "grads": self.trainable,
@@ -128,7 +134,10 @@ class Costs:
             "master_bytes": self.trainable * p.master,
             "fixed_bytes": sympy.expand(fixed),
             "activation_bytes": sympy.expand(act_bytes),
-            "total_bytes": sympy.expand(fixed + act_bytes),
+            "total_bytes": sympy.expand(fixed + act_bytes + buffer_bytes),
+            # zero, hence left out of --json, for a layer without buffers
+            "buffers": self.buffers,
+            "buffers_bytes": buffer_bytes,
         }
 
 
@@ -216,5 +225,7 @@ def costs(derivation: Derivation, unit: Unit = "FLOPs", precision: Precision | s
     saved = tuple(SavedTensor(n, tensors[n].elements, derivation.needed_by(n),
                               tensors[n].role == "mask", saved_copies(derivation, backward_copies, n))
                   for n in derivation.saved)
+    buffers = sympy.expand(sum((t.elements * layer.copies(t.name) for t in layer.buffers),
+                               sympy.Integer(0)))
     return Costs(unit, prec, forward, backward, accumulate, params, trainable, saved,
-                 _inference_peak(layer), forward_copies, backward_copies)
+                 _inference_peak(layer), forward_copies, backward_copies, buffers)

@@ -150,6 +150,7 @@ class NumbersAt:
     activation_bytes: int | float
     training_bytes: int | float
     name: str | None = None
+    buffer_bytes: int | float = 0  # role: buffer, at the parameter width (in training_bytes)
 
     # Each memory figure in GB and GiB (Fraction | float, from the bytes: never out of step).
     fixed_gb = property(lambda self: in_unit(self.fixed_bytes, "GB"))
@@ -343,6 +344,7 @@ def numbers(c: Costs, configs: Sequence[Mapping[str, sympy.Expr]],
     # Row by row, as the table reads: the first result too large to print is
     # the one reported.
     rows = [[number(substitute(expr, subs), cfg) for cfg in configs] for expr in exprs]
+    buffers = [number(substitute(mem["buffers_bytes"], subs), cfg) for cfg in configs]
     return tuple(NumbersAt(tuple((k, int(v)) for k, v in cfg.items()), *(row[j] for row in rows),
-                           name=names[j] if j < len(names) else None)
+                           name=names[j] if j < len(names) else None, buffer_bytes=buffers[j])
                  for j, cfg in enumerate(configs))

@@ -36,9 +36,10 @@ from ..core.records import Derivation, Rule
 from ..ops.einsum.cost import term_cost
 
 #: Why an operand of a product gets no gradient: a frozen weight, the
-#: network's first input (``requires_grad: false``), or an activation
-#: computed only from tensors that need none.
-NoGradReason = Literal["frozen", "first_input", "no_gradient"]
+#: network's first input (``requires_grad: false``), a buffer (a constant
+#: table, ``role: buffer``), or an activation computed only from tensors
+#: that need none.
+NoGradReason = Literal["frozen", "first_input", "buffer", "no_gradient"]
 
 #: How a product's backward count relates to its forward count:
 #: ``twice`` (every operand gets a gradient, each rule costs what the forward
@@ -242,6 +243,8 @@ def _reason(layer: Layer, name: str) -> NoGradReason:
         return "frozen"
     if t.role == "input" and not t.requires_grad:
         return "first_input"
+    if t.role == "buffer":
+        return "buffer"
     return "no_gradient"
 
 

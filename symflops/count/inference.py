@@ -82,7 +82,7 @@ def cached_tensors(derivation: Derivation) -> tuple[str, ...]:
             for bound in (comparison(f) for f in term.operands if f.is_comparison):
                 for f in term.operands:
                     if (f.is_indicator or not f.tensor or tensors[f.tensor].is_param
-                            or tensors[f.tensor].role == "index"):
+                            or tensors[f.tensor].role in ("index", "buffer")):
                         continue
                     if bound.low in f.indices and bound.high not in f.indices and f.tensor not in found:
                         found.append(f.tensor)

@@ -132,7 +132,8 @@ class _TokenRows:
         produced = {op.output for op in layer.ops}
         self.rows: dict[str, tuple[int, ...]] = {
             t.name: tuple(a for a, n in enumerate(t.shape) if n in dims)
-            for t in layer.tensors if not t.is_param and t.name not in produced}
+            # buffers are constant tables, not token data: never rows
+            for t in layer.tensors if not (t.is_param or t.is_buffer) and t.name not in produced}
         for op in layer.ops:
             letters = set().union(*(self._row_letters(op, t) for t in _terms(op)))
             self.rows[op.output] = tuple(a for a, x in enumerate(op.out.indices) if x in letters)

@@ -75,7 +75,8 @@ def recompute(derivation: Derivation, costs: Costs, policy: str) -> Recompute:
     for k in chosen:
         for n in layer.ops[k].inputs:
             t = tensors[n]
-            if n not in regenerated and not t.is_param and t.role != "mask" and n not in needed:
+            if (n not in regenerated and not (t.is_param or t.is_buffer)  # buffers stay anyway
+                    and t.role != "mask" and n not in needed):
                 needed.append(n)
     flops = sympy.expand(sum((costs.forward[k].flops * costs.forward_copies[k] for k in chosen),
                              sympy.Integer(0)))

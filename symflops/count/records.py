@@ -231,7 +231,11 @@ class Memory(Record, Generic[V]):
     master_bytes: V
     fixed_bytes: V
     activation_bytes: V
-    total_bytes: V
+    total_bytes: V  # fixed, activations and buffers
+    # Constant tables (role: buffer), apart from parameters and activations:
+    # elements, and bytes at the policy's parameter width; left out when zero.
+    buffers: V = field(default=sympy.Integer(0), metadata=IF_ANY)
+    buffers_bytes: V = field(default=sympy.Integer(0), metadata=IF_ANY)
 
 
 @dataclass(frozen=True)

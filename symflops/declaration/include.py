@@ -14,7 +14,8 @@ block dim the ``dims`` map does not mention is the includer's dim of the same
 name (added, with the block's description, when the includer lacks it).  A
 block input the ``tensors`` map does not bind is bound to the includer's
 tensor of the same name when there is one, else it becomes an input of the
-includer.  Every other block tensor keeps its name unless renamed, and must
+includer.  A block's buffers (``role: buffer``) are bound the same way: every
+copy of a repeated block reads the one table.  Every other block tensor keeps its name unless renamed, and must
 not clash with a name of the includer.
 
 ``repeat: L`` stands for L copies in sequence, each with its own parameters
@@ -200,7 +201,8 @@ def read_include(node: Any, file: str, dims: Mapping[str, Dim],
                 names.setdefault(t.name, "mask_" + names[owner])
     ops = tuple(rename(op, names, subs) for op in block.ops)
     tensors = tuple(rename(t, names, subs) for t in block.tensors)
-    inputs = tuple(t.name for t in tensors if t.role in ("input", "index"))
+    # Buffers are bound like inputs: one table that every copy reads, not one per copy.
+    inputs = tuple(t.name for t in tensors if t.role in ("input", "index", "buffer"))
     produced = tuple(t.name for t in tensors if t.name not in inputs)
     outputs = tuple(names.get(n, n) for n in block.outputs)
     nested = tuple(

@@ -7,7 +7,7 @@ The declaration format is a public contract (documented in the README)::
     dims:                          # dimension name -> what it means
       B: tokens in the batch
     tensors:                       # inputs and parameters; activations are inferred
-      X: {shape: [B, D], role: input}          # role: input | param | frozen | index
+      X: {shape: [B, D], role: input}          # role: input | param | frozen | index | buffer
       W_in: {shape: [D, F], role: param}       # requires_grad: true|false (optional)
     ops:                           # one einsum statement per line
       - H[b,f] = X[b,d] W_in[d,f]
@@ -47,6 +47,15 @@ TOP_KEYS = ("name", "title", "description", "dims", "tensors", "ops", "precision
             "sequences", "recompute", "forward_order", "sizes", "components", "examples")
 RECOMPUTE_KEYS = ("policy", "selective")
 TENSOR_KEYS = ("shape", "role", "requires_grad", "description")
+#: The roles that never have a gradient: what asking for one is, and the fix.
+NO_GRADIENT = {
+    "frozen": ("is frozen but asks for a gradient", "use role: param for a trained weight"),
+    "index": ("holds indices, which have no gradient",
+              "remove requires_grad; an index tensor only selects"),
+    "buffer": ("is a buffer (a constant the layer reads) but asks for a gradient",
+               "remove requires_grad, or use role: param for a trained weight (it then counts "
+               "as a parameter)"),
+}
 
 
 # --------------------------------------------------------------------- YAML --
@@ -154,18 +163,15 @@ def _tensors(node: Node, symbols: dict[str, sympy.Symbol]) -> dict[str, Tensor]:
             raise SymflopsError(f"unknown role {role!r} for tensor {name!r}", role_node.span,
                                 f"use one of {', '.join(LEAF_ROLES)} (tensors an op produces "
                                 "are not declared; their shapes are inferred)")
-        requires_grad = role not in ("frozen", "index")
+        requires_grad = role not in NO_GRADIENT
         if "requires_grad" in fields:
             rg = fields["requires_grad"][1]
             if not isinstance(rg.value, bool):
                 raise SymflopsError(f"requires_grad of {name!r} must be true or false", rg.span,
                                     "write requires_grad: false (or true)")
-            if rg.value and role == "frozen":
-                raise SymflopsError(f"tensor {name!r} is frozen but asks for a gradient", rg.span,
-                                    "use role: param for a trained weight")
-            if rg.value and role == "index":
-                raise SymflopsError(f"tensor {name!r} holds indices, which have no gradient",
-                                    rg.span, "remove requires_grad; an index tensor only selects")
+            if rg.value and role in NO_GRADIENT:
+                what, fix = NO_GRADIENT[role]
+                raise SymflopsError(f"tensor {name!r} {what}", rg.span, fix)
             requires_grad = rg.value
         description = text_of(fields["description"][1], "a description") if "description" in fields else ""
         tensors[name] = Tensor(name, shape, role, requires_grad, description, key_span)

@@ -44,6 +44,9 @@ class Memory:
     micro_batch: int
     seq_len: int | None
     capacity: int | None       # the accelerator's memory, when known
+    #: buffers (role: buffer) at the weights' width, on every accelerator (not
+    #: sharded); None without buffers, or when they depend on an unknown length
+    buffers: int | None = None
 
     @property
     def states(self) -> Fraction:
@@ -52,8 +55,8 @@ class Memory:
 
     @property
     def total(self) -> Fraction:
-        """States plus activations (activations counted as 0 when unknown)."""
-        return self.states + (self.activations or 0)
+        """States plus buffers plus activations (activations counted as 0 when unknown)."""
+        return self.states + (self.buffers or 0) + (self.activations or 0)
 
     @property
     def fits(self) -> bool | None:
@@ -82,13 +85,15 @@ def memory(model: Model, precision: Precision, zero: int = 0, dp: int = 1, micro
     activations = None
     if model.activation_bytes is not None and seq_len is not None:
         activations = model.activation_bytes(micro_batch, seq_len)
+    elements = model.buffers(seq_len) if model.buffers is not None else None
     return Memory(
         precision=p, zero=zero, dp=dp,
         weights=per_accelerator("weights", p.params * n),
         grads=per_accelerator("grads", p.grads * trainable),
         optimizer=per_accelerator("optimizer", p.optimizer_states * p.optimizer * trainable),
         master=per_accelerator("master", p.master * trainable),
-        activations=activations, micro_batch=micro_batch, seq_len=seq_len, capacity=capacity)
+        activations=activations, micro_batch=micro_batch, seq_len=seq_len, capacity=capacity,
+        buffers=None if elements is None else p.params * elements)
 
 
 # --- decoding -----------------------------------------------------------------

@@ -118,6 +118,11 @@ def model_from_layer(layer: Layer, file: str, dims: Mapping[str, Any], recompute
         check_definitions(layer, at(seq, micro_batch))
         return number(policy.activation_bytes, at(seq, micro_batch))
 
+    def buffers(seq: int | None) -> int | None:
+        if seq is None and dim_symbol(SEQ) in s.memory.buffers.free_symbols:
+            return None  # a table over positions: its size needs the sequence length
+        return number(s.memory.buffers, at(seq if seq is not None else 1))
+
     par = s.model.parameters
     ref = at(context if context is not None else 1)
     kv = None
@@ -136,7 +141,8 @@ def model_from_layer(layer: Layer, file: str, dims: Mapping[str, Any], recompute
                   "activation_bytes": Formula(text(policy.activation_bytes), "",
                                               f"recompute: {recompute}")},
         counts_attention=True, recompute=recompute,
-        params_read=number(par.read_per_token, ref), window=window)
+        params_read=number(par.read_per_token, ref), window=window,
+        buffers=buffers if layer.buffers else None)
 
 
 @dataclass(frozen=True)

@@ -100,6 +100,9 @@ class Model:
     counts_attention: bool = False   # False: flops_per_token has no attention term
     params_read: int | None = None   # parameter elements a decoded token reads
     window: Window | None = None     # the counts hold up to this many tokens (None: any)
+    #: buffer elements (role: buffer) at a sequence length, None when they depend on
+    #: it and it is not given; the field is None for a model without buffers
+    buffers: Callable[[int | None], int | None] | None = None
 
     @property
     def read(self) -> int:

@@ -160,7 +160,8 @@ def to_json(plan: Plan) -> dict[str, Any]:
                      "activations": mem.activations, "states": j(mem.states),
                      "total": j(mem.total), "capacity": mem.capacity, "fits": mem.fits,
                      "zero": mem.zero, "dp": mem.dp, "micro_batch": mem.micro_batch,
-                     "seq_len": mem.seq_len}
+                     "seq_len": mem.seq_len,
+                     **({"buffers": mem.buffers} if plan.model.buffers is not None else {})}
     inf = plan.inference
     if inf is not None:
         out["inference"] = {

@@ -259,6 +259,13 @@ def _memory_section(plan: Plan) -> Section:
         rows.append(Row(name, getattr(mem, name), "B", equation(text, numbers),
                         what + (f", sharded over d = {mem.dp}" if split else ""),
                         f"memory.{name}"))
+    if m.buffers is not None:  # a row only for a model with buffers
+        rows.append(Row("buffers", mem.buffers, "B",
+                        equation(f"{p.params} × {show_exact(mem.buffers // p.params)}"),
+                        f"{dtype_name(p.params)} constant tables (role: buffer), elements at the "
+                        "weights' width, on every accelerator", "memory.buffers")
+                    if mem.buffers is not None else
+                    Row("buffers", None, "", note="depend on the sequence length: give --seq T"))
     if mem.activations is None:
         why = NO_ACTIVATIONS if m.activation_bytes is None else \
             "depends on the sequence length: give --seq T"
@@ -271,6 +278,7 @@ def _memory_section(plan: Plan) -> Section:
                         f"{show_exact(mem.seq_len)} tokens, {m.recompute} recompute",
                         "memory.activations"))
     parts = ["weights", "grads", "optimizer", "master"] + \
+        (["buffers"] if mem.buffers is not None else []) + \
         (["activations"] if mem.activations is not None else [])
     values = [show(getattr(mem, k)) for k in parts]
     fits = ""

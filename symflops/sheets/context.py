@@ -74,6 +74,8 @@ class SheetContext(TypedDict):
     memory_rows: list[Row]
     precision: str
     fixed_bytes: str
+    buffer_bytes: str | None  # None without buffers
+    buffer_names: str
     activation_bytes: str
     activation_elements: str
     inference_peak: str
@@ -285,7 +287,11 @@ def sheet_context(derivation: Derivation, counts: SheetCounts, fmt: Format) -> S
         training_total=poly(costs.flops_total),
         training_headline=headline(costs.flops_total),
         elementwise=poly(ew) if ew != 0 else None,
-        memory_rows=memory_rows(costs, layer.params, m, esc, scales_batch),
+        memory_rows=memory_rows(costs, layer.params, m, esc, scales_batch, layer.buffers,
+                                scales_batch if costs.buffers.free_symbols & set(batch)
+                                else esc("model")),
+        buffer_bytes=poly(mem["buffers_bytes"]) if layer.buffers else None,
+        buffer_names=", ".join(f"${m.t(t.name)}$" for t in layer.buffers),
         precision=esc(f"{costs.precision.name}: {costs.precision.description}"),
         fixed_bytes=poly(mem["fixed_bytes"]),
         activation_bytes=poly(mem["activation_bytes"]),

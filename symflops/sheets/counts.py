@@ -192,6 +192,7 @@ NUMBER_ROWS = (
     ("saved activations (elements)", "activations"),
     ("fixed memory (bytes)", "fixed_bytes"),
     ("activation memory (bytes)", "activation_bytes"),
+    ("buffer memory (bytes)", "buffer_bytes"),  # only for a layer with buffers
     ("training memory (bytes)", "training_bytes"),
     ("training memory (GB)", "training_gb"),
     ("training memory (GiB)", "training_gib"),
@@ -217,13 +218,17 @@ def numbers_table(columns: Sequence[NumbersAt], unit: str, esc: Any) -> dict[str
         "named": any(col.name is not None for col in columns),
         "rows": [{"label": esc(label.format(unit=unit)),
                   "cells": [_sci(getattr(col, field)) for col in columns]}
-                 for label, field in NUMBER_ROWS],
+                 for label, field in NUMBER_ROWS
+                 if field != "buffer_bytes" or any(col.buffer_bytes for col in columns)],
     }
 
 
 def memory_rows(c: Costs, tensors: Sequence[Tensor], m: Math, esc: Any,
-                 scales_batch: str) -> list[Row]:
-    """The seed's memory table: item, elements, bytes per element, bytes, scaling."""
+                 scales_batch: str, buffers: Sequence[Tensor] = (),
+                 buffer_scales: str = "") -> list[Row]:
+    """The seed's memory table: item, elements, bytes per element, bytes, scaling.
+    Buffers, when there are any, get a row of their own at the parameter width
+    (``buffer_scales`` says what they scale with)."""
     prec, mem, poly = c.precision, c.memory(), m.poly
     params = [t.name for t in tensors]
     trainable = [t.name for t in tensors if t.requires_grad]
@@ -249,6 +254,10 @@ def memory_rows(c: Costs, tensors: Sequence[Tensor], m: Math, esc: Any,
     if c.saved:
         rows.append(row(esc("Activations") + " " + names([s.name for s in c.saved]),
                         c.activations, prec.activations, mem["activation_bytes"], scales_batch))
+    if buffers:
+        rows.append(row(esc("Buffers") + " " + names([t.name for t in buffers])
+                        + esc(" (constants: no gradient, not parameters)"),
+                        c.buffers, prec.params, mem["buffers_bytes"], buffer_scales))
     return rows
 
 

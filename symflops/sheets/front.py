@@ -25,6 +25,7 @@ from .notation import Math
 from ..count.components import ComponentRow, ComponentTable, component_table, percent, shares
 from ..count.cost import Costs
 from ..count.records import WholeModel
+from ..core.ir import substitute
 from ..core.records import Derivation
 
 class Headline(TypedDict):
@@ -68,7 +69,8 @@ def _by_repeat(rows: Sequence[ComponentRow], total: sympy.Expr, field: str) -> S
 
 def _headlines(table: ComponentTable, model: WholeModel | None, unit: str,
                show: Callable[[Equation], str], n_param: Named, taken: set[str],
-               esc: Callable[[str], str]) -> list[Headline]:
+               esc: Callable[[str], str], buffers: sympy.Expr = sympy.Integer(0)
+               ) -> list[Headline]:
     """The front page's formulas, each printed from an :class:`Equation`
     (kept by ``show`` for the equation test)."""
     total = table.total
@@ -76,6 +78,9 @@ def _headlines(table: ComponentTable, model: WholeModel | None, unit: str,
     split = _by_repeat(table.rows, total.params, "params")
     out.append(Headline(label=esc("Parameters (elements)"), math=show(
         chain(side(total.params), *([split] if split else []), name=n_param))))
+    if buffers != 0:  # constant tables: apart from the parameters, never in them
+        out.append(Headline(label=esc("Buffers, constants that are not parameters (elements)"),
+                            math=show(chain(side(buffers)))))
     per = model.per_token if model is not None else None
     tokens = model.tokens if model is not None else None
     label = esc(f"Training {unit} (matrix products, forward and backward)")
@@ -175,5 +180,7 @@ def front_context(derivation: Derivation, costs: Costs, model: WholeModel | None
         f"{P.symbol_name(k)} = {_group(int(v))}" for k, v in values.items()))
     return FrontContext(header=header, rows=rows, total=total, share_header=share_header,
                         config=esc(config) if config else None, config_values=config_values,
-                        headlines=_headlines(table, model, unit, show, n_param, taken, esc),
+                        headlines=_headlines(table, model, unit, show, n_param, taken, esc,
+                                             substitute(costs.buffers,
+                                                        derivation.layer.substitutions)),
                         notes=notes)

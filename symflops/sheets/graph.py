@@ -28,12 +28,12 @@ from typing import Literal, Mapping
 from ..core.records import Derivation, grad_name
 from ..count.cost import Costs
 
-NodeKind = Literal["input", "param", "index", "activation", "gradient", "output"]
+NodeKind = Literal["input", "param", "index", "buffer", "activation", "gradient", "output"]
 EdgeKind = Literal["forward", "backward", "reads"]
 
 _KIND_OF_ROLE: dict[str, NodeKind] = {"input": "input", "mask": "input", "param": "param",
                                       "frozen": "param", "index": "index",
-                                      "activation": "activation"}
+                                      "buffer": "buffer", "activation": "activation"}
 
 
 @dataclass(frozen=True)
@@ -138,6 +138,7 @@ def node_ids(graph: Graph) -> dict[str, str]:
 _ARROWS: dict[EdgeKind, str] = {"forward": "-->", "backward": "-.->", "reads": "-.-"}
 _SHAPES: dict[NodeKind, tuple[str, str]] = {
     "input": ("([", "])"), "param": ("[[", "]]"), "index": ("([", "])"),
+    "buffer": ("[(", ")]"),  # a cylinder: stored constants, not a parameter
     "activation": ("[", "]"), "output": ("([", "])"), "gradient": ("[", "]")}
 
 
@@ -165,8 +166,12 @@ def mermaid(graph: Graph, names: Mapping[str, str] | None = None, reads: bool = 
     lines.append("  classDef saved fill:#fde68a,stroke:#b45309,stroke-width:2px")
     lines.append("  classDef param fill:#dbeafe,stroke:#1d4ed8")
     lines.append("  classDef gradient fill:#fee2e2,stroke:#b91c1c")
+    buffers = [n for n in graph.nodes if n.kind == "buffer"]
+    if buffers:  # only where there are any, so the other sheets' graphs are unchanged
+        lines.append("  classDef buffer fill:#f3f4f6,stroke:#6b7280,stroke-dasharray:3 3")
     for cls, members in (("saved", [n for n in graph.nodes if n.saved]),
                          ("param", [n for n in graph.nodes if n.kind == "param" and not n.saved]),
+                         ("buffer", buffers),
                          ("gradient", list(graph.gradient_nodes))):
         if members:
             lines.append(f"  class {','.join(ids[n.name] for n in members)} {cls}")

@@ -37,7 +37,7 @@ from ..count.summary import whole_model
 ImageFormat = Literal["png", "pdf"]
 GIB = 2**30
 _COLOURS = {"input": "#e5e7eb", "index": "#e5e7eb", "param": "#dbeafe", "activation": "#ffffff",
-            "output": "#e5e7eb", "gradient": "#fee2e2"}
+            "output": "#e5e7eb", "gradient": "#fee2e2", "buffer": "#f3f4f6"}
 _SAVED = "#b45309"
 
 
@@ -131,7 +131,7 @@ def graph_figure(graph: Graph, names: Mapping[str, str] | None = None,
 def _leaf(graph: Graph, node: Node) -> bool:
     """Whether ``node`` is a leaf tensor or the gradient of one."""
     of = graph.node(node.name[1:]) if node.kind == "gradient" else node
-    return of.kind in ("param", "input", "index")
+    return of.kind in ("param", "input", "index", "buffer")
 
 
 def _graph(graph: Graph, names: Mapping[str, str]) -> Any:
@@ -181,6 +181,8 @@ def _graph(graph: Graph, names: Mapping[str, str]) -> Any:
         Patch(facecolor="white", edgecolor=_SAVED, linewidth=2.2,
               label="saved for the backward pass"),
         Patch(facecolor=_COLOURS["param"], edgecolor="#374151", label="parameter"),
+        *([Patch(facecolor=_COLOURS["buffer"], edgecolor="#374151", label="buffer (constant)")]
+          if any(n.kind == "buffer" for n in graph.nodes) else []),
         Line2D([], [], color="#374151", label="forward: made from"),
         Line2D([], [], color="#b91c1c", linestyle=(0, (4, 2)), label="backward: needs")],
         loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=4, fontsize=8, frameon=False)

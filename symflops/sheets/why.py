@@ -73,6 +73,7 @@ def fraction(expr: sympy.Expr, m: Math) -> str:
 _REASONS = {
     "frozen": "{t} is frozen (the gradient flows through it, but it has none of its own)",
     "first_input": "{t} is the network's first input and needs no gradient",
+    "buffer": "{t} is a buffer, a constant the layer reads: it has no gradient",
     "no_gradient": "{t} needs no gradient (nothing it is computed from is trained or needs one)",
 }
 

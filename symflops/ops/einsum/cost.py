@@ -140,7 +140,11 @@ def op_cost(op: Op, unit: Unit, order: Order = "written",
         flops += f
         elementwise += w + einsum_elementwise(t, extents)
         orders += [crossing] if crossing else []
-    elementwise += (len(op.terms) - 1) * size(set(op.out.indices), extents)
+    # A bound on two output letters restricts every term (ALiBi's scores minus
+    # its bias, where t <= s): the output is zero outside it, so the terms are
+    # joined inside the domain only.
+    common = [b for b in bounds_of(op.terms[0]) if all(b in bounds_of(t) for t in op.terms[1:])]
+    elementwise += (len(op.terms) - 1) * size(set(op.out.indices), extents, common)
     return OpCost(sympy.expand(flops), sympy.expand(elementwise), tuple(orders))
 
 
