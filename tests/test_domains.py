@@ -94,3 +94,18 @@ def test_closed_forms_match_enumeration(bounds, dims, values):
     at = {dim_symbol(d): v for d, v in zip("STU", values)}
     sizes = {x: int(e.xreplace(at)) for x, e in extents.items()}
     assert count.xreplace(at) == _enumerate(sizes, list(bounds))
+
+
+def test_a_causal_softmax_rule_joins_its_terms_inside_the_triangle():
+    """``dA[s,t] = P[s,t] dP[s,t] - P[s,t] sum_u P[s,u] dP[s,u]`` (t, u <= s).
+    By hand, over the S(S+1)/2 pairs of the triangle: the first term is one
+    multiply per pair; the row sum a multiply-add per pair (u, s); the second
+    term one multiply per pair; joining the two terms one subtract per pair,
+    since outside the triangle both terms, and dA, are zero:
+    3 S(S+1)/2 + S(S+1) = 5 S(S+1)/2.  (Joined over the full square, the
+    subtracts would be S² and the total 3S² + 2S.)"""
+    derived = symflops.derive(symflops.load("derivations/attention_causal.yaml"))
+    c = costs(derived)
+    [softmax_rule] = [w for r, w in zip(derived.rules, c.backward) if r.grad == "dA"]
+    assert softmax_rule.flops == 0
+    assert sympy.expand(softmax_rule.elementwise - sympy.Rational(5, 2) * S * (S + 1)) == 0

@@ -124,7 +124,7 @@ def rule_cost(rule: Rule, unit: Unit, sizes: tuple[tuple[str, int], ...] = (),
         flops += f
         elementwise += w + einsum_elementwise(t, extents)
         orders += [crossing] if crossing else []
-    elementwise += (len(rule.terms) - 1) * _grad_elements(rule)
+    elementwise += _joins(rule.terms, extents)
     return OpCost(sympy.expand(flops), sympy.expand(elementwise), tuple(orders))
 
 
@@ -140,13 +140,17 @@ def op_cost(op: Op, unit: Unit, order: Order = "written",
         flops += f
         elementwise += w + einsum_elementwise(t, extents)
         orders += [crossing] if crossing else []
-    # A bound on two output letters restricts every term (ALiBi's scores minus
-    # its bias, where t <= s): the output is zero outside it, so the terms are
-    # joined inside the domain only.
-    common = [b for b in bounds_of(op.terms[0]) if all(b in bounds_of(t) for t in op.terms[1:])]
-    elementwise += (len(op.terms) - 1) * size(set(op.out.indices), extents, common)
+    elementwise += _joins(op.terms, extents)
     return OpCost(sympy.expand(flops), sympy.expand(elementwise), tuple(orders))
 
 
-def _grad_elements(rule: Rule) -> sympy.Expr:
-    return size(set(rule.terms[0].output.indices), rule.dims())
+def _joins(terms: Sequence[Einsum], extents: Mapping[str, sympy.Expr]) -> sympy.Expr:
+    """The additions joining several terms into one output: one per output
+    element and extra term.  A bound on two output letters that every term
+    carries (causal scores minus ALiBi's bias, the causal softmax's two-term
+    rule, both ``where t <= s``) makes the output zero outside its domain, so
+    the terms are joined inside the domain only."""
+    if len(terms) < 2:
+        return sympy.Integer(0)
+    common = [b for b in bounds_of(terms[0]) if all(b in bounds_of(t) for t in terms[1:])]
+    return (len(terms) - 1) * size(set(terms[0].output.indices), extents, common)
