@@ -24,14 +24,18 @@ IR keeps one copy and records the repeat in a :class:`~symflops.core.ir.Block`;
 :mod:`symflops.count.cost` multiplies each op's, parameter's and saved tensor's
 count by the repeats of the blocks it lies in.
 
-``shared: [W, ...]`` (only with ``repeat``) makes those block parameters one
-tensor for all the copies, as ALBERT and Universal Transformers tie their
+``shared: [W, ...]`` makes those block parameters one tensor for all the
+copies of ``repeat: L``, as ALBERT and Universal Transformers tie their
 layers: the parameter, its gradient and its optimizer state exist once
 (:meth:`~symflops.core.ir.Layer.copies` skips the blocks that share it), each
 copy still runs every rule, and its contribution ``dW^(l)`` is added into the
 one gradient: ``(L - 1)·|W|`` additions a step, elementwise
-(:func:`symflops.count.cost.costs`).  Only a parameter of the block can be
-shared; anything else is refused at its position.
+(:func:`symflops.count.cost.costs`).  A shared name the includer already
+has (a parameter of the same shape) is that tensor: the block reads the
+includer's weight (tied encoder-decoder embeddings), with or without
+``repeat``.  Only a parameter of the block can be shared, and without
+``repeat`` only one the includer has; anything else is refused at its
+position.
 """
 
 from __future__ import annotations
