@@ -124,6 +124,9 @@ class Block:
     of one repetition feeding the next.  ``tensors`` lists every tensor the
     block brought (not the ones bound to the includer's), ``ops`` the outputs
     of its ops, ``inputs`` the includer's tensors bound to its inputs.
+    ``shared`` names the block's parameters that are one tensor for all its
+    copies (``shared:`` in the YAML: ALBERT's tied layers): they exist once,
+    and each copy's gradient of them is added into that one gradient.
     """
 
     name: str
@@ -135,6 +138,7 @@ class Block:
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
     span: Span | None = field(default=None, compare=False)
+    shared: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -252,7 +256,19 @@ class Layer:
 
     def copies(self, name: str) -> sympy.Expr:
         """How many times the tensor (or the op writing it) exists in the
-        unrolled network: the product of the repeats of its blocks."""
+        unrolled network: the product of the repeats of its blocks, but those
+        that share it (a shared parameter is one tensor for all their copies)."""
+        return sympy.Mul(*(b.repeat for b in self.blocks_of(name) if name not in b.shared))
+
+    def sharing(self, name: str) -> tuple[Block, ...]:
+        """The repeated blocks whose copies all use the one tensor ``name``
+        (``shared:``; a block run once that shares the includer's tensor is
+        an ordinary reader of it)."""
+        return tuple(b for b in self.blocks_of(name) if name in b.shared and b.repeat != 1)
+
+    def uses(self, name: str) -> sympy.Expr:
+        """How many copies of the blocks read the tensor: its copies times the
+        repeats of the blocks that share it (each copy contributes a gradient)."""
         return sympy.Mul(*(b.repeat for b in self.blocks_of(name)))
 
     @property

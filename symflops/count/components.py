@@ -12,6 +12,10 @@ saved tensor of the layer is counted in exactly one row:
 * a backward rule: in the row of the op it differentiates
   (``Derivation.rules[i].op``); the adds that sum several rules into one
   gradient, in the row of each rule after the first;
+* a parameter shared by a repeated block's copies (``shared:``) counts in
+  one copy's parameters and once in the totals (so ``edge`` differs by
+  ``(1 - repeat)·|W|`` there); the first copy's contribution to its one
+  gradient is no addition, each later copy's is one;
 * a parameter: in the first row (in layer order) whose ops read it; a
   parameter read by ops of several rows is listed in :attr:`ComponentRow.shared`
   (a footnote); one no op reads gets a row of its own (kind ``"parameter"``);
@@ -93,6 +97,9 @@ class ComponentRow(Counts):
     saved_tensors: tuple[str, ...]
     totals: Counts
     shared: tuple[SharedParam, ...] = ()
+    #: parameters the row's copies share (``shared:``): in one copy's count, and once in ``totals``
+    tied: tuple[str, ...] = ()
+    tied_params: sympy.Expr = sympy.Integer(0)   # their elements
 
     @property
     def per_copy(self) -> Counts:
@@ -195,7 +202,12 @@ def component_table(derivation: Derivation, costs: Costs) -> ComponentTable:
         b = buckets[row_of_op[r.op]]
         b["backward"].append((c.flops, n))
         b["elementwise_backward"].append((c.elementwise, n))
-        if r.wrt in first_runs:  # one add into the gradient summed so far
+        if layer.sharing(r.wrt):  # each copy adds into the one gradient but the first
+            b["elementwise_backward"].append(
+                (tensors[r.wrt].elements,
+                 n if r.wrt in first_runs else sympy.expand(n - layer.copies(r.wrt))))
+            first_runs.setdefault(r.wrt, n)
+        elif r.wrt in first_runs:  # one add into the gradient summed so far
             b["elementwise_backward"].append((tensors[r.wrt].elements, first_runs[r.wrt]))
         else:
             first_runs[r.wrt] = n
@@ -208,10 +220,13 @@ def component_table(derivation: Derivation, costs: Costs) -> ComponentTable:
     own_row = {t: n_rows + i for i, (t, _, _) in enumerate(extra)}
     param_rows: list[list[str]] = [[] for _ in groups]
     shared: list[list[SharedParam]] = [[] for _ in groups]
+    tied: list[list[str]] = [[] for _ in groups]
     for t in layer.params:
         first, others = owners[t.name]
         r = own_row[t.name] if first is None else first
         buckets[r]["params"].append((t.elements, layer.copies(t.name)))
+        if layer.sharing(t.name):
+            tied[r].append(t.name)
         param_rows[r].append(t.name)
         if others:
             shared[r].append(SharedParam(t.name, groups[r][0], tuple(groups[o][0] for o in others)))
@@ -235,7 +250,10 @@ def component_table(derivation: Derivation, costs: Costs) -> ComponentTable:
                                  ops=tuple(layer.ops[k].output for k in ks),
                                  param_tensors=tuple(param_rows[r]),
                                  saved_tensors=tuple(saved_rows[r]), totals=Counts(**every),
-                                 shared=tuple(shared[r])))
+                                 shared=tuple(shared[r]), tied=tuple(tied[r]),
+                                 tied_params=sympy.expand(sum((tensors[n].elements
+                                                               for n in tied[r]),
+                                                              sympy.Integer(0)))))
     total = _check(rows, costs)
     return ComponentTable(tuple(rows), total, tuple(layer.substitutions.items()))
 

@@ -7,7 +7,12 @@ of several contributions to one gradient, and counts memory:
 
 * memory polynomials are in elements; bytes come from a precision policy;
 * parameters and gradients are counted once per copy of their block, the
-  optimizer state and master weights from the policy;
+  optimizer state and master weights from the policy; a parameter ``shared:``
+  by a block's copies is one tensor (:meth:`~symflops.core.ir.Layer.copies`),
+  with one gradient: each copy runs its rules, and adding the copies'
+  contributions into that gradient costs ``(contributions - 1)·|W|``, that is
+  ``(L - 1)·|W|`` a step for a block repeated L times (elementwise:
+  additions, as every gradient accumulation is), kept apart as ``shared_sum``;
 * buffers (``role: buffer``: constant tables the layer reads) are neither
   parameters nor activations: their elements are counted apart, their bytes
   at the policy's parameter width (a table stored like the weights), and they
@@ -75,6 +80,8 @@ class Costs:
     forward_copies: tuple[sympy.Expr, ...] = ()
     backward_copies: tuple[sympy.Expr, ...] = ()
     buffers: sympy.Expr = sympy.Integer(0)  # elements of the buffers, every copy
+    #: the part of ``accumulate`` that sums the copies' gradients of shared parameters
+    shared_sum: sympy.Expr = sympy.Integer(0)
 
     def __post_init__(self) -> None:
         if not self.forward_copies:
@@ -216,8 +223,19 @@ def costs(derivation: Derivation, unit: Unit = "FLOPs", precision: Precision | s
         counts[r.wrt] = counts.get(r.wrt, 0) + 1
         runs.setdefault(r.wrt, n)
     tensors = layer.tensor_map
+    shared = {name for name in counts if layer.sharing(name)}
     accumulate = sympy.expand(sum(((n - 1) * tensors[name].elements * runs[name]
-                                   for name, n in counts.items()), sympy.Integer(0)))
+                                   for name, n in counts.items() if name not in shared),
+                                  sympy.Integer(0)))
+    # One gradient of a shared parameter: every run of every rule reaching it
+    # is a contribution, and all but one per copy of the tensor are additions.
+    contributions: dict[str, sympy.Expr] = {}
+    for r, n in zip(derivation.rules, backward_copies):
+        if r.wrt in shared:
+            contributions[r.wrt] = contributions.get(r.wrt, sympy.Integer(0)) + n
+    shared_sum = sympy.expand(sum(((c - layer.copies(name)) * tensors[name].elements
+                                   for name, c in contributions.items()), sympy.Integer(0)))
+    accumulate = sympy.expand(accumulate + shared_sum)
     params = sympy.expand(sum((t.elements * layer.copies(t.name) for t in layer.params),
                               sympy.Integer(0)))
     trainable = sympy.expand(sum((t.elements * layer.copies(t.name) for t in layer.params
@@ -228,4 +246,4 @@ def costs(derivation: Derivation, unit: Unit = "FLOPs", precision: Precision | s
     buffers = sympy.expand(sum((t.elements * layer.copies(t.name) for t in layer.buffers),
                                sympy.Integer(0)))
     return Costs(unit, prec, forward, backward, accumulate, params, trainable, saved,
-                 _inference_peak(layer), forward_copies, backward_copies, buffers)
+                 _inference_peak(layer), forward_copies, backward_copies, buffers, shared_sum)

@@ -113,7 +113,8 @@ def whole_model(derivation: Derivation, costs: Costs) -> WholeModel[Formula]:
 
 
 def _block(derivation: Derivation, costs: Costs, block: Block) -> BlockSummary[Formula]:
-    """One copy of a block: its parameters, FLOPs and the activations it keeps."""
+    """One copy of a block: its parameters (shared ones too: a copy uses
+    them), FLOPs and the activations it keeps."""
     layer = derivation.layer
     p = costs.precision
     outer = sympy.Mul(*(b.repeat for b in layer.blocks if set(block.tensors) <= set(b.tensors)))
@@ -129,7 +130,8 @@ def _block(derivation: Derivation, costs: Costs, block: Block) -> BlockSummary[F
     return BlockSummary(
         name=block.name, title=block.title, source=block.source, repeat=block.repeat,
         copies=outer,
-        params=sympy.expand(sum((t.elements * layer.copies(t.name) for t in params),
+        # a parameter the copies share exists once, and one copy uses all of it
+        params=sympy.expand(sum((t.elements * layer.uses(t.name) for t in params),
                                 sympy.Integer(0)) / outer),
         flops=_totals(one(fwd, "flops"), one(bwd, "flops")),
         flops_elementwise=ForwardBackward(one(fwd, "elementwise"), one(bwd, "elementwise")),

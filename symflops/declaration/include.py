@@ -8,6 +8,7 @@
         repeat: L                   # run it L times in sequence (default 1)
         tensors: {X: X0, Y: XL}     # its tensors under this file's names
         dims: {F: 4*D}              # its dims as expressions of this file's dims
+        shared: [W_q, W_k]          # block parameters all L copies use (optional)
 
 The block's ops and tensors join the includer's under their new names.  A
 block dim the ``dims`` map does not mention is the includer's dim of the same
@@ -23,6 +24,19 @@ and activations, the output of one copy feeding the input of the next.  The
 IR keeps one copy and records the repeat in a :class:`~symflops.core.ir.Block`;
 :mod:`symflops.count.cost` multiplies each op's, parameter's and saved tensor's
 count by the repeats of the blocks it lies in.
+
+``shared: [W, ...]`` makes those block parameters one tensor for all the
+copies of ``repeat: L``, as ALBERT and Universal Transformers tie their
+layers: the parameter, its gradient and its optimizer state exist once
+(:meth:`~symflops.core.ir.Layer.copies` skips the blocks that share it), each
+copy still runs every rule, and its contribution ``dW^(l)`` is added into the
+one gradient: ``(L - 1)·|W|`` additions a step, elementwise
+(:func:`symflops.count.cost.costs`).  A shared name the includer already
+has (a parameter of the same shape) is that tensor: the block reads the
+includer's weight (tied encoder-decoder embeddings), with or without
+``repeat``.  Only a parameter of the block can be shared, and without
+``repeat`` only one the includer has; anything else is refused at its
+position.
 """
 
 from __future__ import annotations
@@ -41,7 +55,7 @@ from ..core.ir import Block, Component, Dim, Layer, Tensor, dim_symbol, rename
 from ..core.sizes import check_size
 from ..lang.yaml import IDENT
 
-INCLUDE_KEYS = ("include", "repeat", "tensors", "dims")
+INCLUDE_KEYS = ("include", "repeat", "tensors", "dims", "shared")
 
 
 @dataclass(frozen=True)
@@ -55,6 +69,8 @@ class Included:
     outputs: tuple[str, ...]     # the includer's names of what it produces
     new_dims: tuple[Dim, ...]    # block dims the includer did not declare
     span: Span | None
+    shared: tuple[tuple[str, Span | None], ...] = ()  # ``shared:``, renamed, with places
+    repeated: bool = False       # the item says ``repeat:``
 
 
 def _text(node: Any, what: str) -> str:
@@ -209,10 +225,11 @@ def read_include(node: Any, file: str, dims: Mapping[str, Dim],
         Block(b.name, b.title, b.source, b.repeat.subs(subs),
               tuple(names.get(n, n) for n in b.ops), tuple(names.get(n, n) for n in b.tensors),
               tuple(names.get(n, n) for n in b.inputs), tuple(names.get(n, n) for n in b.outputs),
-              b.span)
+              b.span, tuple(names.get(n, n) for n in b.shared))
         for b in block.blocks)
+    shared = tuple((names.get(n, n), span) for n, span in _shared(fields, block))
     record = Block(block.name, block.title, block.source, repeat, tuple(op.output for op in ops),
-                   produced, inputs, outputs, node.span)
+                   produced, inputs, outputs, node.span, tuple(n for n, _ in shared))
     if repeat != 1:
         _check_chain(record, {t.name: t for t in tensors}, fields["repeat"][1].span)
     layer = Layer(block.name, block.title, block.dims, tensors, ops, block.source, block.precision,
@@ -220,7 +237,50 @@ def read_include(node: Any, file: str, dims: Mapping[str, Dim],
                   definitions=tuple((n, e.subs(subs)) for n, e in block.definitions),
                   components=tuple(Component(c.name, tuple(names.get(n, n) for n in c.ops), c.span)
                                    for c in block.components))
-    return Included(layer, record, nested, inputs, outputs, new_dims, node.span)
+    return Included(layer, record, nested, inputs, outputs, new_dims, node.span, shared,
+                    "repeat" in fields)
+
+
+SHARED_HINT = ("list the block's parameters that all copies use, e.g. 'shared: [W_q, W_k]' "
+               "(the names as the block declares them)")
+
+
+def _shared(fields: Mapping[str, tuple[Span | None, Any]], block: Layer
+            ) -> tuple[tuple[str, Span | None], ...]:
+    """The block's names in ``shared:`` with their places: parameters of the
+    block, each once.  (Whether each is tied across copies or to the
+    includer's tensor is decided by :func:`bind`.)"""
+    if "shared" not in fields:
+        return ()
+    value = fields["shared"][1]
+    if not isinstance(value.value, list):
+        raise SymflopsError("'shared' of an include must be a list of the block's parameters",
+                            value.span, SHARED_HINT)
+    tensors = block.tensor_map
+    out: dict[str, Span | None] = {}
+    for item in value.value:
+        name = _text(item, "a name in 'shared'")
+        if name not in tensors:
+            raise SymflopsError(f"the included block has no tensor {name!r} to share", item.span,
+                                closest(name, [t.name for t in block.params]) or SHARED_HINT)
+        t = tensors[name]
+        if not t.is_param:
+            role = {"activation": "an op's output"}.get(t.role, f"a tensor of role {t.role!r}")
+            raise SymflopsError(
+                f"{name!r} is {role} of the block, not a parameter: only parameters are "
+                "shared across copies (each copy computes its own activations and takes the "
+                "previous copy's output as input)", item.span,
+                "list only 'role: param' (or 'frozen') tensors of the block in 'shared:'")
+        if name in out:
+            raise SymflopsError(f"{name!r} is listed twice in 'shared'", item.span,
+                                "list each shared parameter once")
+        out[name] = item.span
+    return tuple(out.items())
+
+
+def _same_shape(a: Tensor, b: Tensor) -> bool:
+    return len(a.shape) == len(b.shape) and all(sympy.simplify(x - y) == 0
+                                                for x, y in zip(a.shape, b.shape))
 
 
 def _check_chain(block: Block, tensors: Mapping[str, Tensor], span: Span | None) -> None:
@@ -234,12 +294,38 @@ def _check_chain(block: Block, tensors: Mapping[str, Tensor], span: Span | None)
             "each copy's output feeds the next copy's input; include the block without "
             "'repeat', or make it map one tensor to one of the same shape")
     out, inp = tensors[block.outputs[0]], tensors[data[0]]
-    if len(out.shape) != len(inp.shape) or any(sympy.simplify(a - b) != 0
-                                               for a, b in zip(out.shape, inp.shape)):
+    if not _same_shape(out, inp):
         raise SymflopsError(
             f"a repeated block's output {out.name} {list(out.shape)} does not fit its input "
             f"{inp.name} {list(inp.shape)}", span,
             "each copy's output feeds the next copy's input; give them the same shape")
+
+
+def _tie(t: Tensor, known: Mapping[str, Tensor], span: Span | None, repeated: bool) -> bool:
+    """Whether the shared block parameter ``t`` is the includer's tensor of
+    its name (tied encoder-decoder embeddings); refuses a mismatch, and a
+    ``shared:`` name that ties nothing (no includer tensor, no ``repeat``)."""
+    have = known.get(t.name)
+    if have is None:
+        if not repeated:
+            raise SymflopsError(
+                f"'shared' ties {t.name!r} across the copies of a repeated block, but this "
+                "include has no 'repeat' (and the includer has no tensor of that name to tie "
+                "it to)", span,
+                "add 'repeat: L' (the copies that share it), or declare the tensor here to "
+                "tie the block's to it, or drop it from 'shared:'")
+        return False
+    if not have.is_param:
+        raise SymflopsError(
+            f"'shared' ties the block's parameter {t.name!r} to {t.name!r} here, which is not "
+            "a parameter", span,
+            "declare it here with 'role: param', or rename one of the two")
+    if not _same_shape(have, t):
+        raise SymflopsError(
+            f"'shared' ties the block's {t.name} {list(t.shape)} to {t.name} here, of shape "
+            f"{list(have.shape)}", span,
+            "a tied weight has one shape: map the block's dims ('dims: {D: H}') or fix a shape")
+    return True
 
 
 def bind(included: Included, known: dict[str, Tensor]) -> tuple[Tensor, ...]:
@@ -247,14 +333,19 @@ def bind(included: Included, known: dict[str, Tensor]) -> tuple[Tensor, ...]:
     tensors it adds.  Bound inputs must match in shape; nothing else may
     clash with a name the includer already has."""
     new = []
+    shared = dict(included.shared)
     for t in included.layer.tensors:
+        if t.name in shared:
+            if _tie(t, known, shared[t.name], included.repeated):
+                continue  # the includer's own tensor: the block reads it
+            new.append(t)
+            continue
         if t.name in included.reads:
             if t.name not in known:
                 new.append(t)
                 continue
             have = known[t.name]
-            if len(have.shape) != len(t.shape) or any(sympy.simplify(a - b) != 0
-                                                      for a, b in zip(have.shape, t.shape)):
+            if not _same_shape(have, t):
                 raise SymflopsError(
                     f"the block's input {t.name} has shape {list(t.shape)} but {t.name} here has "
                     f"shape {list(have.shape)}", included.span,
@@ -262,10 +353,15 @@ def bind(included: Included, known: dict[str, Tensor]) -> tuple[Tensor, ...]:
                     "('dims: {S: T}')")
             continue
         if t.name in known:
+            tie = (f"; to use one {t.name} in every copy of a repeated block, list it in "
+                   f"'shared: [{t.name}]' instead" if t.is_param else "")
             raise SymflopsError(
                 f"the included block's tensor {t.name!r} clashes with {t.name!r} here",
                 included.span, f"rename it in the include, e.g. 'tensors: {{{t.name}: "
                                f"{t.name}_2}}' (a renamed op output renames its rstd_/P_/mask_ "
-                               "companions too)")
+                               "companions too"
+                               + ("; a renamed parameter is a second tensor, its own weights, "
+                                  "untied from the one here" if t.is_param else "")
+                               + ")" + tie)
         new.append(t)
     return tuple(new)

@@ -25,7 +25,9 @@ from .equations import Equation, Factor as EqFactor, Named, Part, Printer, Side,
 from .escape import CODE_ESCAPES, ESCAPES
 from .notation import Math, Substituted, fold_lines, sympy_latex
 from ..count.explain import SheetCounts
+from ..core.ir import Layer
 from ..core.records import Derivation, matrix_form
+from ..count.cost import Costs
 
 
 class SheetContext(TypedDict):
@@ -87,6 +89,8 @@ class SheetContext(TypedDict):
     front: FrontContext
     #: the sentences that say why, each produced only when the facts make it true
     why: WhyContext
+    #: parameters the copies of a repeated block share (``shared:``), None without any
+    tied: dict[str, Any] | None
     #: every equality the sheet displays, as the records it was printed from
     equations: list[Equation]
 
@@ -243,7 +247,8 @@ def sheet_context(derivation: Derivation, counts: SheetCounts, fmt: Format) -> S
         tensors=[{"name": m.t(t.name),
                   "role": esc({"activation": "computed"}.get(t.role, t.role)
                               + ("" if t.requires_grad or t.role in ("activation", "frozen")
-                                 else ", no gradient")),
+                                 else ", no gradient"))
+                          + _shared_role(layer, t.name, poly, esc),
                   "shape": P.shape(t.shape, shape_poly), "description": esc(t.description),
                   # the table lists what the user declares; the ops' outputs follow in one line
                   "computed": t.role == "activation"}
@@ -306,5 +311,50 @@ def sheet_context(derivation: Derivation, counts: SheetCounts, fmt: Format) -> S
                             worked.name if worked else None),
         why=why_context(layer, layer_facts(derivation, costs), m, esc, unit,
                         dict(worked.config) if worked else None),
+        tied=tied_context(derivation, costs, m, esc, show),
         equations=equations,
     )
+
+
+def _shared_role(layer: Layer, name: str, poly: Any, esc: Any) -> str:
+    """``, shared by the L copies of block`` for a ``shared:`` parameter, else ''."""
+    blocks = layer.sharing(name)
+    if not blocks:
+        return ""
+    return (esc(", shared by the ") + f"${poly(layer.uses(name) / layer.copies(name))}$"
+            + esc(" copies of " + " in ".join(b.name for b in reversed(blocks))))
+
+
+def tied_context(derivation: Derivation, costs: Costs, m: Math, esc: Any,
+                 show: Any) -> dict[str, Any] | None:
+    """What the sheet says of parameters shared by a repeated block's copies:
+    each one's gradient as the sum of its copies' contributions, and the
+    additions that sum costs (the engine's :attr:`Costs.shared_sum`, shown as
+    a proven equation)."""
+    layer = derivation.layer
+    names = [t.name for t in layer.params if layer.sharing(t.name)]
+    if not names:
+        return None
+    wanted = [n for n in names if n in derivation.needs_grad]
+    items = []
+    for n in wanted:
+        copies = layer.uses(n) / layer.copies(n)
+        grad = m.t("d" + n)
+        items.append({"name": m.t(n), "copies": m.poly(copies),
+                      "sum": rf"{grad} = \sum_{{\ell=1}}^{{{m.poly(copies)}}} {{{grad}}}^{{(\ell)}}"})
+    tensors = layer.tensor_map
+    contributions = [sympy.Integer(0)] * len(wanted)
+    for r, n in zip(derivation.rules, costs.backward_copies):
+        if r.wrt in wanted:
+            contributions[wanted.index(r.wrt)] += n
+    by_count: dict[sympy.Expr, sympy.Expr] = {}  # additions per element -> elements
+    for n, c in zip(wanted, contributions):
+        k = sympy.expand(c - layer.copies(n))
+        by_count[k] = sympy.expand(by_count.get(k, sympy.Integer(0)) + tensors[n].elements)
+    adds = None
+    if wanted:
+        terms = [(t, k) for k, e in by_count.items() for t in sympy.Add.make_args(e)]
+        adds = show(chain(grouped([t for t, _ in terms], [k for _, k in terms]),
+                          side(costs.shared_sum)))
+    return {"names": m.ts(names), "grads": items, "are": "are" if len(names) > 1 else "is", "adds": adds,
+            "elements": m.poly(sum((tensors[n].elements for n in names), sympy.Integer(0)))}

@@ -310,6 +310,7 @@ def model_section(w: WholeModel | None, layer: Layer, costs: Costs, poly: Any, m
         "active_line": (show(chain(side(par.active_dense), name=active))
                         if par.active != par.total else None),
         "six_n_symbol": r"6 \cdot " + six.latex,
+        "six_symbol": six.latex,
         "six_n_line": None if per is None else show(
             chain((Part(factors=(EqFactor(sympy.Integer(6)),), named=six),), side(per.six_n))),
         "tokens": poly(tok) if tok is not None else None,

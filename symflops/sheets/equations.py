@@ -114,6 +114,8 @@ class Printer:
 
     def factor(self, f: Factor) -> str:
         text = self.poly(f.value)
+        if isinstance(sympy.expand(f.value), sympy.Add) and not f.label:
+            text = f"({text})"  # a factor that is a sum, such as L - 1
         return rf"\underbrace{{{text}}}_{{\text{{{f.label}}}}}" if f.label else text
 
     def terms(self, terms: Sequence[sympy.Expr]) -> str:

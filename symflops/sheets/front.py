@@ -14,6 +14,8 @@ unit and a cell holds one quantity in that unit.
 
 from __future__ import annotations
 
+import dataclasses
+
 from typing import Any, Callable, Mapping, Sequence, TypedDict
 
 import sympy
@@ -59,7 +61,9 @@ def _by_repeat(rows: Sequence[ComponentRow], total: sympy.Expr, field: str) -> S
     groups: dict[sympy.Expr, sympy.Expr] = {}
     for r in rows:
         if r.repeat != 1:
-            groups[r.repeat] = sympy.expand(groups.get(r.repeat, 0) + getattr(r, field))
+            # parameters the copies share exist once: they go with what runs once
+            one = getattr(r, field) - (r.tied_params if field == "params" else 0)
+            groups[r.repeat] = sympy.expand(groups.get(r.repeat, 0) + one)
     parts = [Part((one,), (EqFactor(n),)) for n, one in groups.items() if one != 0]
     if not parts:
         return None
@@ -103,6 +107,14 @@ def _headlines(table: ComponentTable, model: WholeModel | None, unit: str,
     out.append(Headline(label=esc("Saved activations (bytes)"), math=show(
         chain(side(total.saved_bytes), *([split] if split else [])))))
     return out
+
+
+def _tied_note(n: int) -> tuple[str, str]:
+    """The note on a row's shared parameters, around its copies, for ``n`` of them."""
+    it, its, are = ("them", "their", "are") if n > 1 else ("it", "its", "is")
+    return (f" (shared:) {are} one tensor for all ",
+            f" copies: one copy's parameters count {it}, the whole model counts {it} once, and "
+            f"each copy's gradient is added into {its} one gradient.")
 
 
 def _name(row: ComponentRow, m: Math, esc: Callable[[str], str]) -> str:
@@ -161,7 +173,13 @@ def front_context(derivation: Derivation, costs: Costs, model: WholeModel | None
         for s in r.shared:
             notes.append(f"${m.t(s.tensor)}$" + esc(f" is counted in {s.counted_in}; the ops of "
                                                     f"{', '.join(s.also_read_by)} read it too."))
+        if r.tied:
+            notes.append(_name(r, m, esc) + esc(": ") + f"${m.ts(list(r.tied))}$"
+                         + esc(_tied_note(len(r.tied))[0]) + f"${poly(r.repeat)}$"
+                         + esc(_tied_note(len(r.tied))[1]))
         edge = r.edge()
+        edge = dataclasses.replace(edge, params=sympy.expand(
+            edge.params + (r.repeat - 1) * r.tied_params))
         parts = [(label, e) for label, e in (
             (f"forward {unit}", edge.forward), (f"backward {unit}", edge.backward),
             ("elementwise FLOPs", sympy.expand(edge.elementwise_forward
