@@ -308,6 +308,7 @@ def test_a_small_tied_model_passes_verify(tmp_path, capsys):
     _verify(tmp_path / "tied.yaml", capsys)
 
 
+@pytest.mark.slow
 def test_albert_passes_verify(capsys):
     """The whole model (a few CPU minutes: test_verify leaves whole models out,
     but this one's embeddings and head are verified nowhere else)."""
