@@ -104,7 +104,21 @@ def iverson(f: Factor, tensors: frozenset[str] | set[str] = frozenset()) -> str:
     if f.is_shift:
         return f"[{index_list(f.indices[:1])} = {index_list(f.indices[1:2])} + {index_list(f.indices[2:])}]"
     a, b = f.indices
-    return f"[{index_list([a])} {_RELATIONS[f.fn]} {index_list([b])}]"
+    return f"[{index_list([a])} {_RELATIONS[f.relation]} {index_list([b])}{_plus(f.offset)}]"
+
+
+def _plus(offset: sympy.Expr) -> str:
+    """`` + W``, `` - W + 1``: a comparison's offset (dims and a whole number) after its letter."""
+    parts = sympy.expand(offset).as_coefficients_dict()
+    dims = sorted((x for x in parts if x != 1), key=str)
+    text = ""
+    for x in [*dims, sympy.Integer(1)]:
+        c = parts.get(x, 0)
+        if c == 0:
+            continue
+        magnitude = abs(c) if x == 1 else ("" if abs(c) == 1 else f"{abs(c)} ") + symbol_name(str(x))
+        text += f" {'-' if c < 0 else '+'} {magnitude}"
+    return text
 
 
 def indexed(f: Factor, tensors: frozenset[str] | set[str] = frozenset(),

@@ -15,6 +15,7 @@ from typing import Mapping, Sequence
 
 import sympy
 
+from ...core.domain import Bound
 from ...core.ir import Einsum, Op, Order, dim_symbol
 from ...core.polynomial import Cheapest, Least, dominated, terms
 from ...core.records import Candidate, OpCost, Rule, TermOrders
@@ -134,9 +135,17 @@ def op_cost(op: Op, unit: Unit, order: Order = "written",
         flops += f
         elementwise += w + einsum_elementwise(t, extents)
         orders += [crossing] if crossing else []
-    elementwise += (len(op.terms) - 1) * size(set(op.out.indices), extents)
+    elementwise += (len(op.terms) - 1) * size(set(op.out.indices), extents, _common_window(op.terms))
     return OpCost(sympy.expand(flops), sympy.expand(elementwise), tuple(orders))
 
 
+def _common_window(terms: Sequence[Einsum]) -> tuple[Bound, ...]:
+    """The bounds every term carries, when they include a window's (with an
+    offset): the terms are 0 outside it, so their sum is added inside only.
+    Plain bounds alone (``t <= s``) keep the full output, as counted before windows."""
+    common = set(bounds_of(terms[0])).intersection(*(bounds_of(t) for t in terms[1:]))
+    return tuple(common) if any(b.offset != 0 for b in common) else ()
+
+
 def _grad_elements(rule: Rule) -> sympy.Expr:
-    return size(set(rule.terms[0].output.indices), rule.dims())
+    return size(set(rule.terms[0].output.indices), rule.dims(), _common_window(rule.terms))

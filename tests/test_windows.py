@@ -1,0 +1,190 @@
+"""Where-clauses with offsets: sliding windows, bands, windows between two dims.
+
+Expected counts come from outside the engine: an enumeration written here
+(every index tuple visited, kept when it satisfies the conditions), and the
+hand-derived closed form of the causal window over S,
+
+    t <= s, s - t < W:   m(m + 1)/2 + (S - m) W pairs,  m = min(S, W)
+
+(query s sees the keys max(0, s - W + 1) .. s: s + 1 of them while s < W,
+W after), i.e. W(2S - W + 1)/2 for S >= W and S(S + 1)/2 for S <= W.
+"""
+
+from __future__ import annotations
+
+import itertools
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import sympy
+
+import symflops
+from symflops.checks.verify import verify
+from symflops.core.domain import Bound, Uncountable, domain_size
+from symflops.core.ir import Factor, comparison, dim_symbol, relation
+from symflops.count.cost import costs
+from symflops.count.inference import inference
+from symflops.lang.statement import parse_statement
+
+ROOT = Path(__file__).resolve().parent.parent
+SLIDING = ROOT / "derivations" / "attention_sliding_window.yaml"
+S, T, W, E, N, D = (dim_symbol(n) for n in "STWEND")
+
+
+def enumerate_pairs(sizes: dict[str, int], conditions) -> int:
+    """Tuples of the letters (each in 0 .. size - 1) that satisfy every
+    condition, a Python predicate of the letters' values."""
+    letters = sorted(sizes)
+    return sum(all(c(dict(zip(letters, v))) for c in conditions)
+               for v in itertools.product(*(range(sizes[x]) for x in letters)))
+
+
+def window_by_hand(s: int, w: int) -> int:
+    m = min(s, w)
+    return m * (m + 1) // 2 + (s - m) * w
+
+
+def scores(where: str, dims: str = "S: queries, W: window, E: width",
+           key_dim: str = "S") -> sympy.Expr:
+    """FLOPs of the score product A[s,t] = Q[s,e] K[t,e] under ``where``."""
+    text = f"""
+dims: {{{dims}}}
+tensors:
+  Q: {{shape: [S, E], role: input}}
+  K: {{shape: [{key_dim}, E], role: input}}
+ops:
+  - A[s,t] = Q[s,e] K[t,e] where {where}
+"""
+    return costs(symflops.derive(symflops.loads(text, "window.yaml"))).flops_forward
+
+
+# ------------------------------------------------------------- counting --
+
+CAUSAL_WINDOW = [lambda v: v["t"] <= v["s"], lambda v: v["s"] - v["t"] < v["W"]]
+
+
+@pytest.mark.parametrize("s,w", [(3, 5), (5, 5), (9, 4), (1, 1), (7, 1)],
+                         ids=["S<W", "S=W", "S>W", "one", "W=1"])
+def test_the_causal_window_counts_the_hand_closed_form(s, w):
+    by_enumeration = enumerate_pairs({"s": s, "t": s}, [
+        lambda v: v["t"] <= v["s"], lambda v: v["s"] - v["t"] < w])
+    assert by_enumeration == window_by_hand(s, w)
+    count = domain_size({"s": S, "t": S}, [Bound("t", "s"), Bound("s", "t", offset=W - 1)])
+    assert count.subs({S: s, W: w}) == by_enumeration
+
+
+def test_the_causal_window_in_closed_form():
+    count = domain_size({"s": S, "t": S}, [Bound("t", "s"), Bound("s", "t", offset=W - 1)])
+    m = sympy.Min(S, W)
+    assert sympy.expand(count - (m * (m + 1) / 2 + (S - m) * W)) == 0
+    # and the two pieces the brief states, on each side of S = W
+    assert sympy.expand(count.subs(W, S + 3).subs(sympy.Min(S, S + 3), S)
+                        - S * (S + 1) / 2) == 0
+
+
+@pytest.mark.parametrize("where", ["t <= s, s - t < W", "t <= s, t >= s - W + 1",
+                                   "t <= s, s - t <= W - 1", "s >= t, s < t + W",
+                                   "t <= s, t > s - W"])
+def test_every_spelling_of_the_window_counts_alike(where):
+    # forward: one multiply-add (2 FLOPs) per (s, t) pair in the window, per e
+    flops = scores(where)
+    for s, w, e in [(3, 5, 2), (5, 5, 1), (9, 4, 3)]:
+        assert flops.subs({S: s, W: w, E: e}) == 2 * e * window_by_hand(s, w)
+
+
+def test_a_band_without_causality_counts_both_sides():
+    # |s - t| < W: query s sees keys max(0, s - W + 1) .. min(S - 1, s + W - 1)
+    flops = scores("s - t < W, t - s < W")
+    for s, w in [(3, 5), (5, 5), (9, 4), (6, 2)]:
+        pairs = enumerate_pairs({"s": s, "t": s}, [lambda v: abs(v["s"] - v["t"]) < w])
+        assert flops.subs({S: s, W: w, E: 1}) == 2 * pairs
+
+
+def test_a_window_between_two_dims_counts_exactly():
+    # queries over S, keys over T: t <= s, s - t < W
+    flops = scores("t <= s, s - t < W", "S: queries, T: keys, W: window, E: width", "T")
+    for s, t, w in itertools.product([1, 3, 6], [1, 4, 7], [1, 2, 5]):
+        pairs = enumerate_pairs({"s": s, "t": t}, [
+            lambda v: v["t"] <= v["s"], lambda v: v["s"] - v["t"] < w])
+        assert flops.subs({S: s, T: t, W: w, E: 1}) == 2 * pairs, (s, t, w)
+
+
+def test_keys_at_least_w_back_count_exactly():
+    # t <= s - W (the complement of the window among t <= s)
+    flops = scores("t <= s - W")
+    for s, w in [(3, 5), (5, 5), (9, 4)]:
+        pairs = enumerate_pairs({"s": s, "t": s}, [lambda v: v["t"] <= v["s"] - w])
+        assert flops.subs({S: s, W: w, E: 1}) == 2 * pairs
+
+
+def test_a_count_that_depends_on_how_two_dims_compare_is_refused():
+    U = dim_symbol("U")
+    with pytest.raises(Uncountable):
+        domain_size({"s": S, "t": S}, [Bound("t", "s", offset=-W), Bound("s", "t", offset=U)])
+
+
+# ------------------------------------------------------ representation --
+
+def test_a_plain_condition_is_unchanged():
+    st = parse_statement("A[s,t] = Q[s,e] K[t,e] where t <= s")
+    (c,) = st.where
+    assert (c.left, c.op, c.right, c.offset) == ("t", "<=", "s", ())
+    assert relation("<=", sympy.Integer(0)) == "<="
+    f = Factor("", ("t", "s"), fn=relation("<="))
+    assert str(f) == "[t <= s]" and comparison(f) == Bound("t", "s")
+
+
+def test_an_offset_is_read_as_written_and_compares_by_value():
+    st = parse_statement("A[s,t] = Q[s,e] K[t,e] where t >= s - W + 1, s - t < W")
+    first, second = st.where
+    assert (first.left, first.op, first.right) == ("t", ">=", "s")
+    assert [(x.negative, x.text) for x in first.offset] == [(True, "W"), (False, "1")]
+    assert (second.left, second.op, second.right) == ("s", "<", "t")
+    a = Factor("", ("t", "s"), fn=relation(">=", 1 - W))
+    assert a == Factor("", ("t", "s"), fn=relation(">=", -W + 1))
+    assert a.condition() == "t >= s - W + 1"
+    # t >= s - W + 1 is s <= t + W - 1, and so is s < t + W
+    assert comparison(a) == Bound("s", "t", offset=W - 1)
+    assert comparison(Factor("", ("s", "t"), fn=relation("<", W))) == Bound("s", "t", offset=W - 1)
+
+
+# ----------------------------------------------------- the declaration --
+
+def test_sliding_window_attention_against_a_hand_count():
+    c = costs(symflops.derive(symflops.load(SLIDING)))
+    m = sympy.Min(S, W)
+    pairs = m * (m + 1) / 2 + (S - m) * W
+    # params: W_q, W_k, W_v (D x N x E each) and W_o (N x E x D)
+    assert sympy.expand(c.params - 4 * D * N * E) == 0
+    # forward: four projections 2·S·D·N·E each; scores and mixing 2·N·E per pair each
+    assert sympy.expand(c.flops_forward - (8 * S * D * N * E + 4 * N * E * pairs)) == 0
+    # backward: dW and dX of the four projections, 2·S·D·N·E each; dP, dV, dQ, dK
+    # 2·N·E per pair each (the rules keep the window)
+    assert sympy.expand(c.flops_backward - (16 * S * D * N * E + 8 * N * E * pairs)) == 0
+
+
+def test_eval_at_mistral_sizes_prints_exact_integers():
+    result = subprocess.run([sys.executable, "-m", "symflops", "eval", str(SLIDING),
+                             "--example", "Mistral-7B, 32k context"],
+                            capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode == 0, result.stderr
+    s, d, n, e, w = 32768, 4096, 32, 128, 4096
+    pairs = window_by_hand(s, w)
+    assert pairs == 125_831_168  # 4096·4097/2 + (32768 - 4096)·4096
+    forward = 8 * s * d * n * e + 4 * n * e * pairs
+    assert f"{forward:,}" in result.stdout or str(forward) in result.stdout, result.stdout
+
+
+def test_the_cache_keeps_the_last_w_keys():
+    d = symflops.derive(symflops.load(SLIDING))
+    inf = inference(d, costs(d), None)
+    # K and V, N·E elements per position, min(S, W) positions
+    assert [name for name, _ in inf.cache] == ["K", "V"]
+    assert sympy.expand(inf.cache_elements - 2 * N * E * sympy.Min(S, W)) == 0
+
+
+def test_sliding_window_attention_verifies():
+    report = verify(symflops.derive(symflops.load(SLIDING)))
+    assert report.passed, report.failures
