@@ -25,7 +25,14 @@ from symflops.checks.verify import verify
 from symflops.core.domain import Bound, Uncountable, domain_size
 from symflops.core.ir import Factor, comparison, dim_symbol, relation
 from symflops.count.cost import costs
+from symflops.count.explain import explain
 from symflops.count.inference import inference
+from symflops.count.windows import windows
+from symflops.sheets.environment import environment
+from symflops.sheets.escape import ESCAPES
+from symflops.sheets.notation import Math
+from symflops.sheets.printing import PolyPrinter
+from symflops.sheets.windows import window_context
 from symflops.lang.statement import parse_statement
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -188,3 +195,42 @@ def test_the_cache_keeps_the_last_w_keys():
 def test_sliding_window_attention_verifies():
     report = verify(symflops.derive(symflops.load(SLIDING)))
     assert report.passed, report.failures
+
+
+# ------------------------------------------------ conventions beside it --
+
+def test_the_conventions_are_labelled_polynomials_of_the_window():
+    d = symflops.derive(symflops.load(SLIDING))
+    (w,) = windows(d, costs(d))
+    assert (w.ops, w.query, w.key, w.width) == (("A", "P", "O"), "s", "t", W)
+    m = sympy.Min(S, W)
+    expected = {"exact": m * (m + 1) / 2 + (S - m) * W, "dense": S**2,
+                "per-query": S * sympy.Min(S, W), "half-square": S**2 / 2,
+                "half-window": S * W / 2}
+    assert [c.name for c in w.conventions] == list(expected)
+    for c in w.conventions:
+        assert sympy.expand(c.pairs - expected[c.name]) == 0, c.name
+        # A and O: 2·N·E per pair each; the softmax counts no matmul-type FLOPs
+        assert sympy.expand(c.flops - 4 * N * E * expected[c.name]) == 0, c.name
+    # the causal declaration has no window
+    causal = symflops.derive(symflops.load(ROOT / "derivations" / "attention_causal.yaml"))
+    assert windows(causal, costs(causal)) == ()
+
+
+@pytest.mark.parametrize("fmt", ["md", "tex"])
+def test_the_window_partial_states_every_convention_at_the_example(fmt):
+    d = symflops.derive(symflops.load(SLIDING))
+    counts = explain(d, costs(d), examples=["Mistral-7B, 32k context"])
+    layer = d.layer
+    printer = Math(PolyPrinter(tuple(x.name for x in layer.dims)),
+                   frozenset(t.name for t in layer.tensors))
+    context = window_context(d, counts, printer, ESCAPES[fmt])
+    text = environment(fmt).get_template(f"windows.{fmt}.j2").render(windows=context,
+                                                                      unit="FLOPs")
+    # 32768·4096 keys per query bound, 32768² the square, exact 125,831,168
+    for figure in ["125{,}831{,}168", "134{,}217{,}728", "1{,}073{,}741{,}824",
+                   "536{,}870{,}912", "67{,}108{,}864"]:
+        assert figure in text, figure
+    assert "8.533" in text  # the square over the exact count: 1073741824 / 125831168
+    for c in window_context(d, counts, printer, ESCAPES[fmt])[0]["rows"]:
+        assert c["label"] in text
