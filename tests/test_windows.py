@@ -234,3 +234,44 @@ def test_the_window_partial_states_every_convention_at_the_example(fmt):
     assert "8.533" in text  # the square over the exact count: 1073741824 / 125831168
     for c in window_context(d, counts, printer, ESCAPES[fmt])[0]["rows"]:
         assert c["label"] in text
+
+
+# ------------------------------------------- chunks, and two dims masked --
+
+CHUNKED = ROOT / "derivations" / "attention_chunked.yaml"
+WAITK = ROOT / "derivations" / "attention_cross_waitk.yaml"
+
+
+def test_chunked_attention_against_a_hand_count():
+    C, H, K = dim_symbol("C"), dim_symbol("H"), dim_symbol("K")
+    c = costs(symflops.derive(symflops.load(CHUNKED)))
+    # causal inside each of the N chunks: C(C + 1)/2 pairs (n, c, u) per chunk
+    pairs = N * C * (C + 1) / 2
+    assert enumerate_pairs({"n": 3, "c": 4, "u": 4}, [lambda v: v["u"] <= v["c"]]) == 3 * 10
+    assert sympy.expand(c.params - 4 * D * H * E) == 0
+    # forward: four projections over the N·C tokens, 2·N·C·D·H·E each; scores and mixing
+    # 2·H·E per pair each
+    assert sympy.expand(c.flops_forward - (8 * N * C * D * H * E + 4 * H * E * pairs)) == 0
+    # backward: eight projection rules (dW and dX of each) and dP, dV, dQ, dK per pair
+    assert sympy.expand(c.flops_backward - (16 * N * C * D * H * E + 8 * H * E * pairs)) == 0
+
+
+@pytest.mark.parametrize("s,t,k", [(5, 7, 3), (7, 5, 3), (4, 4, 9), (6, 3, 1)])
+def test_wait_k_cross_attention_against_an_enumeration(s, t, k):
+    T_, H, K = dim_symbol("T"), dim_symbol("H"), dim_symbol("K")
+    c = costs(symflops.derive(symflops.load(WAITK)))
+    # target s reads the source prefix t < s + k: min(T, s + k) keys
+    pairs = enumerate_pairs({"s": s, "t": t}, [lambda v: v["t"] < v["s"] + k])
+    assert pairs == sum(min(t, q + k) for q in range(s))
+    at = {S: s, T_: t, K: k, D: 4, H: 2, E: 3}
+    # forward: Q and Y over S, K_m and V_m over T, 2·D·H·E per row each; A and O
+    # 2·H·E per pair each
+    assert c.flops_forward.subs(at) == (4 * s + 4 * t) * 4 * 2 * 3 + 4 * 2 * 3 * pairs
+    # backward: dW and the input gradient of the four projections; dP, dV, dQ, dK
+    assert c.flops_backward.subs(at) == (8 * s + 8 * t) * 4 * 2 * 3 + 8 * 2 * 3 * pairs
+
+
+@pytest.mark.parametrize("path", [CHUNKED, WAITK], ids=["chunked", "wait-k"])
+def test_the_other_masks_verify(path):
+    report = verify(symflops.derive(symflops.load(path)))
+    assert report.passed, report.failures

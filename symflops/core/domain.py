@@ -45,7 +45,8 @@ last letter's limits are dims only, ``L = max(...)``, ``U = min(...)``, and
 its sum runs to ``max(U, L - 1)``, exact when the range is empty too.  A
 condition on the dims alone that arises inside (``W >= K``) and cannot be
 proved or refuted for all dims is refused (:class:`Uncountable`): the count
-would be piecewise in the dims.  Plain bounds (no offset) keep the algorithm
+would be piecewise in the dims; only limits in the dims alone are clamped
+like the last letter's.  Plain bounds (no offset) keep the algorithm
 above and its closed forms.  The causal window ``t <= s, s - t < W`` over
 ``S`` has ``m(m + 1)/2 + (S - m)W`` pairs, ``m = min(S, W)``.
 
@@ -237,12 +238,19 @@ def _merged(cons: Iterable[_Constraint]) -> frozenset[_Constraint]:
 
 def _eliminate(order: tuple[str, ...], cons: frozenset[_Constraint], summand: sympy.Expr,
                letters: dict[str, sympy.Symbol]) -> sympy.Expr:
-    """``sum`` over ``order``'s letters (innermost first) of ``summand`` on the
-    domain ``cons``, every letter outside ``order`` already summed away."""
-    x, rest = order[0], order[1:]
+    """``sum`` over ``order``'s letters of ``summand`` on the domain ``cons``,
+    every letter outside ``order`` already summed away.  The innermost is the
+    letter with the fewest cases (lower limits times upper ones), ties going
+    to the first in ``order``: a key bounded by its query before the query."""
+    def limits(x: str) -> tuple[list, list]:
+        return (_pruned([(y, c) for y, h, c in cons if h == x], cons, lower=True),  # x >= y - c
+                _pruned([(z, c) for l, z, c in cons if l == x], cons, lower=False))  # x <= z + c
+
+    found = {x: limits(x) for x in order}
+    x = min(order, key=lambda y: (len(found[y][0]) * len(found[y][1]), order.index(y)))
+    rest = tuple(y for y in order if y != x)
     value = (lambda end: sympy.Integer(0) if end is None else letters[end])
-    lowers = _pruned([(y, c) for y, h, c in cons if h == x], cons, lower=True)   # x >= y - c
-    uppers = _pruned([(z, c) for l, z, c in cons if l == x], cons, lower=False)  # x <= z + c
+    lowers, uppers = found[x]
     others = [k for k in cons if x not in k[:2]]
     if not rest:
         low = _max(*(-c for _, c in lowers))
@@ -258,11 +266,19 @@ def _eliminate(order: tuple[str, ...], cons: frozenset[_Constraint], summand: sy
             # ... upper j the least, and the range is not empty
             case += [(z, z2, c2 - cu - (1 if k < j else 0))
                      for k, (z2, c2) in enumerate(uppers) if k != j]
-            case.append((y, z, cl + cu))
+            high = value(z) + cu
+            if y is None and z is None and not _nonnegative(cl + cu):
+                # limits in the dims alone (-cl to cu) that may cross: summed up to
+                # max(cu, -cl - 1), an empty sum where they do, as for the last letter
+                if _nonnegative(-cl - cu - 1):
+                    continue
+                high = _max(cu, -cl - 1)
+            else:
+                case.append((y, z, cl + cu))
             kept = _feasible(case)
             if kept is None:
                 continue
-            inner = _range_sum(summand, letters[x], value(z) + cu, value(y) - cl)
+            inner = _range_sum(summand, letters[x], high, value(y) - cl)
             total += _eliminate(rest, _merged(kept), inner, letters)
     return sympy.expand(total)
 
