@@ -12,10 +12,7 @@
     ref       := NAME "[" [index ("," index)*] "]"
     index     := INDEX | NAME "[" INDEX ("," INDEX)* "]"       (a lookup: E[tok[b], d])
                | INDEX "+" INDEX                             (a shift: X[b,c,p+k])
-    condition := side ("<=" | "<" | ">=" | ">") side              (t <= s, s - t < W)
-    side      := ["-"] atom (("+" | "-") atom)*    (atom: INDEX, a dim's NAME, a whole NUMBER)
-                 with two INDEX atoms in all, one added and one subtracted once moved to one
-                 side: a condition is a letter against a letter plus a constant
+    condition := side ("<=" | "<" | ">=" | ">") side    (t <= s, s - t < W; see .conditions)
     constant  := NUMBER | NAME | NAME "(" ... ")" | "(" ... ")"     (no brackets inside)
 
 Examples: ``H[b,f] = X[b,d] W_in[d,f]``, ``A[s,t] = Q[s,h] K[t,h] / sqrt(H)``,
@@ -34,6 +31,7 @@ from __future__ import annotations
 import re
 
 from ..core.errors import Span, SymflopsError
+from .conditions import ConditionParser
 from .syntax import (Call, Condition, Constant, Gather, Reduced, Ref, Shift, Statement, Summand,
                      Term, Token)
 
@@ -103,7 +101,7 @@ def _at(span: Span | None, column: int) -> Span | None:
     return span.shifted(column) if span is not None else None
 
 
-class _Parser:
+class _Parser(ConditionParser):
     def __init__(self, text: str, span: Span | None, tensors: frozenset[str] = frozenset()):
         self.text = text
         self.span = span
@@ -439,91 +437,6 @@ class _Parser:
                     f"split it into ops of at most {MAX_LETTERS} letters (contract some "
                     "operands into an intermediate tensor first), or merge axes that always "
                     "go together into one dim")
-
-    def condition(self, letters: frozenset[str]) -> Condition:
-        """``t <= s``, or affine in two letters: ``s - t < W``, ``t >= s - W + 1``
-        (``letters``: the op's index letters; any other name is a dim)."""
-        hint = "a condition compares two index letters of the op, e.g. 'where t <= s'"
-        first = self.tok
-        left = self.side(letters)
-        op = self.tok
-        if op.text not in ("<=", "<", ">=", ">"):
-            raise self.error(f"expected <=, <, >= or > after {self.tokens[self.pos - 1].text!r}, "
-                             f"found {self.describe(op)}", hint)
-        self.pos += 1
-        right = self.side(letters)
-        if len(left) == 1 and len(right) == 1 and not left[0][0] and not right[0][0]:
-            a, b = left[0][1], right[0][1]
-            if a.kind != "name":
-                raise self.error(f"expected an index letter in the where-clause, found "
-                                 f"{self.describe(a)}", hint, a)
-            if b.kind != "name":
-                raise self.error(f"expected an index letter after {op.text!r}, found "
-                                 f"{self.describe(b)}", hint, b)
-            return Condition(a.text, op.text, b.text, a.column, b.column)
-        # Everything moved to the left: a - b + constants OP 0, that is a OP b - constants.
-        moved = left + [(not negative, token) for negative, token in right]
-        named = [(negative, t) for negative, t in moved if t.kind == "name" and t.text in letters]
-        if len(named) != 2 or named[0][0] == named[1][0]:
-            found = ", ".join(("-" if n else "+") + t.text for n, t in named) or "none"
-            raise self.error(
-                f"a condition compares two index letters, one added and one subtracted; "
-                f"this one has the letters {found}", "write it as a letter against a letter "
-                "plus or minus dims and whole numbers, e.g. 's - t < W' or "
-                "'t >= s - W + 1'", first)
-        (_, a), (_, b) = sorted(named, key=lambda n: n[0])
-        offset = tuple(Summand(not negative, t.text, t.column) for negative, t in moved
-                       if (negative, t) not in named)
-        return Condition(a.text, op.text, b.text, a.column, b.column, offset)
-
-    def side(self, letters: frozenset[str]) -> list[tuple[bool, Token]]:
-        """``[-] atom (("+" | "-") atom)*`` of a condition, each atom an index
-        letter, a dim's name or a whole number, with its sign."""
-        out: list[tuple[bool, Token]] = []
-        negative = False
-        while True:
-            if self.tok.text == "-" and not out:
-                negative, self.pos = True, self.pos + 1
-            atom = self.tok
-            if atom.kind not in ("name", "number") or (atom.kind == "name"
-                                                         and self.peek().text in ("[", "(")):
-                raise self.error(f"expected an index letter, a dim or a whole number in the "
-                                 f"where-clause, found {self.describe(atom)}",
-                                 "e.g. 'where t <= s, s - t < W'")
-            if atom.kind == "name" and atom.text in self.tensors and atom.text not in letters:
-                raise self.error(f"{atom.text!r} in the where-clause is a tensor",
-                                 "a condition compares index letters plus dims and whole "
-                                 "numbers, e.g. 's - t < W'", atom)
-            if atom.kind == "number" and not atom.text.replace("_", "").isdigit():
-                raise self.error(f"{atom.text!r} in the where-clause is not a whole number",
-                                 "a condition adds dims and whole numbers, e.g. 's - t <= W - 1'",
-                                 atom)
-            self.pos += 1
-            out.append((negative, atom))
-            after = self.tok
-            if after.text == "/":
-                raise self.error(
-                    "a condition of the form s/C == t/C (the same chunk) is not supported",
-                    "for chunked attention give the chunk its own letter: declare the positions "
-                    "as (chunk, offset) pairs over dims N and C (S = N*C), Q[n,c,e] K[n,u,e] "
-                    "where u <= c; see derivations/attention_chunked.yaml", after)
-            if after.text in ("*", "(", "**", "^"):
-                other = self.peek()
-                if atom.text in letters or (after.text == "*" and other.text in letters):
-                    written = f"{atom.text}*{other.text}" if after.text == "*" else atom.text
-                    raise self.error(
-                        f"a multiple of an index letter ({written}) in the where-clause is not "
-                        "supported", "a condition compares a letter with a letter plus dims and "
-                        "whole numbers (s - t < W); strides and dilations go in the index "
-                        "itself, not in a where-clause", atom)
-                raise self.error(
-                    f"{after.text!r} after {atom.text!r} in the where-clause: a condition adds "
-                    "dims and whole numbers only", "for a multiple of a dim define one, e.g. "
-                    "'W2: {equals: 2 * W}', and add that", after)
-            if after.text not in ("+", "-"):
-                return out
-            negative = after.text == "-"
-            self.pos += 1
 
 
 def parse_statement(text: str, span: Span | None = None,

@@ -38,6 +38,7 @@ import sympy
 from ..core.records import OpCost
 from ..core.records import Rule
 from ..core.errors import Span, SymflopsError
+from ..core.factors import plus
 from .conditions import check_domain, condition_factor
 from ..core.ir import Einsum, Factor, Order
 from .base import Choice, Scope, Unit
@@ -365,6 +366,26 @@ def on_domain(expr: sympy.Expr, letter: str, conditions: Sequence[Factor]) -> sy
         return sympy.Sum(body, (u, lo, hi), *rest)
 
     out = expr.replace(lambda e: isinstance(e, sympy.Sum), rebound)
-    where = [_RELATIONS[op](sym(t), sym(x) + k, evaluate=False) for op, x, k in norm
-             for t in (letter, letter + "'") if t in symbols]
+    if any(k != 0 for _, _, k in norm) and _interval(norm, letter) is not None:
+        # a window: each letter's domain as one interval, s - W < t <= s
+        where = [sympy.Symbol(_interval(norm, t)) for t in (letter, letter + "'") if t in symbols]
+    else:
+        where = [_RELATIONS[op](sym(t), sym(x) + k, evaluate=False) for op, x, k in norm
+                 for t in (letter, letter + "'") if t in symbols]
     return sympy.Piecewise((out, sympy.And(*where)), (0, True)) if where else out
+
+
+_LATEX_RELATIONS = {"<": "<", "<=": r"\le"}
+
+
+def _interval(norm: Sequence[tuple[str, str, sympy.Expr]], letter: str) -> str | None:
+    """``s - W < t \\le s``: one lower and one upper bound on ``letter`` as a
+    chained inequality (LaTeX, the name of a symbol that stands for it), or None."""
+    lows = [(op, x, k) for op, x, k in norm if op in (">", ">=")]
+    highs = [(op, x, k) for op, x, k in norm if op in ("<", "<=")]
+    if len(lows) != 1 or len(highs) != 1 or len(norm) != 2:
+        return None
+    (lo, a, ka), (hi, b, kb) = lows[0], highs[0]
+    flipped = {">": "<", ">=": "<="}
+    return (f"{plus(a, ka)} {_LATEX_RELATIONS[flipped[lo]]} {letter} "
+            f"{_LATEX_RELATIONS[hi]} {plus(b, kb)}")

@@ -50,7 +50,7 @@ def window_context(derivation: Derivation, counts: SheetCounts, m: Math, esc: An
             ratio = None
             if v is not None and exact:
                 q = Fraction(int(sympy.numer(v)), int(sympy.denom(v))) / int(exact)
-                ratio = f"{float(q):.4g}"
+                ratio = f"{float(q):.5g}"
             rows.append({"label": esc(c.label), "pairs": m.poly(c.pairs),
                          "flops": None if c.flops is None else m.poly(c.flops),
                          "value": None if v is None else (_group(int(v)) if v.is_integer

@@ -53,7 +53,8 @@ from typing import Any, Literal, Mapping, Sequence
 
 import sympy
 
-from ...core.domain import Bound, domain_size, proved_at_most
+from ...core.domain import Bound, domain_size
+from ...core.offsets import proved_at_most
 from ...core.ir import Einsum, Factor, comparison, selections
 from ...core.polynomial import dominated, terms
 from ...core.records import Candidate, Tree
