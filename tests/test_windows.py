@@ -313,3 +313,12 @@ def test_wait_k_cross_attention_against_an_enumeration(s, t, k):
 def test_the_other_masks_verify(layer):
     report = verify(symflops.derive(layer()))
     assert report.passed, report.failures
+
+
+@pytest.mark.parametrize("fmt", ["md", "tex"])
+def test_the_sheet_has_the_window_section(fmt):
+    result = subprocess.run([sys.executable, "-m", "symflops", "render", str(SLIDING),
+                             "--format", fmt], capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode == 0, result.stderr
+    assert "Sliding window of" in result.stdout
+    assert "125{,}831{,}168" in result.stdout  # the exact pairs at the 32k example

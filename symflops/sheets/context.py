@@ -19,6 +19,7 @@ from .derivations import derivation_lines, function_items, reduction_lines
 from .environment import Format
 from .front import FrontContext, front_context
 from .why import WhyContext, why_context
+from .windows import window_context
 from ..count.facts import layer_facts
 from .equations import Equation, Factor as EqFactor, Named, Part, Printer, Side, chain, grouped, side
 from .escape import CODE_ESCAPES, ESCAPES
@@ -85,6 +86,8 @@ class SheetContext(TypedDict):
     why: WhyContext
     #: every equality the sheet displays, as the records it was printed from
     equations: list[Equation]
+    #: the sliding windows, each beside the other accounts' figures (symflops.sheets.windows)
+    windows: list[dict[str, Any]]
 
 
 #: Beyond this many ops the forward pass is one table (a model's sheet stays short).
@@ -298,4 +301,5 @@ def sheet_context(derivation: Derivation, counts: SheetCounts, fmt: Format) -> S
         why=why_context(layer, layer_facts(derivation, costs), m, esc, unit,
                         dict(worked.config) if worked else None),
         equations=equations,
+        windows=window_context(derivation, counts, m, esc),
     )
