@@ -24,6 +24,7 @@ import symflops
 from symflops.checks.verify import verify
 from symflops.core.domain import Bound, Uncountable, domain_size
 from symflops.core.ir import Factor, comparison, dim_symbol, relation
+from symflops.core.offsets import proved_at_most
 from symflops.count.cost import costs
 from symflops.count.explain import explain
 from symflops.count.inference import inference
@@ -130,6 +131,18 @@ def test_a_count_that_depends_on_how_two_dims_compare_is_refused():
     U = dim_symbol("U")
     with pytest.raises(Uncountable):
         domain_size({"s": S, "t": S}, [Bound("t", "s", offset=-W), Bound("s", "t", offset=U)])
+
+
+def test_the_proofs_that_choose_an_order_hold_and_refuse_what_does_not():
+    # a proof picks a cheapest contraction order; each is checked here by numbers too
+    m = sympy.Min(S, W)
+    claims = [(m, S, True), (S, m, False), (m**2, S * W, True), (S * W, m**2, False),
+              (S + W - m, S, False), (m * (m + 1) / 2, S * W, True), (S * W, m * S, False)]
+    for a, b, proved in claims:
+        assert proved_at_most(a, b) == proved, (a, b)
+        if proved:
+            assert all(a.subs({S: x, W: y}) <= b.subs({S: x, W: y})
+                       for x, y in itertools.product(range(1, 9), repeat=2))
 
 
 # ------------------------------------------------------ representation --
