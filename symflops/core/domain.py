@@ -30,6 +30,14 @@ count is a polynomial: ``S(S + 1)/2`` for ``t <= s``.  Between different dims
 it is a polynomial in the dims and ``min`` of them: ``s <= t`` with ``s`` over
 ``S`` and ``t`` over ``T`` has ``m(m + 1)/2 + S(T - m)`` tuples, ``m = min(S, T)``.
 
+**Offsets (sliding windows).**  A bound may carry an offset, an integer
+expression in the dims: ``x_low <= x_high + c`` (``s - t < W`` is
+``s <= t + W - 1``).  Such bounds may go round (``t <= s`` and
+``s <= t + W - 1``) and give letters lower limits other than 0; they are
+counted by :func:`symflops.core.offsets.count_offsets` instead (a
+Fourier-Motzkin elimination, see there).  Plain bounds keep the algorithm
+above and its closed forms.
+
 Each closed form is checked, the first time it is computed, against a count
 by enumeration at every assignment of small values to the dims (a mismatch is
 a bug in symflops and raises).
@@ -44,14 +52,20 @@ from typing import Mapping, Sequence
 
 import sympy
 
+from .offsets import TOP as _TOP
+from .offsets import Uncountable, count_offsets  # noqa: F401  (Uncountable: re-exported)
+from .offsets import faulhaber as _faulhaber
+
 
 @dataclass(frozen=True)
 class Bound:
-    """``low <= high`` between two index letters (``low < high`` when ``strict``)."""
+    """``low <= high + offset`` between two index letters (``<`` when
+    ``strict``); ``offset`` is an integer-valued expression in the dims."""
 
     low: str
     high: str
     strict: bool = False
+    offset: sympy.Expr = sympy.Integer(0)
 
     @property
     def letters(self) -> frozenset[str]:
@@ -66,7 +80,7 @@ def domain_size(extents: Mapping[str, sympy.Expr], bounds: Sequence[Bound]) -> s
     free = sympy.Mul(*(extents[x] for x in sorted(extents) if x not in named))
     if not bounds:
         return free
-    key = tuple(sorted(set(bounds), key=lambda b: (b.low, b.high, b.strict)))
+    key = tuple(sorted(set(bounds), key=lambda b: (b.low, b.high, b.strict, sympy.srepr(b.offset))))
     restricted = _restricted(key, tuple((x, extents[x]) for x in sorted(named)))
     return sympy.expand(free * restricted)
 
@@ -74,7 +88,10 @@ def domain_size(extents: Mapping[str, sympy.Expr], bounds: Sequence[Bound]) -> s
 @functools.lru_cache(maxsize=1024)
 def _restricted(bounds: tuple[Bound, ...], extents: tuple[tuple[str, sympy.Expr], ...]) -> sympy.Expr:
     """:func:`domain_size` of the letters the bounds name, remembered and checked."""
-    count = _count(bounds, dict(extents))
+    plain = all(b.offset == 0 for b in bounds)
+    count = (_count(bounds, dict(extents)) if plain else _tidy(count_offsets(
+        [(b.low, b.high, b.offset - (1 if b.strict else 0)) for b in bounds], dict(extents),
+        [b.low for b in bounds if b.offset == 0])))
     _check(count, bounds, dict(extents))
     return count
 
@@ -118,17 +135,6 @@ def _sum(x: sympy.Symbol, upper: sympy.Expr, f: sympy.Expr) -> sympy.Expr:
     return _flat(_sum(x, split, below) + _sum(x, upper, above) - _sum(x, split, above))
 
 
-_TOP = sympy.Dummy("top", integer=True)
-
-
-@functools.lru_cache(maxsize=4096)
-def _faulhaber(f: sympy.Expr, x: sympy.Symbol) -> sympy.Expr:
-    """``sum_{x=0}^{top} f`` for a summand polynomial in ``x``, as a polynomial in ``top``."""
-    if x not in f.free_symbols:
-        return sympy.expand(f * (_TOP + 1))
-    return sympy.expand(sympy.summation(f, (x, 0, _TOP)))
-
-
 def _flat(expr: sympy.Expr) -> sympy.Expr:
     """``min(a, b) + c`` for a number ``c`` as ``min(a + c, b + c)``, so that
     nested minima flatten and each argument is a letter or a dim plus a constant."""
@@ -161,7 +167,8 @@ CHECK_POINTS = 256
 
 def _check(count: sympy.Expr, bounds: tuple[Bound, ...], extents: dict[str, sympy.Expr]) -> None:
     """Compare ``count`` with an enumeration at small dim values; raise on a mismatch."""
-    dims = sorted(set().union(*(e.free_symbols for e in extents.values())), key=str)
+    dims = sorted(set().union(*(e.free_symbols for e in extents.values()),
+                              *(b.offset.free_symbols for b in bounds)), key=str)
     points = itertools.islice(itertools.product(range(1, CHECK_MAX + 1), repeat=len(dims)),
                               CHECK_POINTS)
     for values in points:
@@ -170,9 +177,10 @@ def _check(count: sympy.Expr, bounds: tuple[Bound, ...], extents: dict[str, symp
         if min(sizes.values()) < 1:  # an extent such as P - K + 1 can be empty at small values
             continue
         letters = sorted(sizes)
+        offsets = [int(b.offset.xreplace(at)) - (1 if b.strict else 0) for b in bounds]
         expected = sum(
-            all(t[letters.index(b.low)] < t[letters.index(b.high)] if b.strict
-                else t[letters.index(b.low)] <= t[letters.index(b.high)] for b in bounds)
+            all(t[letters.index(b.low)] <= t[letters.index(b.high)] + c
+                for b, c in zip(bounds, offsets))
             for t in itertools.product(*(range(sizes[x]) for x in letters)))
         got = count.xreplace(at)
         if got != expected:

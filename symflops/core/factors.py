@@ -49,6 +49,27 @@ Indicator = Literal[ComparisonOp, "=", "=+"]
 
 
 @dataclass(frozen=True)
+class Offset:
+    """The relation of a comparison with a constant, ``[a OP b + offset]``
+    (a sliding window: ``s - t < W`` is ``[s < t + W]``); ``offset`` is a
+    non-zero integer-valued expression in the dims.  A plain comparison
+    (``[t <= s]``) keeps the bare relation as its ``fn``: build both with
+    :func:`relation`, so equal conditions compare equal."""
+
+    op: ComparisonOp
+    offset: sympy.Expr
+
+    def __str__(self) -> str:
+        return self.op
+
+
+def relation(op: ComparisonOp, offset: sympy.Expr = sympy.Integer(0)) -> "ComparisonOp | Offset":
+    """The ``fn`` of the comparison ``a OP b + offset``: the bare relation when the offset is 0."""
+    offset = sympy.expand(offset)
+    return op if offset == 0 else Offset(op, offset)
+
+
+@dataclass(frozen=True)
 class Factor:
     """One indexed tensor occurrence, e.g. ``X[b,d]``, optionally through a
     pointwise function (``fn``, an :class:`Apply`: ``gelu``, its derivative
@@ -58,7 +79,7 @@ class Factor:
     tensor: str
     indices: tuple[str, ...]
     span: Span | None = field(default=None, compare=False)
-    fn: Apply | Indicator | None = None
+    fn: Apply | Indicator | Offset | None = None
 
     def __post_init__(self) -> None:
         # A bare string that is no indicator is a function name a producer
@@ -77,7 +98,7 @@ class Factor:
         """An Iverson bracket, 1 inside a domain and 0 outside (see
         :data:`COMPARISONS` and :data:`SELECT`): never differentiated, never a
         saved tensor, a restriction of the summation domain in the cost model."""
-        return self.fn in INDICATORS
+        return self.fn in INDICATORS or isinstance(self.fn, Offset)
 
     @property
     def function(self) -> Apply | None:
@@ -86,7 +107,17 @@ class Factor:
 
     @property
     def is_comparison(self) -> bool:
-        return self.fn in COMPARISONS
+        return self.fn in COMPARISONS or isinstance(self.fn, Offset)
+
+    @property
+    def relation(self) -> ComparisonOp:
+        """A comparison's relation, ``<=`` in ``[s <= t + W]``."""
+        return self.fn.op if isinstance(self.fn, Offset) else self.fn  # type: ignore[return-value]
+
+    @property
+    def offset(self) -> sympy.Expr:
+        """A comparison's constant: ``W`` in ``[s <= t + W]``, 0 in ``[t <= s]``."""
+        return self.fn.offset if isinstance(self.fn, Offset) else sympy.Integer(0)
 
     @property
     def is_select(self) -> bool:
@@ -108,7 +139,7 @@ class Factor:
             return f"{self.indices[0]} = {self.tensor}[{','.join(self.indices[1:])}]"
         if self.is_shift:
             return f"{self.indices[0]} = {self.indices[1]} + {self.indices[2]}"
-        return f"{self.indices[0]} {self.fn} {self.indices[1]}"
+        return f"{self.indices[0]} {self.fn} {plus(self.indices[1], self.offset)}"
 
 
 #: Indicator factors.  ``Factor("", (a, b), fn="<=")`` is ``[a <= b]`` (a causal
@@ -158,10 +189,31 @@ def quotient(coefficient: sympy.Expr, operands: Iterable[Factor]
     return coefficient, tuple(numerator), tuple(divisors.items())
 
 
+def plus(letter: str, offset: sympy.Expr) -> str:
+    """``t + W``, ``s - W + 1``, ``t + 2*W``: a letter plus a constant (dims in
+    name order, then the number), as a condition writes it."""
+    parts = sympy.expand(offset).as_coefficients_dict()
+    text = letter
+    for x in [*sorted((x for x in parts if x != 1), key=str), sympy.Integer(1)]:
+        c = parts.get(x, 0)
+        if c != 0:
+            magnitude = str(abs(c)) if x == 1 else ("" if abs(c) == 1 else f"{abs(c)}*") + str(x)
+            text += f" {'-' if c < 0 else '+'} {magnitude}"
+    return text
+
+
 def comparison(f: Factor) -> Bound:
-    """A comparison indicator as the bound it says: ``[s >= t]`` is ``Bound(t, s, strict=False)``."""
+    """A comparison indicator as the bound it says: ``[s >= t]`` is ``Bound(t, s, strict=False)``;
+    with an offset, ``[s < t + W]`` is ``Bound(s, t, offset=W - 1)`` (a strict bound
+    with an offset is stated non-strict: the letters are integers)."""
     a, b = f.indices
-    return Bound(a, b, f.fn == "<") if f.fn in ("<=", "<") else Bound(b, a, f.fn == ">")
+    op, c = f.relation, f.offset
+    if c == 0:
+        return Bound(a, b, op == "<") if op in ("<=", "<") else Bound(b, a, op == ">")
+    # a <= b + c;  a < b + c: a <= b + c - 1;  a >= b + c: b <= a - c;  a > b + c: b <= a - c - 1
+    if op in ("<=", "<"):
+        return Bound(a, b, offset=c - (1 if op == "<" else 0))
+    return Bound(b, a, offset=-c - (1 if op == ">" else 0))
 
 
 def selections(operands: Iterable[Factor]) -> dict[str, tuple[str, ...]]:

@@ -29,8 +29,8 @@ import sympy
 
 from .errors import Span
 from .factors import (COMPARISONS, INDICATORS, SELECT, SHIFT, Apply, ComparisonOp,  # noqa: F401
-                      Einsum, Factor, FunctionForm, Indicator, comparison, product_text,
-                      selections)
+                      Einsum, Factor, FunctionForm, Indicator, Offset, comparison, product_text,
+                      relation, selections)
 from .polynomial import substitute_max, substituted
 
 #: Roles a declared tensor may have.  ``activation`` is given to tensors that an

@@ -7,7 +7,9 @@ not a parameter, is what autoregressive decoding keeps from one step to the
 next: the key/value cache.  Its size is the tensor's elements (at the
 declared context ``S``) times the copies of its block, so grouped-query
 attention's smaller ``K`` and ``V`` give a smaller cache without any special
-case.
+case.  A sliding window (``t <= s, s - t < W``) reads at most ``W`` earlier
+positions, so decoding keeps the last ``W``: the cached axis counts
+``min(S, W)`` positions.
 
 Decoding one token of one sequence reads the weights that token reads (the
 parameter elements :mod:`symflops.count.params` counts per token as ``read``:
@@ -74,31 +76,53 @@ def decode_step_bytes(weights_read: Any, cache_per_sequence: Any, sequences: int
 
 
 def cached_tensors(derivation: Derivation) -> tuple[str, ...]:
+    return tuple(cached_windows(derivation))
+
+
+def cached_windows(derivation: Derivation) -> dict[str, tuple[int, sympy.Expr] | None]:
+    """The cached tensors, each with the window that caps its cache: (the axis
+    of the earlier position, the most positions a query reads there), or None.
+    Only a plain bound (``t <= s``) says which position is the earlier one; a
+    window's bound (``s - t < W``, that is ``s <= t + W - 1``) caps it at
+    ``W`` keys per query, so decoding keeps the last ``W``: ``min(S, W)``."""
     layer = derivation.layer
     tensors = layer.tensor_map
-    found: list[str] = []
+    found: dict[str, tuple[int, sympy.Expr] | None] = {}
     for op in layer.ops:
         for term in op.terms:
-            for bound in (comparison(f) for f in term.operands if f.is_comparison):
+            bounds = [comparison(f) for f in term.operands if f.is_comparison]
+            for bound in (b for b in bounds if b.offset == 0):
+                widths = [b.offset + (0 if b.strict else 1) for b in bounds
+                          if (b.low, b.high) == (bound.high, bound.low) and b.offset != 0]
                 for f in term.operands:
                     if (f.is_indicator or not f.tensor or tensors[f.tensor].is_param
                             or tensors[f.tensor].role in ("index", "buffer")):
                         continue
                     if bound.low in f.indices and bound.high not in f.indices and f.tensor not in found:
-                        found.append(f.tensor)
-    return tuple(found)
+                        found[f.tensor] = (f.indices.index(bound.low), sympy.Min(*widths)) \
+                            if widths else None
+    return found
+
+
+def _cached_elements(tensor: Any, window: tuple[int, sympy.Expr] | None) -> sympy.Expr:
+    """A cached tensor's elements, its position axis capped by the window."""
+    if window is None:
+        return tensor.elements
+    axis, width = window
+    extent = tensor.shape[axis]
+    return sympy.expand(tensor.elements / extent * sympy.Min(extent, width))
 
 
 def inference(derivation: Derivation, costs: Costs, read: sympy.Expr | None) -> Inference | None:
     """The cache of a causal layer and the bytes a decoded token reads (``read``:
     the parameter elements one token reads); None when nothing is causal."""
     layer = derivation.layer
-    names = cached_tensors(derivation)
-    if not names:
+    windows = cached_windows(derivation)
+    if not windows:
         return None
     tensors = layer.tensor_map
     p = costs.precision
-    cache = tuple((n, tensors[n].elements) for n in names)
+    cache = tuple((n, _cached_elements(tensors[n], w)) for n, w in windows.items())
     elements = sympy.expand(sum((e * layer.copies(n) for n, e in cache), sympy.Integer(0)))
     return Inference(cache, elements, sympy.expand(elements * p.activations),
                      sympy.expand(costs.params * p.params),

@@ -279,7 +279,9 @@ def _check_where(st: Statement, bound: Mapping[str, Letter], dims: Mapping[str, 
             raise SymflopsError(f"the condition compares {c.left!r} with itself", at(c.column),
                                 "compare two different letters, e.g. 'where t <= s'")
     below: dict[str, set[str]] = {}
-    for c in st.where:
+    # A condition with an offset (s - t < W) may go round with a plain one
+    # (t <= s): a window; whether its domain can be counted is decided when it is.
+    for c in (c for c in st.where if c.plain):
         low, high = (c.left, c.right) if c.op in ("<=", "<") else (c.right, c.left)
         below.setdefault(high, set()).add(low)
     state: dict[str, str] = {}

@@ -16,7 +16,7 @@
     affine    := ["+"|"-"] aterm (("+" | "-") aterm)*      (two tokens or more)
     aterm     := INDEX | N "*" INDEX | INDEX "*" N | NAME "*" INDEX | N
                                        (N a whole number; NAME a dim, checked later)
-    condition := INDEX ("<=" | "<" | ">=" | ">") INDEX          (t <= s)
+    condition := side ("<=" | "<" | ">=" | ">") side    (t <= s, s - t < W; see .conditions)
     constant  := NUMBER | NAME | NAME "(" ... ")" | "(" ... ")"     (no brackets inside)
 
 Examples: ``H[b,f] = X[b,d] W_in[d,f]``, ``A[s,t] = Q[s,h] K[t,h] / sqrt(H)``,
@@ -40,12 +40,13 @@ import re
 
 from ..core.errors import Span, SymflopsError
 from ..core.factors import RECIPROCAL
-from .syntax import (AffineTerm, Call, Condition, Constant, Gather, Reduced, Ref, Shift, Statement, Term,
-                     Token)
+from .conditions import ConditionParser
+from .syntax import (AffineTerm, Call, Condition, Constant, Gather, Reduced, Ref, Shift, Statement,
+                     Summand, Term, Token)
 
-__all__ = ["AffineTerm", "Call", "Condition", "Constant", "Gather", "MAX_FACTORS", "MAX_LETTERS", "MAX_TENSORS",
-           "MAX_TERMS", "Reduced", "Ref", "Shift", "Statement", "Term", "Token", "output_name",
-           "parse_statement", "tokenize"]
+__all__ = ["AffineTerm", "Call", "Condition", "Constant", "Gather", "MAX_FACTORS", "MAX_LETTERS",
+           "MAX_TENSORS", "MAX_TERMS", "Reduced", "Ref", "Shift", "Statement", "Summand", "Term",
+           "Token", "output_name", "parse_statement", "tokenize"]
 
 _TOKEN = re.compile(
     r"(?P<space>\s+)|(?P<name>[A-Za-z_][A-Za-z0-9_]*)"
@@ -109,7 +110,7 @@ def _at(span: Span | None, column: int) -> Span | None:
     return span.shifted(column) if span is not None else None
 
 
-class _Parser:
+class _Parser(ConditionParser):
     def __init__(self, text: str, span: Span | None, tensors: frozenset[str] = frozenset()):
         self.text = text
         self.span = span
@@ -501,10 +502,13 @@ class _Parser:
         where: list[Condition] = []
         if self.at_where():
             self.pos += 1
-            where.append(self.condition())
+            partial = Statement(lhs, tuple(terms), self.text)
+            letters = frozenset(i for r in (lhs, *partial.refs) for i in r.indices if i) | \
+                frozenset(x for r in partial.refs for sh in r.shifts for x in (sh.left, sh.right))
+            where.append(self.condition(letters))
             while self.tok.text == ",":
                 self.pos += 1
-                where.append(self.condition())
+                where.append(self.condition(letters))
             if self.tok.kind != "end":
                 raise self.error(f"unexpected {self.describe(self.tok)} in the where-clause",
                                  "separate conditions with commas, e.g. 'where t <= s, u < t'; "
@@ -551,26 +555,6 @@ class _Parser:
                     f"split it into ops of at most {MAX_LETTERS} letters (contract some "
                     "operands into an intermediate tensor first), or merge axes that always "
                     "go together into one dim")
-
-    def condition(self) -> Condition:
-        """``t <= s``: two index letters and a comparison."""
-        hint = "a condition compares two index letters of the op, e.g. 'where t <= s'"
-        left = self.tok
-        if left.kind != "name":
-            raise self.error(f"expected an index letter in the where-clause, found "
-                             f"{self.describe(left)}", hint)
-        self.pos += 1
-        op = self.tok
-        if op.text not in ("<=", "<", ">=", ">"):
-            raise self.error(f"expected <=, <, >= or > after {left.text!r}, found "
-                             f"{self.describe(op)}", hint)
-        self.pos += 1
-        right = self.tok
-        if right.kind != "name" or self.peek().text in ("[", "("):
-            raise self.error(f"expected an index letter after {op.text!r}, found "
-                             f"{self.describe(right)}", hint)
-        self.pos += 1
-        return Condition(left.text, op.text, right.text, left.column, right.column)
 
 
 def parse_statement(text: str, span: Span | None = None,

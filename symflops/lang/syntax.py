@@ -104,14 +104,33 @@ class Shift:
 
 
 @dataclass(frozen=True)
+class Summand:
+    """One signed constant of a condition's offset: ``W`` or ``1`` in ``s - W + 1``
+    (a dim's name or a whole number, as written), with its column."""
+
+    negative: bool
+    text: str
+    column: int
+
+
+@dataclass(frozen=True)
 class Condition:
-    """``left op right`` in a where-clause, with the columns of both letters."""
+    """``left op right + offset`` in a where-clause, with the columns of both
+    letters: ``t <= s`` has no offset; ``s - t < W`` is read as ``s < t + W``
+    and ``t >= s - W + 1`` as ``t >= s + (-W + 1)``, the offset the sum of
+    its :class:`Summand` constants (each moved to the right side)."""
 
     left: str
     op: str
     right: str
     column: int
     right_column: int
+    offset: tuple[Summand, ...] = ()
+
+    @property
+    def plain(self) -> bool:
+        """Two letters compared, nothing added (``t <= s``)."""
+        return not self.offset
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,8 @@ import sympy
 from ..core.records import OpCost
 from ..core.records import Rule
 from ..core.errors import Span, SymflopsError
+from ..core.factors import plus
+from .conditions import check_domain, condition_factor
 from ..core.ir import Einsum, Factor, Order
 from .base import Choice, Scope, Unit
 from .derivation import ReductionOp, reduction_rule
@@ -172,7 +174,7 @@ class Normalize(ReductionOp):
         # The output's letters may be in another order than the input's.
         order = [self.inp.indices.index(i) for i in self.out.indices]
         if self.kind == "softmax":
-            keep = self._mask(np.shape(x))
+            keep = self._mask(np.shape(x), dims)
             x = np.where(keep, x, -np.inf)
             e = np.where(keep, np.exp(x - x.max(axis=axis, keepdims=True)), 0.0)
             return {self.output: np.transpose(e / e.sum(axis=axis, keepdims=True), order)}
@@ -190,7 +192,7 @@ class Normalize(ReductionOp):
         # The reduced axes last, in the order listed: a row is the trailing block.
         last = tuple(range(x.dim() - len(axes), x.dim()))
         if self.kind == "softmax":
-            keep = torch.as_tensor(self._mask(tuple(x.shape)), device=x.device)
+            keep = torch.as_tensor(self._mask(tuple(x.shape), dims), device=x.device)
             moved = x.masked_fill(~keep, float("-inf")).movedim(axes, last)
             shape = tuple(moved.shape[moved.dim() - len(axes):])
             y = torch.softmax(moved.flatten(start_dim=moved.dim() - len(axes)), dim=-1)
@@ -211,14 +213,15 @@ class Normalize(ReductionOp):
         """The input's axes of the reduced letters, in the order listed."""
         return tuple(self.inp.indices.index(i) for i in self.index)
 
-    def _mask(self, shape: tuple[int, ...]) -> np.ndarray:
-        """True inside the where-clause's domain, over the input's axes."""
+    def _mask(self, shape: tuple[int, ...], dims: Mapping[str, int] | None = None) -> np.ndarray:
+        """True inside the where-clause's domain, over the input's axes (``dims``
+        gives the values of the dims a window's offset names)."""
         from .einsum.numeric import indicator
 
         keep = np.ones(shape, dtype=bool)
         extents = dict(zip(self.inp.indices, shape))
         for c in self.conditions:
-            grid = indicator(c, {}, extents).astype(bool)  # over (a, b)
+            grid = indicator(c, {}, extents, dims).astype(bool)  # over (a, b)
             axes = [self.inp.indices.index(i) for i in c.indices]
             full = grid.reshape([extents[i] if k in axes else 1
                                  for k, i in enumerate(self.inp.indices)]) if axes == sorted(axes) \
@@ -302,8 +305,9 @@ class NormalizeCall:
             raise SymflopsError("the where-clause names a letter the softmax's input "
                                 "does not have", scope.at(where[0].column),
                                 f"use letters of {call.ref.name}[{','.join(call.ref.indices)}]")
-        return dataclasses.replace(op, conditions=tuple(
-            Factor("", (c.left, c.right), scope.at(c.column), c.op) for c in where))
+        conditions = tuple(condition_factor(c, scope) for c in where)
+        check_domain(conditions, scope, where)
+        return dataclasses.replace(op, conditions=conditions)
 
     def inline(self, call: Any, out: Factor, scope: Scope) -> Normalize:
         return _lower(call, out, scope)
@@ -330,13 +334,14 @@ def on_domain(expr: sympy.Expr, letter: str, conditions: Sequence[Factor]) -> sy
     interval of the letter (``!=``) keeps the full sum with the condition on
     its summand."""
     symbols = {str(x): x for x in expr.free_symbols if isinstance(x, sympy.Symbol)}
-    norm = []
+    # (relation, other letter, offset): letter OP other + offset
+    norm: list[tuple[str, str, sympy.Expr]] = []
     for c in conditions:
         a, b = c.indices
         if a == letter:
-            norm.append((str(c.fn), b))
-        elif b == letter:
-            norm.append((_FLIPPED[str(c.fn)], a))
+            norm.append((c.relation, b, c.offset))
+        elif b == letter:  # a OP letter + k  is  letter FLIPPED a - k
+            norm.append((_FLIPPED[c.relation], a, -c.offset))
 
     def sym(name: str) -> sympy.Symbol:
         return symbols.get(name, sympy.Symbol(name, integer=True))
@@ -344,17 +349,43 @@ def on_domain(expr: sympy.Expr, letter: str, conditions: Sequence[Factor]) -> sy
     def rebound(s: sympy.Sum) -> sympy.Expr:
         (u, lo, hi), *rest = s.limits
         body = s.function
-        for op, x in norm:
+        # A plain bound replaces the axis's limit (x lies on the axis); a bound with
+        # an offset can pass it (s - W + 1 < 0), so it is joined to it by max/min.
+        moved = [False, False]
+        for op, x, k in norm:
             low, high = _BOUNDS.get(op, (None, None))
             if op not in _BOUNDS:
-                body = sympy.Piecewise((body, _RELATIONS[op](u, sym(x), evaluate=False)), (0, True))
+                body = sympy.Piecewise((body, _RELATIONS[op](u, sym(x) + k, evaluate=False)),
+                                       (0, True))
             if low is not None:
-                lo = sym(x) + low
+                lo = sympy.Max(lo, sym(x) + k + low) if k != 0 or moved[0] else sym(x) + low
+                moved[0] = True
             if high is not None:
-                hi = sym(x) + high
+                hi = sympy.Min(hi, sym(x) + k + high) if k != 0 or moved[1] else sym(x) + high
+                moved[1] = True
         return sympy.Sum(body, (u, lo, hi), *rest)
 
     out = expr.replace(lambda e: isinstance(e, sympy.Sum), rebound)
-    where = [_RELATIONS[op](sym(t), sym(x), evaluate=False) for op, x in norm
-             for t in (letter, letter + "'") if t in symbols]
+    if any(k != 0 for _, _, k in norm) and _interval(norm, letter) is not None:
+        # a window: each letter's domain as one interval, s - W < t <= s
+        where = [sympy.Symbol(_interval(norm, t)) for t in (letter, letter + "'") if t in symbols]
+    else:
+        where = [_RELATIONS[op](sym(t), sym(x) + k, evaluate=False) for op, x, k in norm
+                 for t in (letter, letter + "'") if t in symbols]
     return sympy.Piecewise((out, sympy.And(*where)), (0, True)) if where else out
+
+
+_LATEX_RELATIONS = {"<": "<", "<=": r"\le"}
+
+
+def _interval(norm: Sequence[tuple[str, str, sympy.Expr]], letter: str) -> str | None:
+    """``s - W < t \\le s``: one lower and one upper bound on ``letter`` as a
+    chained inequality (LaTeX, the name of a symbol that stands for it), or None."""
+    lows = [(op, x, k) for op, x, k in norm if op in (">", ">=")]
+    highs = [(op, x, k) for op, x, k in norm if op in ("<", "<=")]
+    if len(lows) != 1 or len(highs) != 1 or len(norm) != 2:
+        return None
+    (lo, a, ka), (hi, b, kb) = lows[0], highs[0]
+    flipped = {">": "<", ">=": "<="}
+    return (f"{plus(a, ka)} {_LATEX_RELATIONS[flipped[lo]]} {letter} "
+            f"{_LATEX_RELATIONS[hi]} {plus(b, kb)}")

@@ -20,6 +20,7 @@ from .environment import Format
 from .recurrences import recurrence_items
 from .front import FrontContext, front_context
 from .why import WhyContext, why_context
+from .windows import window_context
 from ..count.facts import layer_facts
 from .equations import Equation, Factor as EqFactor, Named, Part, Printer, Side, chain, grouped, side
 from .escape import CODE_ESCAPES, ESCAPES
@@ -93,6 +94,8 @@ class SheetContext(TypedDict):
     tied: dict[str, Any] | None
     #: every equality the sheet displays, as the records it was printed from
     equations: list[Equation]
+    #: the sliding windows, each beside the other accounts' figures (symflops.sheets.windows)
+    windows: list[dict[str, Any]]
 
 
 #: Beyond this many ops the forward pass is one table (a model's sheet stays short).
@@ -313,6 +316,7 @@ def sheet_context(derivation: Derivation, counts: SheetCounts, fmt: Format) -> S
                         dict(worked.config) if worked else None),
         tied=tied_context(derivation, costs, m, esc, show),
         equations=equations,
+        windows=window_context(derivation, counts, m, esc),
     )
 
 

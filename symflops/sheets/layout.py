@@ -188,10 +188,13 @@ class Line:
 
 
 def _marks(s: str) -> list[int]:
-    """The positions of the ``&`` at brace depth 0."""
+    """The positions of the ``&`` at brace depth 0, outside every environment
+    (the ``&`` of a ``cases`` is its own)."""
     depth, out = 0, []
     for k, c in enumerate(s):
-        if c == "{" and (k == 0 or s[k - 1] != "\\"):
+        if s.startswith("\\begin{", k) or s.startswith("\\end{", k):
+            depth += 1 if s.startswith("\\begin{", k) else -1
+        elif c == "{" and (k == 0 or s[k - 1] != "\\"):
             depth += 1
         elif c == "}" and (k == 0 or s[k - 1] != "\\"):
             depth -= 1
@@ -216,17 +219,17 @@ def parse(line: str) -> Line:
 
 def break_points(right: str) -> list[int]:
     """Where ``right`` may be split: before each ``=``, ``+`` or ``-`` outside
-    every brace, parenthesis and ``\\left ... \\right`` group, not at its
-    start and not a sign right after another operator."""
+    every brace, parenthesis, ``\\left ... \\right`` group and environment
+    (a ``cases``), not at its start and not a sign right after another operator."""
     toks = _tokens(right)
     out, depth, pos, last, delimiter = [], 0, 0, "", False
     for t in toks:
         if delimiter:  # the delimiter of a \left or \right, counted with it
             delimiter = False
-        elif t in ("{", "(", "[", r"\left"):
+        elif t in ("{", "(", "[", r"\left", r"\begin"):
             depth += 1
             delimiter = t == r"\left"
-        elif t in ("}", ")", "]", r"\right"):
+        elif t in ("}", ")", "]", r"\right", r"\end"):
             depth -= 1
             delimiter = t == r"\right"
         elif (t in ("=", "+", "-") and depth == 0 and right[:pos].strip()

@@ -105,7 +105,21 @@ def iverson(f: Factor, tensors: frozenset[str] | set[str] = frozenset()) -> str:
     if f.is_shift:
         return f"[{index_list(f.indices[:1])} = {index_list(f.indices[1:2])} + {index_list(f.indices[2:])}]"
     a, b = f.indices
-    return f"[{index_list([a])} {_RELATIONS[f.fn]} {index_list([b])}]"
+    return f"[{index_list([a])} {_RELATIONS[f.relation]} {index_list([b])}{_plus(f.offset)}]"
+
+
+def _plus(offset: sympy.Expr) -> str:
+    """`` + W``, `` - W + 1``: a comparison's offset (dims and a whole number) after its letter."""
+    parts = sympy.expand(offset).as_coefficients_dict()
+    dims = sorted((x for x in parts if x != 1), key=str)
+    text = ""
+    for x in [*dims, sympy.Integer(1)]:
+        c = parts.get(x, 0)
+        if c == 0:
+            continue
+        magnitude = abs(c) if x == 1 else ("" if abs(c) == 1 else f"{abs(c)} ") + symbol_name(str(x))
+        text += f" {'-' if c < 0 else '+'} {magnitude}"
+    return text
 
 
 def indexed(f: Factor, tensors: frozenset[str] | set[str] = frozenset(),
@@ -237,6 +251,20 @@ class PolyPrinter:
         if isinstance(expr, (sympy.Max, sympy.Min)):
             name = r"\max" if isinstance(expr, sympy.Max) else r"\min"
             return name + r"\left(" + ", ".join(self(a) for a in expr.args) + r"\right)"
+        minima = sorted(expr.atoms(sympy.Min), key=sympy.default_sort_key)
+        if minima and not expr.atoms(sympy.Max):
+            # A polynomial in the dims and minima of them (a window's count): each
+            # minimum stands for a symbol while the sum is printed term by term
+            # (not factored: a line may break between its terms).
+            # (a one-character name from Unicode's private use area, so that it
+            # prints as itself and without the thin space of a compound name)
+            marks = {m: sympy.Symbol(chr(0xE000 + k), positive=True) for k, m in enumerate(minima)}
+            body = expr.xreplace(marks)
+            if body.is_polynomial(*body.free_symbols):
+                text = self._sum(sympy.expand(body))
+                for m, mark in marks.items():
+                    text = text.replace(symbol_name(str(mark)), "{" + self(m) + "}")
+                return text
         names = {s: sympy.Symbol(symbol_name(str(s))) for s in expr.free_symbols}
         return sympy.latex(expr.xreplace(names), mul_symbol=None)
 

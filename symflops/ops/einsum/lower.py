@@ -22,6 +22,7 @@ from ...core.ir import SELECT, SHIFT, Apply, Einsum, Factor, Tensor
 from ...lang.expr import parse_expression
 from ...lang.statement import Call, Constant, Ref, Statement, Term
 from ..base import CallKind, Lowered, Op, Scope, claim, usages
+from ..conditions import check_domain, condition_factor
 from ..functions import FUNCTIONS
 from ..functions import known as known_functions
 from ..recurrence_statement import lower_recurrence
@@ -43,12 +44,13 @@ def lower(st: Statement, out: Factor, scope: Scope, calls: Sequence[CallKind]) -
     for term in st.terms:
         coefficient, factors = _term(term, out.tensor, scope, calls, made, first)
         carried = {i for f in (out, *factors) for i in f.indices}
-        factors += [Factor("", (c.left, c.right), scope.at(c.column), c.op) for c in st.where
+        factors += [condition_factor(c, scope) for c in st.where
                     if c.left in carried and c.right in carried]
         terms.append(Einsum(out, tuple(factors), coefficient))
+        check_domain(factors, scope, st.where)
     for c in st.where:
-        if not any(f.indices == (c.left, c.right) and f.fn == c.op
-                   for t in terms for f in t.operands):
+        if not any(f.indices == (c.left, c.right) and f.relation == c.op
+                   for t in terms for f in t.operands if f.is_comparison):
             raise SymflopsError(f"no term of the op carries both {c.left!r} and {c.right!r}",
                                 scope.at(c.column), "a condition restricts terms that sum or "
                                 "write both letters; remove it or put it on another op")

@@ -24,9 +24,11 @@ from ..functions import numpy_function
 _COMPARE = {"<=": np.less_equal, "<": np.less, ">=": np.greater_equal, ">": np.greater}
 
 
-def indicator(f: Factor, arrays: Mapping[str, np.ndarray], extents: Mapping[str, int]) -> np.ndarray:
+def indicator(f: Factor, arrays: Mapping[str, np.ndarray], extents: Mapping[str, int],
+              dims: Mapping[str, int] | None = None) -> np.ndarray:
     """The 0/1 array of an indicator factor over its letters: ``[t <= s]`` is
-    ``mask[t, s]``; ``[v = tok[b]]`` is ``onehot[v, b] = (tok[b] == v)``;
+    ``mask[t, s]``, ``[s < t + W]`` is ``mask[s, t] = (s < t + W)`` at the dims'
+    values ``dims``; ``[v = tok[b]]`` is ``onehot[v, b] = (tok[b] == v)``;
     ``[q = p + k]`` is ``shift[q, p, k] = (q == p + k)``."""
     if f.is_select:
         tok = np.asarray(arrays[f.tensor])
@@ -36,7 +38,16 @@ def indicator(f: Factor, arrays: Mapping[str, np.ndarray], extents: Mapping[str,
         q, p, k = (np.arange(extents[i]) for i in f.indices)
         return (q[:, None, None] == p[None, :, None] + k[None, None, :]).astype(float)
     a, b = f.indices
-    return _COMPARE[f.fn].outer(np.arange(extents[a]), np.arange(extents[b])).astype(float)
+    offset = offset_at(f, dims)
+    return _COMPARE[f.relation].outer(np.arange(extents[a]),
+                                      np.arange(extents[b]) + offset).astype(float)
+
+
+def offset_at(f: Factor, dims: Mapping[str, int] | None) -> int:
+    """A comparison's offset at the dims' values (0 for a plain ``[t <= s]``)."""
+    if f.offset == 0:
+        return 0
+    return int(f.offset.xreplace({dim_symbol(k): v for k, v in (dims or {}).items()}))
 
 
 def run_einsum(e: Einsum, arrays: Mapping[str, np.ndarray], extents: Mapping[str, int],
@@ -46,7 +57,7 @@ def run_einsum(e: Einsum, arrays: Mapping[str, np.ndarray], extents: Mapping[str
     letters = {i: string.ascii_letters[k] for k, i in enumerate(e.indices)}
     present = [i for i in dict.fromkeys(e.output.indices)
                if any(i in f.indices for f in e.operands)]
-    values = [indicator(f, arrays, extents) if f.is_indicator
+    values = [indicator(f, arrays, extents, dims) if f.is_indicator
               else numpy_function(f.function)(arrays[f.tensor]) if f.function else arrays[f.tensor]
               for f in e.operands]
     dtype = np.result_type(*values) if values else float

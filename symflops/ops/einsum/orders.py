@@ -54,6 +54,7 @@ from typing import Any, Literal, Mapping, Sequence
 import sympy
 
 from ...core.domain import Bound, domain_size
+from ...core.offsets import proved_at_most
 from ...core.ir import Einsum, Factor, comparison, selections
 from ...core.polynomial import dominated, terms
 from ...core.records import Candidate, Tree
@@ -369,6 +370,8 @@ def _at_most(j: int, k: int, polys: list, totals: list | None) -> bool:
     if polys[j] is not None and polys[k] is not None:
         return dominated(polys[j], polys[k])
     a, b = totals[j], totals[k]
+    if a.has(sympy.Min) or b.has(sympy.Min):  # a window's count: min(S, W) and the dims
+        return proved_at_most(a, b)
     return bool(a.is_number and b.is_number and a <= b)
 
 

@@ -8,7 +8,7 @@ from typing import Any, Mapping, Sequence
 
 from ...core.ir import Einsum, Op, dim_symbol
 from ..functions import FUNCTIONS
-from .numeric import extents_at
+from .numeric import extents_at, offset_at
 
 
 
@@ -16,7 +16,8 @@ _TORCH_COMPARE = {"<=": "le", "<": "lt", ">=": "ge", ">": "gt"}
 
 
 def _torch_indicators(torch: Any, e: Einsum, tensors: Mapping[str, Any], args: list[Any],
-                      operands: list[list[str]], extents: Mapping[str, int]) -> None:
+                      operands: list[list[str]], extents: Mapping[str, int],
+                      dims: Mapping[str, int] | None = None) -> None:
     """Apply ``e``'s indicators the way a PyTorch model does, in place: a
     lookup ``[v = tok[b]] E[v,d]`` as ``index_select`` of E's rows (so that
     autograd's backward is PyTorch's own scatter-add), a condition ``[t <= s]``
@@ -53,8 +54,8 @@ def _torch_indicators(torch: Any, e: Einsum, tensors: Mapping[str, Any], args: l
         sizes = {i: n for letters, x in zip(operands, args) for i, n in zip(letters, x.shape)}
         sizes = {**extents, **sizes}
         ra = torch.arange(sizes[a], device=args[0].device if args else None)
-        rb = torch.arange(sizes[b], device=ra.device)
-        mask = getattr(torch, _TORCH_COMPARE[f.fn])(ra[:, None], rb[None, :]).to(torch.float64)
+        rb = torch.arange(sizes[b], device=ra.device) + offset_at(f, dims)
+        mask = getattr(torch, _TORCH_COMPARE[f.relation])(ra[:, None], rb[None, :]).to(torch.float64)
         k = next((k for k, letters in enumerate(operands) if a in letters and b in letters), None)
         if k is None:
             args.append(mask)
@@ -93,7 +94,7 @@ def torch_einsum(torch: Any, e: Einsum, tensors: Mapping[str, Any],
             else tensors[f.tensor] for f in e.factors]
     operands = [list(f.indices) for f in e.factors]
     if len(args) != len(e.operands):
-        _torch_indicators(torch, e, tensors, args, operands, extents or {})
+        _torch_indicators(torch, e, tensors, args, operands, extents or {}, dims)
     present = [i for i in e.output.indices if any(i in f for f in operands)]
     if len(args) > 2 and len(args) == len(e.operands):
         out = _written_order(torch, args, operands, present, letters)
