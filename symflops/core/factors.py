@@ -45,7 +45,7 @@ class Apply:
 ComparisonOp = Literal["<=", "<", ">=", ">"]
 
 
-Indicator = Literal[ComparisonOp, "=", "=+"]
+Indicator = Literal[ComparisonOp, "=", "=+", "=+c"]
 
 
 @dataclass(frozen=True)
@@ -59,6 +59,9 @@ class Factor:
     indices: tuple[str, ...]
     span: Span | None = field(default=None, compare=False)
     fn: Apply | Indicator | None = None
+    #: the constant of an offset indicator ``[t = s + M]`` (:data:`OFFSET`), a
+    #: SymPy expression in the dims; zero for every other factor
+    offset: sympy.Expr = sympy.Integer(0)
 
     def __post_init__(self) -> None:
         # A bare string that is no indicator is a function name a producer
@@ -97,10 +100,20 @@ class Factor:
         return self.fn == SHIFT
 
     @property
+    def is_offset(self) -> bool:
+        return self.fn == OFFSET
+
+    @property
     def reads_tensor(self) -> bool:
         """Whether the factor reads a tensor (a lookup reads its index tensor;
-        a comparison or a shift reads none)."""
-        return not (self.is_comparison or self.is_shift)
+        a comparison, a shift or an offset reads none)."""
+        return not (self.is_comparison or self.is_shift or self.is_offset)
+
+    def moved(self) -> str:
+        """An offset's target written inline, ``M+s`` (``s`` for offset 0)."""
+        if self.offset == 0:
+            return self.indices[1]
+        return sympy.sstr(self.offset).replace(" ", "") + "+" + self.indices[1]
 
     def condition(self) -> str:
         """The indicator's condition as written in a where-clause: ``t <= s``, ``v = tok[b]``."""
@@ -108,6 +121,8 @@ class Factor:
             return f"{self.indices[0]} = {self.tensor}[{','.join(self.indices[1:])}]"
         if self.is_shift:
             return f"{self.indices[0]} = {self.indices[1]} + {self.indices[2]}"
+        if self.is_offset:
+            return f"{self.indices[0]} = {self.moved().replace('+', ' + ')}"
         return f"{self.indices[0]} {self.fn} {self.indices[1]}"
 
 
@@ -128,6 +143,14 @@ SELECT: Indicator = "="
 SHIFT: Indicator = "=+"
 
 
+#: ``Factor("", (t, s), fn="=+c", offset=M)`` is ``[t = s + M]``: a part of a
+#: concatenation (:mod:`symflops.ops.concat`) written at its place ``M`` along
+#: the joined axis, and its gradient, the slice ``dK[b,M+s,e]``.  The offset is
+#: a constant (the extents of the parts before it), so ``t`` is determined by
+#: ``s`` and a product through it is a copy.
+OFFSET: Indicator = "=+c"
+
+
 INDICATORS: tuple[Indicator, ...] = get_args(Indicator)
 
 
@@ -138,9 +161,11 @@ def comparison(f: Factor) -> Bound:
 
 
 def selections(operands: Iterable[Factor]) -> dict[str, tuple[str, ...]]:
-    """Letters a lookup or a shift determines: ``v -> (b,)`` for ``[v = tok[b]]``,
-    ``q -> (p, k)`` for ``[q = p + k]``."""
-    return {f.indices[0]: f.indices[1:] for f in operands if f.is_select or f.is_shift}
+    """Letters a lookup, a shift or an offset determines: ``v -> (b,)`` for
+    ``[v = tok[b]]``, ``q -> (p, k)`` for ``[q = p + k]``, ``t -> (s,)`` for
+    ``[t = s + M]``."""
+    return {f.indices[0]: f.indices[1:] for f in operands
+            if f.is_select or f.is_shift or f.is_offset}
 
 
 @dataclass(frozen=True)
@@ -185,7 +210,8 @@ class Einsum:
         be written inline (a scatter ``dE[v,d] = dX[b,d] where v = tok[b]``)."""
         inline = self._inline()
         return tuple(f.condition() for f in self.operands
-                     if f.is_indicator and not ((f.is_select or f.is_shift) and f.indices[0] in inline))
+                     if f.is_indicator and not ((f.is_select or f.is_shift or f.is_offset)
+                                                and f.indices[0] in inline))
 
     def _inline(self) -> dict[str, str]:
         """Lookups and shifts written inline, ``E[tok[b],d]``, ``X[b,c,p+k]``:
@@ -193,8 +219,9 @@ class Einsum:
         out = set(self.output.indices)
         uses = [i for f in self.operands for i in f.indices]
         return {f.indices[0]: (f"{f.tensor}[{','.join(f.indices[1:])}]" if f.is_select
+                               else f.moved() if f.is_offset
                                else "+".join(f.indices[1:])) for f in self.operands
-                if (f.is_select or f.is_shift) and f.indices[0] not in out
+                if (f.is_select or f.is_shift or f.is_offset) and f.indices[0] not in out
                 and uses.count(f.indices[0]) > 1}
 
     def statement(self, where: bool = True) -> str:

@@ -41,7 +41,7 @@ class IndexTerm:
             if f.is_indicator:  # an Iverson bracket: a function SymPy never differentiates
                 head = sympy.IndexedBase(f.tensor)[tuple(_sym(i) for i in f.indices[1:])] \
                     if f.is_select else _sym(f.indices[1]) + _sym(f.indices[2]) if f.is_shift \
-                    else _sym(f.indices[1])
+                    else _sym(f.indices[1]) + f.offset if f.is_offset else _sym(f.indices[1])
                 expr *= sympy.Function(_INDICATOR_NAMES[f.fn])(_sym(f.indices[0]), head)
                 continue
             element = sympy.IndexedBase(f.tensor)[tuple(_sym(i) for i in f.indices)] if f.indices \
@@ -220,7 +220,8 @@ class Derivation:
         return tuple(dict.fromkeys(r.grad for r in self.rules if tensor in r.reads))
 
 
-_INDICATOR_NAMES = {"<=": "le", "<": "lt", ">=": "ge", ">": "gt", "=": "select", "=+": "shift"}
+_INDICATOR_NAMES = {"<=": "le", "<": "lt", ">=": "ge", ">": "gt", "=": "select", "=+": "shift",
+                    "=+c": "offset"}
 
 
 def _sym(letter: str) -> sympy.Symbol:

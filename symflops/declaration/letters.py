@@ -11,7 +11,7 @@ order, and returns the statement with its fresh letters and the letters bound.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Callable, Mapping
+from typing import Callable, Mapping, Sequence
 
 import sympy
 
@@ -43,19 +43,23 @@ class IndexRange:
 
 
 def bind_letters(st: Statement, known: Mapping[str, Tensor], dims: Mapping[str, sympy.Symbol],
-                 at: At, ranges: dict[str, IndexRange]) -> tuple[Statement, dict[str, Letter]]:
+                 at: At, ranges: dict[str, IndexRange], operands: Sequence[Ref] = (),
+                 defined: Mapping[str, Letter] | None = None
+                 ) -> tuple[Statement, dict[str, Letter]]:
     """The statement with fresh letters at its lookups and shifts, and every
     letter bound; ``ranges`` collects, across statements, the axis size each
-    index tensor selects along."""
-    for ref in st.refs:
+    index tensor selects along.  A call kind may add ``operands`` (the further
+    parts of a concatenation, bound like the statement's own) and letters it
+    ``defined`` itself (the joined axis, whose extent is the sum of the parts')."""
+    for ref in (*st.refs, *operands):
         if ref.name not in known:
             raise SymflopsError(f"unknown tensor {ref.name!r}", at(ref.column),
                                 f"declare it under 'tensors:' or produce it with an op; "
                                 f"{closest(ref.name, sorted(known))}")
     st = _resolve_lookups(st, lambda name, k: (known[name].shape[k] if k < len(known[name].shape)
                                                else None), at, set(dims))
-    bound: dict[str, Letter] = {}
-    for ref in st.refs:
+    bound: dict[str, Letter] = dict(defined or {})
+    for ref in (*st.refs, *operands):
         _bind(ref, known[ref.name], at, bound)
     _solve_shifts(st, bound, at)
     _check_lookups(st, known, at, ranges, bound)

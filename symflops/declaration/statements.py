@@ -22,7 +22,7 @@ from ..ops.base import Lowered, Op, Scope, claim
 from ..ops.einsum.lower import lower
 from ..ops.registry import CALLS
 from .include import Included, bind
-from .letters import IndexRange, bind_letters
+from .letters import IndexRange, Letter, bind_letters
 
 
 def lower_ops(node: Node, tensors: dict[str, Tensor], dims: dict[str, sympy.Symbol],
@@ -58,7 +58,8 @@ def lower_ops(node: Node, tensors: dict[str, Tensor], dims: dict[str, sympy.Symb
             used.append(st)
             continue
         at = (lambda col, s=item.span: s.shifted(col) if s else None)
-        st, bound = bind_letters(st, known, dims, at, ranges)
+        operands, defined = _operands(st, known, at)
+        st, bound = bind_letters(st, known, dims, at, ranges, operands, defined)
         scope = Scope(st.text, item.span, dict(known), {k: v.extent for k, v in bound.items()}, dims)
         out_factor = Factor(st.lhs.name, st.lhs.indices, at(st.lhs.column))
         out = Tensor(st.lhs.name, tuple(bound[i].extent for i in st.lhs.indices), "activation",
@@ -75,11 +76,37 @@ def lower_ops(node: Node, tensors: dict[str, Tensor], dims: dict[str, sympy.Symb
     return tuple(ops), known, blocks, used
 
 
+def _lone_call(st: Statement) -> Call | None:
+    """The call that is the whole right side, if one is."""
+    lone = st.terms[0].factors[0] if len(st.terms) == 1 and len(st.terms[0].factors) == 1 else None
+    return lone if isinstance(lone, Call) else None
+
+
+def _operands(st: Statement, known: Mapping[str, Tensor], at: Any
+              ) -> tuple[tuple[Any, ...], dict[str, Letter]]:
+    """The further tensors and the letters a call binds itself (a
+    concatenation's parts and its joined axis), through its kind's
+    ``binding``; none for every other statement."""
+    calls = [f for term in st.terms for f in term.factors if isinstance(f, Call)]
+    for f in calls:
+        if f.more and getattr(claim(CALLS, f.name), "binding", None) is None:
+            raise SymflopsError(f"{f.name}(...) takes at most two arguments", at(f.more[0].column),
+                                "remove the arguments after the second; only concat_i joins "
+                                "several tensors")
+    for f in calls:
+        binding = getattr(claim(CALLS, f.name), "binding", None)
+        if binding is not None:  # it checks that the call is the whole right side
+            operands, extents = binding(f, st, known, at)
+            where = at(st.lhs.column)
+            return operands, {i: Letter(e, st.lhs.name, where) for i, e in extents.items()}
+    return (), {}
+
+
 def _lower(st: Statement, out: Factor, scope: Scope) -> Lowered:
     """The ops of one statement: a call kind's whole op when the statement is
     that call alone and the kind takes it as a whole, else an einsum."""
-    lone = st.terms[0].factors[0] if len(st.terms) == 1 and len(st.terms[0].factors) == 1 else None
-    if isinstance(lone, Call):
+    lone = _lone_call(st)
+    if lone is not None:
         kind = claim(CALLS, lone.name)
         op = kind.whole(lone, st, out, scope) if kind is not None else None
         if op is not None:
@@ -110,7 +137,11 @@ def _writes(st: Any, node: Node) -> list[tuple[str, Span | None]]:
 
 
 def _reads(st: Any) -> list[str]:
-    return list(st.reads) if isinstance(st, Included) else [ref.name for ref in st.refs]
+    if isinstance(st, Included):
+        return list(st.reads)
+    # A call's further tensors (a concatenation's parts) are read too.
+    more = [r.name for t in st.terms for f in t.factors if isinstance(f, Call) for r in f.tensors[1:]]
+    return [ref.name for ref in st.refs] + more
 
 
 def _order(parsed: list[tuple[Any, Node]], file_tensors: Mapping[str, Tensor]) -> list[tuple[Any, Node]]:

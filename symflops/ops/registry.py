@@ -10,9 +10,10 @@ entry here.
 from __future__ import annotations
 
 from .base import CallKind
+from .concat import CONCAT
 from .logsumexp import LOGSUMEXP
 from .loss import CROSS_ENTROPY
 from .normalize import NORMALIZE
 
 #: Every call kind, in the order their usages are listed in messages.
-CALLS: tuple[CallKind, ...] = (NORMALIZE, CROSS_ENTROPY, LOGSUMEXP)
+CALLS: tuple[CallKind, ...] = (NORMALIZE, CROSS_ENTROPY, LOGSUMEXP, CONCAT)

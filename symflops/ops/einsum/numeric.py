@@ -24,10 +24,16 @@ from ..functions import numpy_function
 _COMPARE = {"<=": np.less_equal, "<": np.less, ">=": np.greater_equal, ">": np.greater}
 
 
-def indicator(f: Factor, arrays: Mapping[str, np.ndarray], extents: Mapping[str, int]) -> np.ndarray:
+def indicator(f: Factor, arrays: Mapping[str, np.ndarray], extents: Mapping[str, int],
+              dims: Mapping[str, int] | None = None) -> np.ndarray:
     """The 0/1 array of an indicator factor over its letters: ``[t <= s]`` is
     ``mask[t, s]``; ``[v = tok[b]]`` is ``onehot[v, b] = (tok[b] == v)``;
-    ``[q = p + k]`` is ``shift[q, p, k] = (q == p + k)``."""
+    ``[q = p + k]`` is ``shift[q, p, k] = (q == p + k)``; ``[t = s + M]`` is
+    ``offset[t, s] = (t == s + M)`` with ``M`` at ``dims``."""
+    if f.is_offset:
+        shift = int(f.offset.subs({dim_symbol(k): v for k, v in (dims or {}).items()}))
+        t, s = (np.arange(extents[i]) for i in f.indices)
+        return (t[:, None] == s[None, :] + shift).astype(float)
     if f.is_select:
         tok = np.asarray(arrays[f.tensor])
         values = np.arange(extents[f.indices[0]]).reshape((-1,) + (1,) * tok.ndim)
@@ -46,7 +52,7 @@ def run_einsum(e: Einsum, arrays: Mapping[str, np.ndarray], extents: Mapping[str
     letters = {i: string.ascii_letters[k] for k, i in enumerate(e.indices)}
     present = [i for i in dict.fromkeys(e.output.indices)
                if any(i in f.indices for f in e.operands)]
-    values = [indicator(f, arrays, extents) if f.is_indicator
+    values = [indicator(f, arrays, extents, dims) if f.is_indicator
               else numpy_function(f.function)(arrays[f.tensor]) if f.function else arrays[f.tensor]
               for f in e.operands]
     dtype = np.result_type(*values) if values else float

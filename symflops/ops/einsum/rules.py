@@ -40,7 +40,7 @@ def _fresh(used: set[str], preferred: Iterable[str] = ()) -> str:
 
 
 def _rename_factor(f: Factor, mapping: dict[str, str]) -> Factor:
-    return Factor(f.tensor, tuple(mapping.get(i, i) for i in f.indices), fn=f.fn)
+    return Factor(f.tensor, tuple(mapping.get(i, i) for i in f.indices), fn=f.fn, offset=f.offset)
 
 
 def _rename_term(t: IndexTerm, mapping: dict[str, str]) -> IndexTerm:
