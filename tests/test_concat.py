@@ -19,6 +19,7 @@ import sympy
 import symflops
 from symflops.checks.numeric import backward, forward
 from symflops.core.errors import SymflopsError
+from symflops.core.ir import substitute
 from symflops.count.cost import costs
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -136,6 +137,17 @@ def test_refuses_an_output_read_over_another_extent(tmp_path):
     # K's joined axis is M + S, which is not Qt's T: at K's t, column 28.
     assert "index 't' ranges over T in Qt but over M + S in K" in err.message
     assert (err.span.line, err.span.column) == (9, 28)
+
+
+def test_a_declared_extent_equal_to_the_sum_is_accepted(tmp_path):
+    # T is declared as M + S: Qt's axis and K's joined axis are proven equal.
+    text = BASE.replace("T: positions}", "T: {description: positions, equals: M + S}}")
+    d = symflops.derive(load_text(tmp_path, text + "  - K[b,t,e] = concat_t(K_mem[b,m,e], "
+                                  "K_new[b,s,e])\n  - A[b,t] = Qt[b,t,e] K[b,t,e]\n"))
+    B, M, S_, E = sympy.symbols("B M S E", positive=True, integer=True)
+    # A[b,t] = sum_e Qt K: a row-wise dot, 2 per term, B*(M + S)*E terms, elementwise.
+    counted = substitute(costs(d).elementwise_forward, d.layer.substitutions)
+    assert sympy.expand(counted - 2 * B * (M + S_) * E) == 0
 
 
 def test_refuses_parts_that_disagree_on_the_other_letters(tmp_path):

@@ -44,13 +44,16 @@ class IndexRange:
 
 def bind_letters(st: Statement, known: Mapping[str, Tensor], dims: Mapping[str, sympy.Symbol],
                  at: At, ranges: dict[str, IndexRange], operands: Sequence[Ref] = (),
-                 defined: Mapping[str, Letter] | None = None
+                 defined: Mapping[str, Letter] | None = None,
+                 subs: Mapping[sympy.Symbol, sympy.Expr] | None = None
                  ) -> tuple[Statement, dict[str, Letter]]:
     """The statement with fresh letters at its lookups and shifts, and every
     letter bound; ``ranges`` collects, across statements, the axis size each
     index tensor selects along.  A call kind may add ``operands`` (the further
     parts of a concatenation, bound like the statement's own) and letters it
-    ``defined`` itself (the joined axis, whose extent is the sum of the parts')."""
+    ``defined`` itself (the joined axis, whose extent is the sum of the parts').
+    Two extents of a letter agree when they do with the defined dims
+    replaced by their formulas (``subs``: ``T = M + S``)."""
     for ref in (*st.refs, *operands):
         if ref.name not in known:
             raise SymflopsError(f"unknown tensor {ref.name!r}", at(ref.column),
@@ -60,7 +63,7 @@ def bind_letters(st: Statement, known: Mapping[str, Tensor], dims: Mapping[str, 
                                                else None), at, set(dims))
     bound: dict[str, Letter] = dict(defined or {})
     for ref in (*st.refs, *operands):
-        _bind(ref, known[ref.name], at, bound)
+        _bind(ref, known[ref.name], at, bound, subs or {})
     _solve_shifts(st, bound, at)
     _check_lookups(st, known, at, ranges, bound)
     _check_output(st, bound, at)
@@ -68,7 +71,8 @@ def bind_letters(st: Statement, known: Mapping[str, Tensor], dims: Mapping[str, 
     return st, bound
 
 
-def _bind(ref: Ref, tensor: Tensor, at: At, bound: dict[str, Letter]) -> None:
+def _bind(ref: Ref, tensor: Tensor, at: At, bound: dict[str, Letter],
+          subs: Mapping[sympy.Symbol, sympy.Expr]) -> None:
     """Bind each index letter of ``ref`` to the extent of the axis it indexes."""
     if len(ref.indices) != len(tensor.shape):
         shape = "[" + ", ".join(map(str, tensor.shape)) + "]"
@@ -78,7 +82,7 @@ def _bind(ref: Ref, tensor: Tensor, at: At, bound: dict[str, Letter]) -> None:
             f"give {ref.name} one index per axis, e.g. {ref.name}"
             f"[{','.join('ijklmn'[k] for k in range(len(tensor.shape)))}]")
     for letter, column, extent in zip(ref.indices, ref.index_columns, tensor.shape):
-        if letter in bound and sympy.simplify(bound[letter].extent - extent) != 0:
+        if letter in bound and sympy.simplify((bound[letter].extent - extent).subs(subs)) != 0:
             first = bound[letter]
             raise SymflopsError(
                 f"index {letter!r} ranges over {first.extent} in {first.tensor} "

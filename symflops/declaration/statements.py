@@ -26,10 +26,13 @@ from .letters import IndexRange, Letter, bind_letters
 
 
 def lower_ops(node: Node, tensors: dict[str, Tensor], dims: dict[str, sympy.Symbol],
-              includes: Mapping[int, Included] | None = None
+              includes: Mapping[int, Included] | None = None,
+              definitions: tuple[tuple[str, sympy.Expr], ...] = ()
               ) -> tuple[tuple[Op, ...], dict[str, Tensor], list[Block], list[Included]]:
     """The ops of an ``ops:`` node, every tensor known after them (the given
-    ones first), the blocks of its includes, and the includes in the order used."""
+    ones first), the blocks of its includes, and the includes in the order
+    used; two extents of a letter agree when they do with the defined dims
+    (``definitions``) replaced by their formulas."""
     if not isinstance(node.value, list) or not node.value:
         raise SymflopsError("'ops' must be a non-empty list of op statements", node.span,
                             "write each op on its own line, e.g. '- H[b,f] = X[b,d] W[d,f]'")
@@ -45,6 +48,9 @@ def lower_ops(node: Node, tensors: dict[str, Tensor], dims: dict[str, sympy.Symb
                else parse_statement(item.value, item.span, names), item) for item in node.value]
     known = dict(tensors)
     ordered = _order(parsed, known)
+    subs = {dims[n]: e for n, e in definitions if n in dims}
+    for _ in range(len(subs)):  # a definition may use another defined dim
+        subs = {k: v.subs(subs) for k, v in subs.items()}
     ops: list[Op] = []
     blocks: list[Block] = []
     used: list[Included] = []
@@ -59,7 +65,7 @@ def lower_ops(node: Node, tensors: dict[str, Tensor], dims: dict[str, sympy.Symb
             continue
         at = (lambda col, s=item.span: s.shifted(col) if s else None)
         operands, defined = _operands(st, known, at)
-        st, bound = bind_letters(st, known, dims, at, ranges, operands, defined)
+        st, bound = bind_letters(st, known, dims, at, ranges, operands, defined, subs)
         scope = Scope(st.text, item.span, dict(known), {k: v.extent for k, v in bound.items()}, dims)
         out_factor = Factor(st.lhs.name, st.lhs.indices, at(st.lhs.column))
         out = Tensor(st.lhs.name, tuple(bound[i].extent for i in st.lhs.indices), "activation",
