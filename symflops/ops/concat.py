@@ -49,6 +49,7 @@ from ..core.errors import Span, SymflopsError
 from ..core.factors import OFFSET
 from ..core.ir import Einsum, Factor, Order, Tensor
 from ..core.records import OpCost, PatternTerm, Rule
+from ..lang.statement import Ref
 from .base import Choice, Scope, Unit
 from .einsum.node import Contraction
 from .einsum.rules import term_rules
@@ -217,7 +218,7 @@ class ConcatCall:
         index, out = self._index(call, at), statement.lhs
         hint = ("write e.g. 'K[b,t,e] = concat_t(K_mem[b,m,e], K_new[b,s,e])': the output's "
                 "letters, with one letter of each part's own in place of the joined one")
-        if call.argument is not None and not isinstance(call.argument, type(call.ref)):
+        if call.argument is not None and not isinstance(call.argument, Ref):
             raise SymflopsError(f"{call.name} joins tensors, not constants", at(call.argument.column),
                                 hint)
         parts = call.tensors
