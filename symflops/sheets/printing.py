@@ -282,7 +282,9 @@ def term(t: IndexTerm, poly: PolyPrinter, tensors: frozenset[str] | set[str] = f
              for f, k in counts.items()]
     parts += [rf"\delta_{{{index_list((a, b))}}}" for a, b in t.deltas]
     body = r"\, ".join(parts) if parts else "1"
-    if t.coefficient != 1:
+    if t.coefficient == -1 and parts:  # a subtracted term, Y = A - B: no "- 1 B"
+        body = "-" + body
+    elif t.coefficient != 1:
         body = poly(t.coefficient) + r"\, " + body
     summed = [i for i in t.summed]
     if show_sum and summed:
