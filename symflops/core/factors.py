@@ -45,7 +45,7 @@ class Apply:
 ComparisonOp = Literal["<=", "<", ">=", ">"]
 
 
-Indicator = Literal[ComparisonOp, "=", "=+"]
+Indicator = Literal[ComparisonOp, "=", "=+", "=+c"]
 
 
 @dataclass(frozen=True)
@@ -61,6 +61,20 @@ class Offset:
 
     def __str__(self) -> str:
         return self.op
+
+
+@dataclass(frozen=True)
+class Slot:
+    """The place of a concatenation's part on the joined axis, ``[t = s + offset]``
+    (:data:`OFFSET`): ``offset``, an integer-valued expression in the dims (the
+    extents of the parts before it, 0 for the first), is carried here as a
+    window's constant is in :class:`Offset`, so the factor stays frozen and
+    compares by value."""
+
+    offset: sympy.Expr
+
+    def __str__(self) -> str:
+        return OFFSET
 
 
 def relation(op: ComparisonOp, offset: sympy.Expr = sympy.Integer(0)) -> "ComparisonOp | Offset":
@@ -79,7 +93,7 @@ class Factor:
     tensor: str
     indices: tuple[str, ...]
     span: Span | None = field(default=None, compare=False)
-    fn: Apply | Indicator | Offset | None = None
+    fn: Apply | Indicator | Offset | Slot | None = None
 
     def __post_init__(self) -> None:
         # A bare string that is no indicator is a function name a producer
@@ -98,7 +112,7 @@ class Factor:
         """An Iverson bracket, 1 inside a domain and 0 outside (see
         :data:`COMPARISONS` and :data:`SELECT`): never differentiated, never a
         saved tensor, a restriction of the summation domain in the cost model."""
-        return self.fn in INDICATORS or isinstance(self.fn, Offset)
+        return self.fn in INDICATORS or isinstance(self.fn, (Offset, Slot))
 
     @property
     def function(self) -> Apply | None:
@@ -116,8 +130,9 @@ class Factor:
 
     @property
     def offset(self) -> sympy.Expr:
-        """A comparison's constant: ``W`` in ``[s <= t + W]``, 0 in ``[t <= s]``."""
-        return self.fn.offset if isinstance(self.fn, Offset) else sympy.Integer(0)
+        """A comparison's constant, ``W`` in ``[s <= t + W]`` (0 in ``[t <= s]``), or a
+        concatenated part's place, ``M`` in ``[t = s + M]``; 0 for every other factor."""
+        return self.fn.offset if isinstance(self.fn, (Offset, Slot)) else sympy.Integer(0)
 
     @property
     def is_select(self) -> bool:
@@ -128,10 +143,20 @@ class Factor:
         return self.fn == SHIFT
 
     @property
+    def is_offset(self) -> bool:
+        return isinstance(self.fn, Slot)
+
+    @property
     def reads_tensor(self) -> bool:
         """Whether the factor reads a tensor (a lookup reads its index tensor;
-        a comparison or a shift reads none)."""
-        return not (self.is_comparison or self.is_shift)
+        a comparison, a shift or an offset reads none)."""
+        return not (self.is_comparison or self.is_shift or self.is_offset)
+
+    def moved(self) -> str:
+        """An offset's target written inline, ``M+s`` (``s`` for offset 0)."""
+        if self.offset == 0:
+            return self.indices[1]
+        return sympy.sstr(self.offset).replace(" ", "") + "+" + self.indices[1]
 
     def condition(self) -> str:
         """The indicator's condition as written in a where-clause: ``t <= s``, ``v = tok[b]``."""
@@ -139,6 +164,8 @@ class Factor:
             return f"{self.indices[0]} = {self.tensor}[{','.join(self.indices[1:])}]"
         if self.is_shift:
             return f"{self.indices[0]} = {self.indices[1]} + {self.indices[2]}"
+        if self.is_offset:
+            return f"{self.indices[0]} = {self.moved().replace('+', ' + ')}"
         return f"{self.indices[0]} {self.fn} {plus(self.indices[1], self.offset)}"
 
 
@@ -157,6 +184,14 @@ SELECT: Indicator = "="
 #: ``X[b,c,p+k]`` (a convolution) reads ``X[b,c,q]`` with a fresh letter ``q``
 #: over X's axis, times this indicator.
 SHIFT: Indicator = "=+"
+
+
+#: ``Factor("", (t, s), fn=Slot(M))`` (printed ``=+c``) is ``[t = s + M]``: a part of a
+#: concatenation (:mod:`symflops.ops.concat`) written at its place ``M`` along
+#: the joined axis, and its gradient, the slice ``dK[b,M+s,e]``.  The offset is
+#: a constant (the extents of the parts before it), so ``t`` is determined by
+#: ``s`` and a product through it is a copy.
+OFFSET: Indicator = "=+c"
 
 
 INDICATORS: tuple[Indicator, ...] = get_args(Indicator)
@@ -217,9 +252,11 @@ def comparison(f: Factor) -> Bound:
 
 
 def selections(operands: Iterable[Factor]) -> dict[str, tuple[str, ...]]:
-    """Letters a lookup or a shift determines: ``v -> (b,)`` for ``[v = tok[b]]``,
-    ``q -> (p, k)`` for ``[q = p + k]``."""
-    return {f.indices[0]: f.indices[1:] for f in operands if f.is_select or f.is_shift}
+    """Letters a lookup, a shift or an offset determines: ``v -> (b,)`` for
+    ``[v = tok[b]]``, ``q -> (p, k)`` for ``[q = p + k]``, ``t -> (s,)`` for
+    ``[t = s + M]``."""
+    return {f.indices[0]: f.indices[1:] for f in operands
+            if f.is_select or f.is_shift or f.is_offset}
 
 
 @dataclass(frozen=True)
@@ -264,7 +301,8 @@ class Einsum:
         be written inline (a scatter ``dE[v,d] = dX[b,d] where v = tok[b]``)."""
         inline = self._inline()
         return tuple(f.condition() for f in self.operands
-                     if f.is_indicator and not ((f.is_select or f.is_shift) and f.indices[0] in inline))
+                     if f.is_indicator and not ((f.is_select or f.is_shift or f.is_offset)
+                                                and f.indices[0] in inline))
 
     def _inline(self) -> dict[str, str]:
         """Lookups and shifts written inline, ``E[tok[b],d]``, ``X[b,c,p+k]``:
@@ -272,8 +310,9 @@ class Einsum:
         out = set(self.output.indices)
         uses = [i for f in self.operands for i in f.indices]
         return {f.indices[0]: (f"{f.tensor}[{','.join(f.indices[1:])}]" if f.is_select
+                               else f.moved() if f.is_offset
                                else "+".join(f.indices[1:])) for f in self.operands
-                if (f.is_select or f.is_shift) and f.indices[0] not in out
+                if (f.is_select or f.is_shift or f.is_offset) and f.indices[0] not in out
                 and uses.count(f.indices[0]) > 1}
 
     def statement(self, where: bool = True) -> str:

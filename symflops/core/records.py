@@ -221,7 +221,8 @@ class Derivation:
         return tuple(dict.fromkeys(r.grad for r in self.rules if tensor in r.reads))
 
 
-_INDICATOR_NAMES = {"<=": "le", "<": "lt", ">=": "ge", ">": "gt", "=": "select", "=+": "shift"}
+_INDICATOR_NAMES = {"<=": "le", "<": "lt", ">=": "ge", ">": "gt", "=": "select", "=+": "shift",
+                    "=+c": "offset"}
 
 
 def _sym(letter: str) -> sympy.Symbol:

@@ -11,7 +11,7 @@ order, and returns the statement with its fresh letters and the letters bound.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Callable, Mapping
+from typing import Callable, Mapping, Sequence
 
 import sympy
 
@@ -45,20 +45,27 @@ class IndexRange:
 
 
 def bind_letters(st: Statement, known: Mapping[str, Tensor], dims: Mapping[str, sympy.Symbol],
-                 at: At, ranges: dict[str, IndexRange]) -> tuple[Statement, dict[str, Letter]]:
+                 at: At, ranges: dict[str, IndexRange], operands: Sequence[Ref] = (),
+                 defined: Mapping[str, Letter] | None = None,
+                 subs: Mapping[sympy.Symbol, sympy.Expr] | None = None
+                 ) -> tuple[Statement, dict[str, Letter]]:
     """The statement with fresh letters at its lookups and shifts, and every
     letter bound; ``ranges`` collects, across statements, the axis size each
-    index tensor selects along."""
-    for ref in st.refs:
+    index tensor selects along.  A call kind may add ``operands`` (the further
+    parts of a concatenation, bound like the statement's own) and letters it
+    ``defined`` itself (the joined axis, whose extent is the sum of the parts').
+    Two extents of a letter agree when they do with the defined dims
+    replaced by their formulas (``subs``: ``T = M + S``)."""
+    for ref in (*st.refs, *operands):
         if ref.name not in known:
             raise SymflopsError(f"unknown tensor {ref.name!r}", at(ref.column),
                                 f"declare it under 'tensors:' or produce it with an op; "
                                 f"{closest(ref.name, sorted(known))}")
     st = _resolve_lookups(st, lambda name, k: (known[name].shape[k] if k < len(known[name].shape)
                                                else None), at, set(dims))
-    bound: dict[str, Letter] = {}
-    for ref in st.refs:
-        _bind(ref, known[ref.name], at, bound)
+    bound: dict[str, Letter] = dict(defined or {})
+    for ref in (*st.refs, *operands):
+        _bind(ref, known[ref.name], at, bound, subs or {})
     _bind_windows(st, dims, bound, at)
     _solve_shifts(st, bound, at)
     _check_lookups(st, known, at, ranges, bound)
@@ -67,7 +74,8 @@ def bind_letters(st: Statement, known: Mapping[str, Tensor], dims: Mapping[str, 
     return st, bound
 
 
-def _bind(ref: Ref, tensor: Tensor, at: At, bound: dict[str, Letter]) -> None:
+def _bind(ref: Ref, tensor: Tensor, at: At, bound: dict[str, Letter],
+          subs: Mapping[sympy.Symbol, sympy.Expr]) -> None:
     """Bind each index letter of ``ref`` to the extent of the axis it indexes."""
     if len(ref.indices) != len(tensor.shape):
         shape = "[" + ", ".join(map(str, tensor.shape)) + "]"
@@ -77,7 +85,7 @@ def _bind(ref: Ref, tensor: Tensor, at: At, bound: dict[str, Letter]) -> None:
             f"give {ref.name} one index per axis, e.g. {ref.name}"
             f"[{','.join('ijklmn'[k] for k in range(len(tensor.shape)))}]")
     for letter, column, extent in zip(ref.indices, ref.index_columns, tensor.shape):
-        if letter in bound and sympy.simplify(bound[letter].extent - extent) != 0:
+        if letter in bound and sympy.simplify((bound[letter].extent - extent).subs(subs)) != 0:
             first = bound[letter]
             raise SymflopsError(
                 f"index {letter!r} ranges over {first.extent} in {first.tensor} "

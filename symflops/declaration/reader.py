@@ -320,7 +320,7 @@ def build_layer(root: Node, file: str, default_name: str, stack: tuple[str, ...]
             raise SymflopsError(f"tensor name {t.name!r} clashes with the gradient of {t.name[1:]!r}",
                                 t.span, f"rename {t.name!r}; 'd' + a tensor's name is reserved "
                                 "for that tensor's gradient")
-    ops, known, blocks, used = lower_ops(top["ops"][1], tensors, symbols, includes)
+    ops, known, blocks, used = lower_ops(top["ops"][1], tensors, symbols, includes, definitions)
     for out in known.values():
         if out.role == "activation" and out.name.startswith("d") and out.name[1:] in known:
             raise SymflopsError(f"tensor name {out.name!r} clashes with the gradient of "

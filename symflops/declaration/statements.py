@@ -23,14 +23,17 @@ from ..ops.einsum.lower import lower
 from ..ops.recurrence_statement import state_refs, without_state
 from ..ops.registry import CALLS
 from .include import Included, bind
-from .letters import IndexRange, bind_letters
+from .letters import IndexRange, Letter, bind_letters
 
 
 def lower_ops(node: Node, tensors: dict[str, Tensor], dims: dict[str, sympy.Symbol],
-              includes: Mapping[int, Included] | None = None
+              includes: Mapping[int, Included] | None = None,
+              definitions: tuple[tuple[str, sympy.Expr], ...] = ()
               ) -> tuple[tuple[Op, ...], dict[str, Tensor], list[Block], list[Included]]:
     """The ops of an ``ops:`` node, every tensor known after them (the given
-    ones first), the blocks of its includes, and the includes in the order used."""
+    ones first), the blocks of its includes, and the includes in the order
+    used; two extents of a letter agree when they do with the defined dims
+    (``definitions``) replaced by their formulas."""
     if not isinstance(node.value, list) or not node.value:
         raise SymflopsError("'ops' must be a non-empty list of op statements", node.span,
                             "write each op on its own line, e.g. '- H[b,f] = X[b,d] W[d,f]'")
@@ -46,6 +49,9 @@ def lower_ops(node: Node, tensors: dict[str, Tensor], dims: dict[str, sympy.Symb
                else parse_statement(item.value, item.span, names), item) for item in node.value]
     known = dict(tensors)
     ordered = _order(parsed, known)
+    subs = {dims[n]: e for n, e in definitions if n in dims}
+    for _ in range(len(subs)):  # a definition may use another defined dim
+        subs = {k: v.subs(subs) for k, v in subs.items()}
     ops: list[Op] = []
     blocks: list[Block] = []
     used: list[Included] = []
@@ -61,8 +67,9 @@ def lower_ops(node: Node, tensors: dict[str, Tensor], dims: dict[str, sympy.Symb
         at = (lambda col, s=item.span: s.shifted(col) if s else None)
         # A recurrence reads its own output: its letters are bound by the other operands.
         recurrent = bool(state_refs(st))
+        operands, defined = _operands(st, known, at)
         bound_st, bound = bind_letters(without_state(st, at) if recurrent else st, known, dims, at,
-                                       ranges)
+                                       ranges, operands, defined, subs)
         st = st if recurrent else bound_st
         scope = Scope(st.text, item.span, dict(known), {k: v.extent for k, v in bound.items()}, dims)
         out_factor = Factor(st.lhs.name, st.lhs.indices, at(st.lhs.column))
@@ -80,11 +87,37 @@ def lower_ops(node: Node, tensors: dict[str, Tensor], dims: dict[str, sympy.Symb
     return tuple(ops), known, blocks, used
 
 
+def _lone_call(st: Statement) -> Call | None:
+    """The call that is the whole right side, if one is."""
+    lone = st.terms[0].factors[0] if len(st.terms) == 1 and len(st.terms[0].factors) == 1 else None
+    return lone if isinstance(lone, Call) else None
+
+
+def _operands(st: Statement, known: Mapping[str, Tensor], at: Any
+              ) -> tuple[tuple[Any, ...], dict[str, Letter]]:
+    """The further tensors and the letters a call binds itself (a
+    concatenation's parts and its joined axis), through its kind's
+    ``binding``; none for every other statement."""
+    calls = [f for term in st.terms for f in term.factors if isinstance(f, Call)]
+    for f in calls:
+        if f.more and getattr(claim(CALLS, f.name), "binding", None) is None:
+            raise SymflopsError(f"{f.name}(...) takes at most two arguments", at(f.more[0].column),
+                                "remove the arguments after the second; only concat_i joins "
+                                "several tensors")
+    for f in calls:
+        binding = getattr(claim(CALLS, f.name), "binding", None)
+        if binding is not None:  # it checks that the call is the whole right side
+            operands, extents = binding(f, st, known, at)
+            where = at(st.lhs.column)
+            return operands, {i: Letter(e, st.lhs.name, where) for i, e in extents.items()}
+    return (), {}
+
+
 def _lower(st: Statement, out: Factor, scope: Scope) -> Lowered:
     """The ops of one statement: a call kind's whole op when the statement is
     that call alone and the kind takes it as a whole, else an einsum."""
-    lone = st.terms[0].factors[0] if len(st.terms) == 1 and len(st.terms[0].factors) == 1 else None
-    if isinstance(lone, Call):
+    lone = _lone_call(st)
+    if lone is not None:
         kind = claim(CALLS, lone.name)
         op = kind.whole(lone, st, out, scope) if kind is not None else None
         if op is not None:
@@ -117,7 +150,10 @@ def _writes(st: Any, node: Node) -> list[tuple[str, Span | None]]:
 def _reads(st: Any) -> list[str]:
     if isinstance(st, Included):
         return list(st.reads)
-    return [ref.name for ref in st.refs if ref.name != st.lhs.name]  # a recurrence reads itself
+    # A call's further tensors (a concatenation's parts) are read too; a
+    # recurrence reads its own output, which is no dependency.
+    more = [r.name for t in st.terms for f in t.factors if isinstance(f, Call) for r in f.tensors[1:]]
+    return [ref.name for ref in st.refs if ref.name != st.lhs.name] + more
 
 
 def _order(parsed: list[tuple[Any, Node]], file_tensors: Mapping[str, Tensor]) -> list[tuple[Any, Node]]:

@@ -7,7 +7,7 @@
     term      := factor (["*"] factor | "/" constant | "/" ref | "/" "(" ref (["*"] ref)* ")")*
                                        (N[s,f] / Z[s]: a product with reciprocal(Z[s]))
     factor    := ref | call | constant
-    call      := NAME "(" ref ["," constant] ")"
+    call      := NAME "(" ref ["," constant | ("," ref)+] ")"
                | NAME "{" INDEX ("," INDEX)* "}" "(" ref ["," constant] ")"
                                        (NAME ends in "_": layernorm_{c,p}(X[b,c,p]))
     ref       := NAME "[" [index ("," index)*] "]"
@@ -351,9 +351,13 @@ class _Parser(ConditionParser):
                 raise self.error("the second argument must be a constant or a tensor",
                                  "e.g. dropout(A[b,d], 0.1) or "
                                  "cross_entropy_v(Z[b,v], y[b])")
+        more: list[Ref] = []
+        while isinstance(argument, Ref) and self.tok.text == ",":  # concat_t(A[..], B[..], C[..])
+            self.pos += 1
+            more.append(self.ref())
         self.expect(")", f"expected ')' to close {written}(...)",
                     f"a call takes one tensor, e.g. {written}(X[b,d])")
-        return Call(written, name.column, ref, argument, reduced)
+        return Call(written, name.column, ref, argument, reduced, tuple(more))
 
     def braced_call(self) -> Call:
         """``NAME_{a,b}(ref ...)``: a call over the letters in braces (the

@@ -144,7 +144,8 @@ class Reduced:
 
 @dataclass(frozen=True)
 class Call:
-    """``name(ref[, constant])``: a pointwise function or an op applied to a tensor.
+    """``name(ref[, constant])``: a pointwise function or an op applied to a tensor;
+    ``name(ref, ref, ...)`` for an op of several tensors (a concatenation).
 
     ``softmax_t(A[s,t])`` has the name ``softmax_t`` (which letters of a name
     are an index is the op kind's business) and no ``reduced``;
@@ -156,6 +157,14 @@ class Call:
     ref: Ref
     argument: "Constant | Ref | None" = None
     reduced: tuple[Reduced, ...] = ()
+    #: tensors after a tensor ``argument``: ``C[..]`` in ``concat_t(A[..], B[..], C[..])``
+    more: tuple[Ref, ...] = ()
+
+    @property
+    def tensors(self) -> tuple[Ref, ...]:
+        """Every tensor argument, in order: ``ref``, a tensor ``argument``, ``more``."""
+        second = (self.argument,) if isinstance(self.argument, Ref) else ()
+        return (self.ref, *second, *self.more)
 
 
 @dataclass(frozen=True)

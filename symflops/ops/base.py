@@ -157,6 +157,11 @@ class CallKind(Protocol):
     ``P[s,t] = softmax_t(A[s,t])`` as a whole op, or inside a product
     (``layernorm_d(X[b,d]) * g[d]``) through a fresh intermediate tensor."""
 
+    #: A kind whose call takes several tensors and defines a letter itself
+    #: (a concatenation: :mod:`symflops.ops.concat`) also has
+    #: ``binding(call, statement, known, at) -> (further operand refs,
+    #: {letter: extent})``, asked before the statement's letters are bound.
+
     #: what the message for an unknown function lists for this kind, e.g.
     #: ``softmax_i ... over an index i``; empty for a kind that never stands
     #: inside a product

@@ -10,6 +10,7 @@ entry here.
 from __future__ import annotations
 
 from .base import CallKind
+from .concat import CONCAT
 from .logsumexp import LOGSUMEXP
 from .loss import CROSS_ENTROPY
 from .maximum import MAX
@@ -17,4 +18,4 @@ from .mean import MEAN
 from .normalize import NORMALIZE
 
 #: Every call kind, in the order their usages are listed in messages.
-CALLS: tuple[CallKind, ...] = (NORMALIZE, CROSS_ENTROPY, LOGSUMEXP, MAX, MEAN)
+CALLS: tuple[CallKind, ...] = (NORMALIZE, CROSS_ENTROPY, LOGSUMEXP, MAX, MEAN, CONCAT)

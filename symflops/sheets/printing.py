@@ -104,6 +104,8 @@ def iverson(f: Factor, tensors: frozenset[str] | set[str] = frozenset()) -> str:
         return f"[{index_list(f.indices[:1])} = {indexed(Factor(f.tensor, f.indices[1:]), tensors)}]"
     if f.is_shift:
         return f"[{index_list(f.indices[:1])} = {index_list(f.indices[1:2])} + {index_list(f.indices[2:])}]"
+    if f.is_offset:
+        return f"[{index_list(f.indices[:1])} = {moved(f)}]"
     a, b = f.indices
     return f"[{index_list([a])} {_RELATIONS[f.relation]} {index_list([b])}{_plus(f.offset)}]"
 
@@ -120,6 +122,13 @@ def _plus(offset: sympy.Expr) -> str:
         magnitude = abs(c) if x == 1 else ("" if abs(c) == 1 else f"{abs(c)} ") + symbol_name(str(x))
         text += f" {'-' if c < 0 else '+'} {magnitude}"
     return text
+
+
+def moved(f: Factor) -> str:
+    """An offset's target, ``M + s`` (``s`` for offset 0): a part's place along
+    a concatenated axis (:data:`symflops.core.factors.OFFSET`)."""
+    letter = index_list(f.indices[1:2])
+    return letter if f.offset == 0 else f"{PolyPrinter(())(f.offset, factor=False)} + {letter}"
 
 
 def indexed(f: Factor, tensors: frozenset[str] | set[str] = frozenset(),
@@ -285,16 +294,18 @@ def term(t: IndexTerm, poly: PolyPrinter, tensors: frozenset[str] | set[str] = f
     k times prints once, to the k-th power.  With ``inline``, a lookup
     ``\\sum_v [v = \\mathit{tok}_b] E_{vd}`` is written ``E_{\\mathit{tok}_{b},d}``,
     as declared."""
-    lookups: dict[str, str] = {}
-    if inline:
-        used = [i for f in t.factors if not f.is_indicator for i in f.indices]
-        lookups = {f.indices[0]: (indexed(Factor(f.tensor, f.indices[1:]), tensors) if f.is_select
-                                  else "+".join(index_list([i]) for i in f.indices[1:]))
-                   for f in t.factors if (f.is_select or f.is_shift) and f.indices[0] in t.summed
-                   and f.indices[0] in used}
+    used = [i for f in t.factors if not f.is_indicator for i in f.indices]
+    # An offset is always written as the slice it reads, dK_{b,M+s,e}.
+    lookups = {f.indices[0]: (indexed(Factor(f.tensor, f.indices[1:]), tensors) if f.is_select
+                              else moved(f) if f.is_offset
+                              else "+".join(index_list([i]) for i in f.indices[1:]))
+               for f in t.factors if (f.is_select or f.is_shift or f.is_offset)
+               and (inline or f.is_offset) and f.indices[0] in t.summed and f.indices[0] in used}
+    if lookups:
         t = IndexTerm(t.coefficient,
                       tuple(f for f in t.factors
-                            if not ((f.is_select or f.is_shift) and f.indices[0] in lookups)),
+                            if not ((f.is_select or f.is_shift or f.is_offset)
+                                    and f.indices[0] in lookups)),
                       t.deltas, tuple(i for i in t.summed if i not in lookups))
     coefficient, numerator, divisors = quotient(t.coefficient, t.factors)
     counts: dict[Factor, int] = {}
@@ -308,7 +319,7 @@ def term(t: IndexTerm, poly: PolyPrinter, tensors: frozenset[str] | set[str] = f
         below = r"\, ".join(indexed(f, tensors, lookups) + (f"^{{{k}}}" if k > 1 else "")
                             for f, k in divisors)
         body = rf"\frac{{{body}}}{{{below}}}"
-    if coefficient == -1 and divisors:
+    if coefficient == -1 and (parts or divisors):  # a subtracted term, Y = A - B: no "- 1 B"
         body = "-" + body
     elif coefficient != 1:
         body = poly(coefficient) + r"\, " + body

@@ -29,7 +29,11 @@ def indicator(f: Factor, arrays: Mapping[str, np.ndarray], extents: Mapping[str,
     """The 0/1 array of an indicator factor over its letters: ``[t <= s]`` is
     ``mask[t, s]``, ``[s < t + W]`` is ``mask[s, t] = (s < t + W)`` at the dims'
     values ``dims``; ``[v = tok[b]]`` is ``onehot[v, b] = (tok[b] == v)``;
-    ``[q = p + k]`` is ``shift[q, p, k] = (q == p + k)``."""
+    ``[q = p + k]`` is ``shift[q, p, k] = (q == p + k)``; a concatenated part's
+    place ``[t = s + M]`` is ``slot[t, s] = (t == s + M)``."""
+    if f.is_offset:
+        t, s = (np.arange(extents[i]) for i in f.indices)
+        return (t[:, None] == s[None, :] + offset_at(f, dims)).astype(float)
     if f.is_select:
         tok = np.asarray(arrays[f.tensor])
         values = np.arange(extents[f.indices[0]]).reshape((-1,) + (1,) * tok.ndim)
