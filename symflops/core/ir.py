@@ -28,7 +28,7 @@ from typing import Any, Iterable, Literal, Mapping, Protocol, get_args
 import sympy
 
 from .errors import Span
-from .factors import (COMPARISONS, INDICATORS, SELECT, SHIFT, Apply, ComparisonOp,  # noqa: F401
+from .factors import (COMPARISONS, INDICATORS, SELECT, SHIFT, Affine, Apply, ComparisonOp,  # noqa: F401
                       Einsum, Factor, FunctionForm, Indicator, comparison, product_text,
                       selections)
 from .polynomial import substitute_max, substituted

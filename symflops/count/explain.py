@@ -20,7 +20,7 @@ from .cost import Costs, costs as count_costs
 from .evaluate import example_config, find_example, number
 from .records import WholeModel
 from .summary import whole_model
-from ..core.ir import Einsum, Factor, Layer, substitute
+from ..core.ir import SHIFT, Einsum, Factor, Layer, substitute
 from ..core.records import Derivation, OpCost, TermOrders, grad_name
 from ..ops.einsum.cost import einsum_flops
 from ..ops.einsum.orders import bounds_of, size, steps, written
@@ -73,12 +73,15 @@ class LookupNote:
 class ShiftNote:
     """A convolution: the brackets ``shifts`` fix the shifted position, so only
     those terms are counted; as a dense product it would cost ``dense``.
-    ``grads`` are the input gradients (full correlations of ``read``)."""
+    ``grads`` are the input gradients (full correlations of ``read``; with a
+    stride, a dilation or an offset, not ``plain``: scatters of ``read``
+    through the same brackets, a transposed convolution for a stride)."""
 
     shifts: tuple[Factor, ...]
     dense: sympy.Expr
     grads: tuple[str, ...]
     read: str
+    plain: bool = True
 
 
 @dataclass(frozen=True)
@@ -288,7 +291,7 @@ def domain_notes(k: int, derivation: Derivation, c: Costs) -> tuple[DomainNote, 
             notes.append(ShiftNote(
                 shifts=tuple(shifts), dense=einsum_flops(_dense(e), extents, unit),
                 grads=tuple(r.grad for r in derivation.rules if r.op == k and r.wrt in inputs),
-                read=grad_name(op.output)))
+                read=grad_name(op.output), plain=all(f.fn == SHIFT for f in shifts)))
         conditions = [f for f in e.operands if f.is_comparison]
         if conditions and e.factors:
             letters = {i for f in conditions for i in f.indices}

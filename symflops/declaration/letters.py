@@ -11,14 +11,15 @@ order, and returns the statement with its fresh letters and the letters bound.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Callable, Mapping
+from typing import Callable, Mapping, Sequence
 
 import sympy
 
 from ..core.errors import Span, SymflopsError, closest
-from ..core.ir import Tensor, fresh_letter
-from ..core.sizes import check_size
-from ..lang.statement import Call, Ref, Shift, Statement
+from ..core.ir import Affine, Tensor, fresh_letter
+from ..core.sizes import NONNEGATIVE, POSITIVE, ZERO, check_size, sign
+from ..lang.statement import AffineTerm, Call, Ref, Shift, Statement
+from ..ops.einsum.lower import affine
 
 #: Where a column of the statement is in its file (None without a file).
 At = Callable[[int], "Span | None"]
@@ -57,7 +58,7 @@ def bind_letters(st: Statement, known: Mapping[str, Tensor], dims: Mapping[str, 
     bound: dict[str, Letter] = {}
     for ref in st.refs:
         _bind(ref, known[ref.name], at, bound)
-    _solve_shifts(st, bound, at)
+    _solve_shifts(st, bound, dims, {name: t.shape for name, t in known.items()}, at)
     _check_lookups(st, known, at, ranges, bound)
     _check_output(st, bound, at)
     _check_where(st, bound, dims, known, at)
@@ -88,41 +89,109 @@ LOOKUP_LETTERS = "vwuxyzpqrjklmnoghiabcdef"
 SHIFT_LETTERS = "qrsjlmnuvwxyzghiaefpkbcdot"
 
 
-def _solve_shifts(st: Statement, bound: dict[str, Letter], at: At) -> None:
-    """Bind a letter of a shift ``p+k`` that no operand binds (``p``, on the
-    output only): a valid convolution, ``ext(p) = ext(q) - ext(k) + 1``."""
+def _solve_shifts(st: Statement, bound: dict[str, Letter], dims: Mapping[str, sympy.Symbol],
+                  shapes: Mapping[str, tuple[sympy.Expr, ...]], at: At) -> None:
+    """Bind the one letter of an affine index that no operand binds (``p``
+    in ``p+k``, ``i`` in ``2*i+u``: on the output only) so that the index
+    reaches exactly the last position of its axis; then prove every index in
+    range (:func:`_check_range`): the cost model counts every tuple."""
     for ref in st.refs:
         for s in ref.shifts:
-            a, b = s.left, s.right
+            relation = affine(s, dims)
             extent = bound[ref.indices[s.position]].extent
-            if a in bound and b in bound:
-                # Every (p, k) must land on the axis: the cost model counts them all.
-                ea, eb = bound[a].extent, bound[b].extent
-                spare = sympy.simplify(extent - ea - eb + 1)
-                if spare.is_nonnegative is not True:
-                    raise SymflopsError(
-                        f"the shift {a}+{b} runs past the axis of {ref.name}: it reaches "
-                        f"{ea} + {eb} - 1 positions, the axis has {extent}",
-                        at(s.left_column), f"declare the axis of {ref.name} as {ea} + "
-                        f"{eb} - 1 (valid convolution), or leave {a!r} on the output "
-                        "only so that its extent follows from the axis")
-                continue
-            if a not in bound and b not in bound:
+            free = [(t, c) for t, c in zip(s.terms, relation.coefficients) if t.letter not in bound]
+            if len(free) > 1:
+                a, b = free[0][0].letter, free[1][0].letter if len(free) > 1 else free[0][0].letter
                 raise SymflopsError(
-                    f"the shift {a}+{b} leaves an index unbound", at(s.left_column),
+                    f"the shift {s.text} leaves an index unbound", at(s.column),
                     f"index {b!r} (or {a!r}) with another operand, e.g. a kernel "
                     f"W[o,c,{b}], so that the other letter's extent follows from the axis "
                     f"of {ref.name}: ext({a}) = ext(axis) - ext({b}) + 1")
-            known_letter, free, col = ((a, b, s.right_column) if a in bound
-                                       else (b, a, s.left_column))
-            given = bound[known_letter].extent
-            solved = sympy.simplify(extent - given + 1)
-            check_size(solved, f"the letter {free!r} of the shift {a}+{b} ranges over", at(col),
-                       f"the axis of {ref.name} must hold at least {given} "
-                       f"positions for every value of the dims: declare it as "
-                       f"P + {given} - 1 (a valid convolution) with a dim P "
-                       "for the positions")
-            bound[free] = Letter(solved, ref.name, at(col))
+            if free:
+                term, c = free[0]
+                if term.letter in dims:
+                    raise SymflopsError(
+                        f"{term.letter!r} in the index {s.text} of {ref.name} is a dim, not a "
+                        "letter", at(term.column), "an index adds letters; a dim in it "
+                        f"multiplies a letter (P*i+u), and the constant is a whole number")
+                if c.could_extract_minus_sign():
+                    raise SymflopsError(
+                        f"the letter {term.letter!r} of {s.text} is bound by no operand and "
+                        "counts down", at(term.column), f"index {term.letter!r} with another "
+                        "operand, so that its extent is declared")
+                rest = [(t, k) for t, k in zip(s.terms, relation.coefficients) if t is not term]
+                _, high = _reach(rest, relation.offset, bound, ())
+                solved = sympy.expand((extent - 1 - high) / c + 1)
+                check_size(solved, f"the letter {term.letter!r} of the shift {s.text} ranges "
+                           "over", at(term.column),
+                           f"the axis of {ref.name} must hold {s.text} at the last "
+                           f"{term.letter!r} for every value of the dims: declare it as "
+                           f"{_needed(term, c, high, dims)} with a new dim N for the "
+                           f"positions of {term.letter!r}")
+                bound[term.letter] = Letter(solved, ref.name, at(term.column))
+            _check_range(st, ref, s, relation, extent, bound, shapes[ref.name], at)
+
+
+def _reach(terms: Sequence[tuple[AffineTerm, sympy.Expr]], offset: sympy.Expr,
+           bound: Mapping[str, Letter], pairs: Sequence[tuple[str, str, bool]]
+           ) -> tuple[sympy.Expr, sympy.Expr]:
+    """The least and greatest value of ``sum c_i x_i + offset`` over the
+    letters' ranges ``0 <= x_i < ext(x_i)``: each term at its own ends
+    (exact on a box), except a difference ``c*(high - low)`` of letters a
+    condition ``low <= high`` (or ``<``, strict) orders, which runs from 0 (or
+    ``c``) to ``c*(ext(high) - 1)``."""
+    coefficient = {t.letter: c for t, c in terms}
+    low = high = offset
+    done: set[str] = set()
+    for a, b, strict in pairs:  # a <= b (a < b when strict)
+        if a in coefficient and b in coefficient and a not in done and b not in done \
+                and sympy.expand(coefficient[a] + coefficient[b]) == 0 \
+                and not coefficient[b].could_extract_minus_sign():
+            c = coefficient[b]
+            low, high = low + (c if strict else 0), high + c * (bound[b].extent - 1)
+            done |= {a, b}
+    for letter, c in coefficient.items():
+        if letter not in done:
+            end = c * (bound[letter].extent - 1)
+            low, high = (low + end, high) if c.could_extract_minus_sign() else (low, high + end)
+    return sympy.expand(low), sympy.expand(high)
+
+
+def _needed(term: AffineTerm, c: sympy.Expr, high: sympy.Expr,
+            dims: Mapping[str, sympy.Symbol]) -> str:
+    """The axis size an index needs when its free letter has ``N`` positions
+    (``N`` a dim the declaration lacks, named so): ``c*(N - 1) + high + 1``."""
+    name = next(n for n in ("N", "N1", "N2", "N_" + term.letter) if n not in dims)
+    n = sympy.Symbol(name, positive=True, integer=True)
+    return sympy.sstr(sympy.expand(c * (n - 1) + high + 1)).replace(name, "N")
+
+
+def _check_range(st: Statement, ref: Ref, s: Shift, relation: Affine, extent: sympy.Expr,
+                 bound: Mapping[str, Letter], shape: tuple[sympy.Expr, ...], at: At) -> None:
+    """Every tuple of the letters maps inside the axis (``0 <= index <=
+    extent - 1`` at every positive value of the dims), proved, else refused
+    at the index naming the axis and the size it would need."""
+    pairs = [(c.left, c.right, c.op == "<") if c.op in ("<=", "<")
+             else (c.right, c.left, c.op == ">") for c in st.where]
+    low, high = _reach(tuple(zip(s.terms, relation.coefficients)), relation.offset, bound, pairs)
+    symbols = sorted((low - high + extent).free_symbols, key=str)
+    axis = f"{ref.name}'s axis {s.position + 1}"
+    if sign(low, symbols) not in (ZERO, POSITIVE, NONNEGATIVE):
+        raise SymflopsError(
+            f"the index {s.text} of {ref.name} reads before the start of {axis}: it goes "
+            f"down to {sympy.sstr(low)}", at(s.column),
+            "every index must be at least 0 for every value of its letters (and of the "
+            "dims): add a constant so that the least value is 0, e.g. s-t+S-1 read over a "
+            "table of 2*S - 1 positions, or order the letters with a where-clause (t <= s)")
+    if sign(extent - 1 - high, symbols) not in (ZERO, POSITIVE, NONNEGATIVE):
+        wanted = [sympy.sstr(sympy.expand(high + 1) if k == s.position else x)
+                  for k, x in enumerate(shape)]
+        raise SymflopsError(
+            f"the shift {s.text} runs past the axis of {ref.name}: {axis} has "
+            f"{sympy.sstr(extent)} positions, {s.text} reaches index {sympy.sstr(high)}",
+            at(s.column), f"declare {ref.name} as [{', '.join(wanted)}] (valid positions "
+            f"only), or leave a letter of {s.text} on the output only so that its extent "
+            "follows from the axis")
 
 
 def _resolve_lookups(st: Statement, extent_of: Callable[[str, int], sympy.Expr | None],
@@ -184,11 +253,6 @@ def _check_affine(tensor: str, s: Shift, dim_names: set[str], at: At) -> None:
                 at(s.column), f"{term.coefficient!r} is no dim, so {term.coefficient}*"
                 f"{term.letter} multiplies two letters; a coefficient is a positive whole "
                 f"number or a declared dim (P*i+u)")
-    if not s.is_plain:
-        raise SymflopsError(
-            f"index arithmetic of the form {s.text} in {tensor}[...] is not supported",
-            at(s.column), "strides, dilations and offsets (2*p+k, p+2*k, s-1) are read but "
-            "not counted yet; a shift of two letters (p+k, a valid convolution) is")
 
 
 def _check_lookups(st: Statement, known: Mapping[str, Tensor], at: At,

@@ -102,9 +102,27 @@ def iverson(f: Factor, tensors: frozenset[str] | set[str] = frozenset()) -> str:
     if f.is_select:
         return f"[{index_list(f.indices[:1])} = {indexed(Factor(f.tensor, f.indices[1:]), tensors)}]"
     if f.is_shift:
-        return f"[{index_list(f.indices[:1])} = {index_list(f.indices[1:2])} + {index_list(f.indices[2:])}]"
+        return f"[{index_list(f.indices[:1])} = {affine_index(f, spaced=True)}]"
     a, b = f.indices
     return f"[{index_list([a])} {_RELATIONS[f.fn]} {index_list([b])}]"
+
+
+def affine_index(f: Factor, spaced: bool = False) -> str:
+    """A shift factor's right side: ``p+k``, ``2p+k``, ``s-1``, ``P\\,i+u``
+    (``spaced``, inside a bracket: ``p + k``)."""
+    relation = f.affine
+    plus, minus = (" + ", " - ") if spaced else ("+", "-")
+    text = ""
+    for k, (c, letter) in enumerate(zip(relation.coefficients, f.indices[1:])):
+        negative = c.could_extract_minus_sign()
+        size = -c if negative else c
+        factor = "" if size == 1 else (str(size) if size.is_Integer
+                                       else symbol_name(str(size)) + r"\,")
+        sign = (minus if negative else plus) if k else ("-" if negative else "")
+        text += sign + factor + index_list([letter])
+    if relation.offset != 0:
+        text += (minus if relation.offset < 0 else plus) + str(abs(relation.offset))
+    return text
 
 
 def indexed(f: Factor, tensors: frozenset[str] | set[str] = frozenset(),
@@ -257,7 +275,7 @@ def term(t: IndexTerm, poly: PolyPrinter, tensors: frozenset[str] | set[str] = f
     if inline:
         used = [i for f in t.factors if not f.is_indicator for i in f.indices]
         lookups = {f.indices[0]: (indexed(Factor(f.tensor, f.indices[1:]), tensors) if f.is_select
-                                  else "+".join(index_list([i]) for i in f.indices[1:]))
+                                  else affine_index(f))
                    for f in t.factors if (f.is_select or f.is_shift) and f.indices[0] in t.summed
                    and f.indices[0] in used}
         t = IndexTerm(t.coefficient,

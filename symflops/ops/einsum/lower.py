@@ -13,14 +13,14 @@ a where-clause restricts every term that carries both of its letters.
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import sympy
 
 from ...core.errors import SymflopsError, closest
-from ...core.ir import SELECT, SHIFT, Apply, Einsum, Factor, Tensor
+from ...core.ir import SELECT, SHIFT, Affine, Apply, Einsum, Factor, Tensor
 from ...lang.expr import parse_expression
-from ...lang.statement import Call, Constant, Ref, Statement, Term
+from ...lang.statement import Call, Constant, Ref, Shift, Statement, Term
 from ..base import CallKind, Lowered, Op, Scope, claim, usages
 from ..functions import FUNCTIONS
 from ..functions import known as known_functions
@@ -140,9 +140,18 @@ def _dropout(f: Call, ref: Factor, out: str, scope: Scope, made: dict[str, Tenso
 
 def _lookups(ref: Ref, scope: Scope) -> list[Factor]:
     """The selections ``[v = tok[b]]`` of a lookup ``E[tok[b], d]`` (whose
-    looked-up position already holds its fresh letter ``v``), and the shifts
-    ``[q = p + k]`` of ``X[b,c,p+k]``."""
+    looked-up position already holds its fresh letter ``v``), and the
+    brackets ``[q = p + k]``, ``[q = 2 p + k]`` of affine indices ``X[b,c,p+k]``,
+    ``X[b,c,2*p+k]``."""
     return ([Factor(g.ref.name, (ref.indices[g.position], *g.ref.indices), scope.at(g.ref.column),
                     SELECT) for g in ref.gathers]
-            + [Factor("", (ref.indices[s.position], s.left, s.right), scope.at(s.left_column), SHIFT)
-               for s in ref.shifts])
+            + [Factor("", (ref.indices[s.position], *s.letters), scope.at(s.column),
+                      SHIFT if s.is_plain else affine(s, scope.dims)) for s in ref.shifts])
+
+
+def affine(s: Shift, dims: Mapping[str, sympy.Symbol]) -> Affine:
+    """The relation of an affine index, its named coefficients read as dims
+    (:func:`symflops.declaration.letters.bind_letters` has checked they are)."""
+    coefficients = tuple((-1 if t.negative else 1) * (dims[t.coefficient] if isinstance(
+        t.coefficient, str) else sympy.Integer(t.coefficient)) for t in s.terms)
+    return Affine(coefficients, sympy.Integer(s.constant))

@@ -11,7 +11,7 @@ array, the shift's 0/1 tensor.
 from __future__ import annotations
 
 import string
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import sympy
@@ -24,19 +24,38 @@ from ..functions import numpy_function
 _COMPARE = {"<=": np.less_equal, "<": np.less, ">=": np.greater_equal, ">": np.greater}
 
 
-def indicator(f: Factor, arrays: Mapping[str, np.ndarray], extents: Mapping[str, int]) -> np.ndarray:
+def indicator(f: Factor, arrays: Mapping[str, np.ndarray], extents: Mapping[str, int],
+              dims: Mapping[str, int] | None = None) -> np.ndarray:
     """The 0/1 array of an indicator factor over its letters: ``[t <= s]`` is
     ``mask[t, s]``; ``[v = tok[b]]`` is ``onehot[v, b] = (tok[b] == v)``;
-    ``[q = p + k]`` is ``shift[q, p, k] = (q == p + k)``."""
+    ``[q = p + k]`` is ``shift[q, p, k] = (q == p + k)``, and any affine
+    index alike (``dims`` gives the values of coefficients such as ``P``)."""
     if f.is_select:
         tok = np.asarray(arrays[f.tensor])
         values = np.arange(extents[f.indices[0]]).reshape((-1,) + (1,) * tok.ndim)
         return (tok[np.newaxis] == values).astype(float)
-    if f.is_shift:  # [q = p + k] over (q, p, k)
-        q, p, k = (np.arange(extents[i]) for i in f.indices)
-        return (q[:, None, None] == p[None, :, None] + k[None, None, :]).astype(float)
+    if f.is_shift:  # [q = c_1 x_1 + ... + c_0] over (q, x_1, ...)
+        return (shift_grid(np, f, extents, dims) == 0).astype(float)
     a, b = f.indices
     return _COMPARE[f.fn].outer(np.arange(extents[a]), np.arange(extents[b])).astype(float)
+
+
+def shift_grid(xp: Any, f: Factor, extents: Mapping[str, int],
+               dims: Mapping[str, int] | None = None, device: Any = None) -> Any:
+    """``q - (c_1 x_1 + ... + c_n x_n + c_0)`` over the letters ``(q, x_1, ...)``
+    of a shift factor, with NumPy or PyTorch (``xp``): zero where the bracket holds."""
+    relation = f.affine
+    values = {dim_symbol(k): v for k, v in (dims or {}).items()}
+    n = len(f.indices)
+    grid = 0
+    for axis, (letter, c) in enumerate(zip(f.indices, (-1, *relation.coefficients))):
+        c = int(sympy.sympify(c).subs(values))
+        shape = [1] * n
+        shape[axis] = extents[letter]
+        arange = (xp.arange(extents[letter], device=device) if device is not None
+                  else xp.arange(extents[letter]))
+        grid = grid + c * arange.reshape(shape)
+    return -(grid + int(relation.offset))
 
 
 def run_einsum(e: Einsum, arrays: Mapping[str, np.ndarray], extents: Mapping[str, int],
@@ -46,7 +65,7 @@ def run_einsum(e: Einsum, arrays: Mapping[str, np.ndarray], extents: Mapping[str
     letters = {i: string.ascii_letters[k] for k, i in enumerate(e.indices)}
     present = [i for i in dict.fromkeys(e.output.indices)
                if any(i in f.indices for f in e.operands)]
-    values = [indicator(f, arrays, extents) if f.is_indicator
+    values = [indicator(f, arrays, extents, dims) if f.is_indicator
               else numpy_function(f.function)(arrays[f.tensor]) if f.function else arrays[f.tensor]
               for f in e.operands]
     dtype = np.result_type(*values) if values else float

@@ -8,7 +8,7 @@ from typing import Any, Mapping, Sequence
 
 from ...core.ir import Einsum, Op, dim_symbol
 from ..functions import FUNCTIONS
-from .numeric import extents_at
+from .numeric import extents_at, shift_grid
 
 
 
@@ -16,7 +16,8 @@ _TORCH_COMPARE = {"<=": "le", "<": "lt", ">=": "ge", ">": "gt"}
 
 
 def _torch_indicators(torch: Any, e: Einsum, tensors: Mapping[str, Any], args: list[Any],
-                      operands: list[list[str]], extents: Mapping[str, int]) -> None:
+                      operands: list[list[str]], extents: Mapping[str, int],
+                      dims: Mapping[str, int] | None = None) -> None:
     """Apply ``e``'s indicators the way a PyTorch model does, in place: a
     lookup ``[v = tok[b]] E[v,d]`` as ``index_select`` of E's rows (so that
     autograd's backward is PyTorch's own scatter-add), a condition ``[t <= s]``
@@ -39,12 +40,12 @@ def _torch_indicators(torch: Any, e: Einsum, tensors: Mapping[str, Any], args: l
             values = torch.arange(extents[v], device=idx.device).reshape((-1,) + (1,) * idx.dim())
             args.append((idx.unsqueeze(0) == values).to(torch.float64))
             operands.append(list(f.indices))
-    for f in e.operands:  # a shift [q = p + k]: its 0/1 tensor over (q, p, k), an operand
+    for f in e.operands:  # a shift [q = 2 p + k]: its 0/1 tensor over (q, p, k), an operand
         if not f.is_shift:
             continue
         device = args[0].device if args else None
-        q, p, k = (torch.arange(extents[i], device=device) for i in f.indices)
-        args.append((q[:, None, None] == p[None, :, None] + k[None, None, :]).to(torch.float64))
+        grid = shift_grid(torch, f, extents, dims, device=device)
+        args.append((grid == 0).to(torch.float64))
         operands.append(list(f.indices))
     for f in e.operands:
         if not f.is_comparison:
@@ -93,7 +94,7 @@ def torch_einsum(torch: Any, e: Einsum, tensors: Mapping[str, Any],
             else tensors[f.tensor] for f in e.factors]
     operands = [list(f.indices) for f in e.factors]
     if len(args) != len(e.operands):
-        _torch_indicators(torch, e, tensors, args, operands, extents or {})
+        _torch_indicators(torch, e, tensors, args, operands, extents or {}, dims)
     present = [i for i in e.output.indices if any(i in f for f in operands)]
     if len(args) > 2 and len(args) == len(e.operands):
         out = _written_order(torch, args, operands, present, letters)
