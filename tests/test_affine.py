@@ -204,3 +204,177 @@ def test_an_axis_that_is_not_a_whole_number_of_strides_is_refused():
     # (2*I + U - 1 - U)/2 + 1 = I + 1/2: no whole number of output positions
     with pytest.raises(SymflopsError, match="ranges over I \\+ 1/2, which is not a whole number"):
         _declare("Y[b,o,i] = X[b,c,2*i+u] W[o,c,u]", ("B", "C", "2*I + U - 1"))
+
+
+# --- dilated causal 1-D convolution --------------------------------------------
+
+def test_dilated_causal_conv_counts_the_border_terms_by_hand():
+    layer = shipped("conv1d_dilated_causal")
+    # X is declared left-padded: P + 2(K-1) positions; p+2*k reaches P - 1 + 2(K - 1).
+    assert layer.tensor("Y").shape == (B, O, P)
+    c, rules = counts(layer)
+    assert c.params == O * C * K
+    # every (b, o, c, p, k) is one multiply-add, the products with padding zeros included
+    assert c.flops_forward == 2 * B * O * C * P * K
+    assert rules == [2 * B * O * C * P * K] * 2
+
+
+def test_dilated_causal_conv_border_and_nonzero_terms_by_enumeration():
+    torch = pytest.importorskip("torch")
+    b, c, o, p, k = 2, 3, 2, 7, 3
+    pad = 2 * (k - 1)
+    every = sum(1 for _ in range(b * o * c) for q in range(p) for t in range(k))
+    # tap t reads real data iff p + 2t >= 2(K - 1): P*K - K*(K - 1) pairs (P >= 2(K-1))
+    nonzero = b * o * c * sum(1 for q in range(p) for t in range(k) if q + 2 * t >= pad)
+    assert nonzero == b * o * c * (p * k - k * (k - 1))
+    c_, _ = counts(shipped("conv1d_dilated_causal"))
+    sizes = dict(zip((B, C, O, P, K), (b, c, o, p, k)))
+    assert c_.flops_forward.subs(sizes) == 2 * every
+    x = torch.zeros(b, c, p + pad, dtype=torch.float64)
+    w = torch.zeros(o, c, k, dtype=torch.float64)
+    assert torch_flops(lambda: torch.nn.functional.conv1d(x, w, dilation=2)) == 2 * every
+
+
+def test_dilated_causal_conv_matches_pytorch_on_the_padded_input():
+    torch = pytest.importorskip("torch")
+    layer = shipped("conv1d_dilated_causal")
+    rng = np.random.default_rng(2)
+    dims = {"B": 2, "C": 3, "O": 4, "P": 6, "K": 3}
+    raw = rng.standard_normal((2, 3, 6))
+    x = np.pad(raw, ((0, 0), (0, 0), (4, 0)))  # causal: 2(K-1) zeros in front
+    w, dy = rng.standard_normal((4, 3, 3)), rng.standard_normal((2, 4, 6))
+    values, grads = run(layer, {"X": x, "W": w}, dims, {"dY": dy})
+    tx, tw = (torch.tensor(a, requires_grad=True) for a in (x, w))
+    y = torch.nn.functional.conv1d(tx, tw, dilation=2)
+    assert np.allclose(values["Y"], y.detach().numpy())
+    # causal: output step p depends on raw steps <= p only
+    assert np.allclose(values["Y"][:, :, 0], np.einsum("bc,oc->bo", raw[:, :, 0], w[:, :, 2]))
+    y.backward(torch.tensor(dy))
+    assert np.allclose(grads["dX"], tx.grad.numpy()) and np.allclose(grads["dW"], tw.grad.numpy())
+
+
+# --- ViT patch embedding --------------------------------------------------------
+
+def test_patch_embedding_counts_by_hand():
+    layer = shipped("vit_patch_embedding")
+    assert layer.tensor("Y").shape == (B, I, J, D)
+    c, rules = counts(layer)
+    assert c.params == C * P * P * D + D
+    # B*I*J*D outputs, each C*P*P multiply-adds; the bias adds one per output (elementwise)
+    assert c.flops_forward == 2 * B * I * J * D * C * P**2
+    assert c.elementwise_forward == B * I * J * D
+    # dW and dX each touch every (b, i, j, d, c, u, v) once; dbias sums B*I*J*D elements
+    assert sorted(rules, key=str) == sorted([2 * B * I * J * D * C * P**2] * 2 + [0], key=str)
+    assert c.elementwise_backward == B * I * J * D
+    # ViT-B/16: 3*16*16*768 + 768 parameters, as the paper's patch projection
+    assert c.params.subs({C: 3, P: 16, D: 768}) == 590_592
+
+
+def test_patch_embedding_matches_a_stride_p_convolution():
+    torch = pytest.importorskip("torch")
+    layer = shipped("vit_patch_embedding")
+    rng = np.random.default_rng(3)
+    dims = {"B": 2, "C": 3, "P": 2, "I": 3, "J": 2, "D": 4}
+    x, w, bias = (rng.standard_normal(s) for s in ((2, 3, 6, 4), (3, 2, 2, 4), (4,)))
+    dy = rng.standard_normal((2, 3, 2, 4))
+    values, grads = run(layer, {"X": x, "W": w, "bias": bias}, dims, {"dY": dy})
+    tx, tw, tb = (torch.tensor(a, requires_grad=True) for a in (x, w, bias))
+    y = torch.nn.functional.conv2d(tx, tw.permute(3, 0, 1, 2), tb, stride=2).permute(0, 2, 3, 1)
+    assert np.allclose(values["Y"], y.detach().numpy())
+    y.backward(torch.tensor(dy))
+    for name, t in (("dX", tx), ("dW", tw), ("dbias", tb)):
+        assert np.allclose(grads[name], t.grad.numpy()), name
+    flops = torch_flops(lambda: torch.nn.functional.conv2d(tx, tw.permute(3, 0, 1, 2), stride=2))
+    assert flops == 2 * 2 * 3 * 2 * 4 * 3 * 2 * 2  # 2*B*I*J*D*C*P*P
+
+
+# --- transposed convolution, an affine index on the output ------------------------
+
+def test_transposed_conv_counts_by_hand():
+    layer = shipped("conv_transpose2d")
+    # the output holds 2*(I - 1) + (U - 1) + 1 = 2I + U - 2 rows: PyTorch's (I - 1)*2 + U
+    assert layer.tensor("Y").shape == (B, O, 2 * I + U - 2, 2 * J + V - 2)
+    c, rules = counts(layer)
+    assert c.params == C * O * U * V
+    # one multiply-add per (b, o, c, i, j, u, v), added into Y[b, o, 2i+u, 2j+v]
+    assert c.flops_forward == 2 * B * O * C * I * J * U * V
+    assert rules == [2 * B * O * C * I * J * U * V] * 2
+
+
+def test_transposed_conv_input_gradient_is_the_strided_convolution():
+    d = symflops.derive(shipped("conv_transpose2d"))
+    assert [r.statement for r in d.rules] == [
+        "dW[c,o,u,v] = X[b,c,i,j] dY[b,o,2*i+u,2*j+v]",
+        "dX[b,c,i,j] = dY[b,o,2*i+u,2*j+v] W[c,o,u,v]",
+    ]
+
+
+def test_transposed_conv_matches_pytorch():
+    torch = pytest.importorskip("torch")
+    layer = shipped("conv_transpose2d")
+    rng = np.random.default_rng(4)
+    dims = {"B": 2, "C": 3, "O": 2, "I": 3, "J": 2, "U": 3, "V": 2}
+    x, w = rng.standard_normal((2, 3, 3, 2)), rng.standard_normal((3, 2, 3, 2))
+    dy = rng.standard_normal((2, 2, 7, 4))
+    values, grads = run(layer, {"X": x, "W": w}, dims, {"dY": dy})
+    tx, tw = (torch.tensor(a, requires_grad=True) for a in (x, w))
+    y = torch.nn.functional.conv_transpose2d(tx, tw, stride=2)
+    assert np.allclose(values["Y"], y.detach().numpy())
+    y.backward(torch.tensor(dy))
+    assert np.allclose(grads["dX"], tx.grad.numpy()) and np.allclose(grads["dW"], tw.grad.numpy())
+    # its input gradient is conv2d of dY with the same kernel, stride 2
+    strided = torch.nn.functional.conv2d(torch.tensor(dy), torch.tensor(w), stride=2)
+    assert np.allclose(grads["dX"], strided.numpy())
+    flops = torch_flops(lambda: torch.nn.functional.conv_transpose2d(tx, tw, stride=2))
+    assert flops == 2 * 2 * 2 * 3 * 3 * 2 * 3 * 2  # 2*B*O*C*I*J*U*V
+
+
+def test_transposed_conv_gradients_match_finite_differences():
+    errors = gradient_errors(shipped("conv_transpose2d"), seed=0)
+    assert set(errors) == {"X", "W"} and max(errors.values()) < 1e-6, errors
+
+
+def test_an_output_index_term_must_carry_its_letters():
+    with pytest.raises(SymflopsError, match="this term does not carry 'i' of the output index"):
+        _declare("Y[b,o,2*i+u] = X[b,c,i] W[o,c,u] + W[o,c,u]", ("B", "C", "I"))
+
+
+# --- a relative-position table: a difference in a lookup ----------------------------
+
+def _relative(op="A[n,s,t] = Q[n,s,e] K[n,t,e] + bias[n,s-t] where t <= s"):
+    return symflops.declare("rel", dims={"N": "heads", "S": "positions", "E": "width"}, tensors={
+        "Q": {"shape": ["N", "S", "E"], "role": "input"},
+        "K": {"shape": ["N", "S", "E"], "role": "input"},
+        "bias": {"shape": ["N", "S"], "role": "param"}}, ops=[op])
+
+
+def test_a_relative_position_bias_counts_the_causal_pairs():
+    c, rules = counts(_relative())
+    E = sympy.Symbol("E", positive=True, integer=True)
+    pairs = S * (S + 1) / 2  # (s, t) with t <= s
+    # Q K^T over the causal pairs: N*pairs outputs, E multiply-adds each
+    assert sympy.expand(c.flops_forward - 2 * N * E * pairs) == 0
+    # the two terms added, one add per element of A[n,s,t] (the output is written whole)
+    assert c.elementwise_forward == N * S**2
+    # dbias[n,q] sums dA over the pairs with s - t = q: one add per pair read
+    assert sympy.expand(c.backward[0].elementwise - N * pairs) == 0
+    assert sympy.expand(sum(rules) - 4 * N * E * pairs) == 0
+
+
+def test_a_relative_position_bias_gradients_and_values():
+    layer = _relative()
+    errors = gradient_errors(layer, seed=0)
+    assert set(errors) == {"Q", "K", "bias"} and max(errors.values()) < 1e-6, errors
+    rng = np.random.default_rng(5)
+    q, k, bias = (rng.standard_normal(s) for s in ((2, 4, 3), (2, 4, 3), (2, 4)))
+    values = forward(layer, {"Q": q, "K": k, "bias": bias}, {"N": 2, "S": 4, "E": 3})
+    s, t = np.meshgrid(np.arange(4), np.arange(4), indexing="ij")
+    expected = (np.einsum("nse,nte->nst", q, k) + bias[:, np.clip(s - t, 0, 3)]) * (t <= s)
+    assert np.allclose(values["A"], expected)
+
+
+def test_a_difference_without_its_condition_is_refused():
+    # s - t over s, t < S goes down to 1 - S: before the start of bias's axis
+    with pytest.raises(SymflopsError, match="the index s-t of bias reads before the start of "
+                       "bias's axis 2: it goes down to 1 - S"):
+        _relative("A[n,s,t] = Q[n,s,e] K[n,t,e] + bias[n,s-t]")

@@ -53,12 +53,14 @@ def bind_letters(st: Statement, known: Mapping[str, Tensor], dims: Mapping[str, 
             raise SymflopsError(f"unknown tensor {ref.name!r}", at(ref.column),
                                 f"declare it under 'tensors:' or produce it with an op; "
                                 f"{closest(ref.name, sorted(known))}")
-    st = _resolve_lookups(st, lambda name, k: (known[name].shape[k] if k < len(known[name].shape)
-                                               else None), at, set(dims))
+    st = _resolve_lookups(st, lambda name, k: (known[name].shape[k] if name in known
+                                               and k < len(known[name].shape) else None),
+                          at, set(dims))
     bound: dict[str, Letter] = {}
     for ref in st.refs:
         _bind(ref, known[ref.name], at, bound)
     _solve_shifts(st, bound, dims, {name: t.shape for name, t in known.items()}, at)
+    _solve_output(st, bound, dims, at)
     _check_lookups(st, known, at, ranges, bound)
     _check_output(st, bound, at)
     _check_where(st, bound, dims, known, at)
@@ -126,10 +128,43 @@ def _solve_shifts(st: Statement, bound: dict[str, Letter], dims: Mapping[str, sy
                            "over", at(term.column),
                            f"the axis of {ref.name} must hold {s.text} at the last "
                            f"{term.letter!r} for every value of the dims: declare it as "
-                           f"{_needed(term, c, high, dims)} with a new dim N for the "
-                           f"positions of {term.letter!r}")
+                           f"{_needed(term, c, high, dims)} with a new dim {_new_dim(dims)} "
+                           f"for the positions of {term.letter!r}")
                 bound[term.letter] = Letter(solved, ref.name, at(term.column))
             _check_range(st, ref, s, relation, extent, bound, shapes[ref.name], at)
+
+
+def _solve_output(st: Statement, bound: dict[str, Letter], dims: Mapping[str, sympy.Symbol],
+                  at: At) -> None:
+    """Bind the fresh letter of an affine index on the output (``Y[b,o,2*i+u]
+    = X[b,c,i] W[c,o,u]``, a transposed convolution): the output axis holds
+    every value the index takes, ``0 .. high``, so it has ``high + 1``
+    positions; the index must not go below 0."""
+    for s in st.lhs.shifts:
+        for term in s.terms:
+            if term.letter not in bound:
+                raise SymflopsError(
+                    f"the output index {s.text} of {st.lhs.name} reads {term.letter!r}, which "
+                    "no operand carries", at(term.column),
+                    f"an affine output index combines letters of the operands, e.g. "
+                    f"Y[b,o,2*i+u] = X[b,c,i] W[c,o,u]; index {term.letter!r} on an operand")
+        relation = affine(s, dims)
+        low, high = _reach(tuple(zip(s.terms, relation.coefficients)), relation.offset, bound,
+                           _pairs(st))
+        if sign(low, sorted(low.free_symbols, key=str)) not in (ZERO, POSITIVE, NONNEGATIVE):
+            raise SymflopsError(
+                f"the output index {s.text} of {st.lhs.name} writes before the start of its "
+                f"axis: it goes down to {sympy.sstr(low)}", at(s.column),
+                "every index must be at least 0 for every value of its letters: add a "
+                "constant so that its least value is 0")
+        bound[st.lhs.indices[s.position]] = Letter(sympy.expand(high + 1), st.lhs.name,
+                                                   at(s.column))
+
+
+def _pairs(st: Statement) -> list[tuple[str, str, bool]]:
+    """The where-clause as ``(low, high, strict)``: ``low <= high`` (``<`` when strict)."""
+    return [(c.left, c.right, c.op == "<") if c.op in ("<=", "<")
+            else (c.right, c.left, c.op == ">") for c in st.where]
 
 
 def _reach(terms: Sequence[tuple[AffineTerm, sympy.Expr]], offset: sympy.Expr,
@@ -161,9 +196,13 @@ def _needed(term: AffineTerm, c: sympy.Expr, high: sympy.Expr,
             dims: Mapping[str, sympy.Symbol]) -> str:
     """The axis size an index needs when its free letter has ``N`` positions
     (``N`` a dim the declaration lacks, named so): ``c*(N - 1) + high + 1``."""
-    name = next(n for n in ("N", "N1", "N2", "N_" + term.letter) if n not in dims)
+    name = _new_dim(dims)
     n = sympy.Symbol(name, positive=True, integer=True)
-    return sympy.sstr(sympy.expand(c * (n - 1) + high + 1)).replace(name, "N")
+    return sympy.sstr(sympy.expand(c * (n - 1) + high + 1))
+
+
+def _new_dim(dims: Mapping[str, sympy.Symbol]) -> str:
+    return next(n for n in ("N", "N1", "N2", "N3", "N_new") if n not in dims)
 
 
 def _check_range(st: Statement, ref: Ref, s: Shift, relation: Affine, extent: sympy.Expr,
@@ -171,9 +210,8 @@ def _check_range(st: Statement, ref: Ref, s: Shift, relation: Affine, extent: sy
     """Every tuple of the letters maps inside the axis (``0 <= index <=
     extent - 1`` at every positive value of the dims), proved, else refused
     at the index naming the axis and the size it would need."""
-    pairs = [(c.left, c.right, c.op == "<") if c.op in ("<=", "<")
-             else (c.right, c.left, c.op == ">") for c in st.where]
-    low, high = _reach(tuple(zip(s.terms, relation.coefficients)), relation.offset, bound, pairs)
+    low, high = _reach(tuple(zip(s.terms, relation.coefficients)), relation.offset, bound,
+                       _pairs(st))
     symbols = sorted((low - high + extent).free_symbols, key=str)
     axis = f"{ref.name}'s axis {s.position + 1}"
     if sign(low, symbols) not in (ZERO, POSITIVE, NONNEGATIVE):
@@ -203,15 +241,9 @@ def _resolve_lookups(st: Statement, extent_of: Callable[[str, int], sympy.Expr |
     if st.lhs.gathers:
         raise SymflopsError(f"a lookup on the output {st.lhs.name}", at(st.lhs.gathers[0].ref.column),
                             "write the output with plain letters; lookups select from operands")
-    if st.lhs.shifts:
-        s = st.lhs.shifts[0]
-        raise SymflopsError(f"a shifted index {s.text} on the output {st.lhs.name}",
-                            at(s.column),
-                            "write the output with plain letters; shifts read operands, e.g. "
-                            "Y[b,o,p] = X[b,c,p+k] W[o,c,k]")
     used = {i for r in (st.lhs, *st.refs) for i in r.indices}
     used |= {c.left for c in st.where} | {c.right for c in st.where}
-    used |= {x for r in st.refs for s in r.shifts for x in s.letters}
+    used |= {x for r in (st.lhs, *st.refs) for s in r.shifts for x in s.letters}
     used |= dim_names
 
     def fresh(ref: Ref, position: int, letters: str = LOOKUP_LETTERS) -> str:
@@ -231,12 +263,13 @@ def _resolve_lookups(st: Statement, extent_of: Callable[[str, int], sympy.Expr |
         return replace(ref, indices=tuple(indices))
 
     terms = []
+    lhs = resolve(st.lhs)  # an affine output index (a transposed convolution) writes a fresh letter
     for term in st.terms:
         factors = [resolve(f) if isinstance(f, Ref)
                    else replace(f, ref=resolve(f.ref)) if isinstance(f, Call) else f
                    for f in term.factors]
         terms.append(replace(term, factors=tuple(factors)))
-    return replace(st, terms=tuple(terms))
+    return replace(st, lhs=lhs, terms=tuple(terms))
 
 
 def _check_affine(tensor: str, s: Shift, dim_names: set[str], at: At) -> None:

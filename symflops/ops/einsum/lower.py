@@ -36,8 +36,11 @@ def lower(st: Statement, out: Factor, scope: Scope, calls: Sequence[CallKind]) -
     made: dict[str, Tensor] = {}
     first: list[Op] = []
     terms = []
+    written = _lookups(st.lhs, scope)  # an affine output index: its brackets, on every term
     for term in st.terms:
         coefficient, factors = _term(term, out.tensor, scope, calls, made, first)
+        _writes(term, factors, written, st, scope)
+        factors += written
         carried = {i for f in (out, *factors) for i in f.indices}
         factors += [Factor("", (c.left, c.right), scope.at(c.column), c.op) for c in st.where
                     if c.left in carried and c.right in carried]
@@ -52,6 +55,22 @@ def lower(st: Statement, out: Factor, scope: Scope, calls: Sequence[CallKind]) -
     index_dims = tuple((letter, scope.extents[letter]) for letter in letters)
     op = Contraction(tuple(terms), index_dims, scope.text, scope.span)
     return Lowered((*first, op), tuple(made.values()))
+
+
+def _writes(term: Term, factors: Sequence[Factor], written: Sequence[Factor], st: Statement,
+            scope: Scope) -> None:
+    """A term of an op with an affine output index carries every letter of
+    that index (else the term would be added once per value of the missing
+    letter, or read where no operand is)."""
+    carried = {i for f in factors for i in f.indices}
+    for f in written:
+        missing = [i for i in f.indices[1:] if i not in carried]
+        if missing:
+            raise SymflopsError(
+                f"this term does not carry {missing[0]!r} of the output index "
+                f"{f.affine.text(f.indices[1:])}", scope.at(term.column),
+                "every term of an op with an affine output index reads all of its letters; "
+                f"write the other terms as an op of their own, e.g. Z = {st.lhs.name} + ...")
 
 
 def _coefficient(term: Term, scope: Scope) -> sympy.Expr:
