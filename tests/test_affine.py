@@ -144,21 +144,29 @@ def test_strided_conv_counts_match_enumeration_and_pytorch():
     assert torch_flops(lambda: torch.nn.functional.conv2d(x, k, stride=2)) == 2 * n
 
 
-def test_strided_conv_forward_and_gradients_match_pytorch():
+def _against_torch(name, dims, shapes, conv, seed):
+    """The shipped layer's forward and gradients against PyTorch's ``conv(X, W)``
+    and its autograd, at random X, W, dY of ``shapes``; returns dY, W and the
+    derived gradients for further checks."""
     torch = pytest.importorskip("torch")
-    layer = shipped("conv2d_strided")
-    rng = np.random.default_rng(0)
-    dims = {"B": 2, "C": 3, "O": 4, "I": 3, "J": 2, "U": 3, "V": 2}
-    x, w = rng.standard_normal((2, 3, 7, 4)), rng.standard_normal((4, 3, 3, 2))
-    dy = rng.standard_normal((2, 4, 3, 2))
-    values, grads = run(layer, {"X": x, "W": w}, dims, {"dY": dy})
+    rng = np.random.default_rng(seed)
+    x, w, dy = (rng.standard_normal(s) for s in shapes)
+    values, grads = run(shipped(name), {"X": x, "W": w}, dims, {"dY": dy})
     tx, tw = (torch.tensor(a, requires_grad=True) for a in (x, w))
-    y = torch.nn.functional.conv2d(tx, tw, stride=2)
+    y = conv(tx, tw)
     assert np.allclose(values["Y"], y.detach().numpy())
     y.backward(torch.tensor(dy))
     assert np.allclose(grads["dX"], tx.grad.numpy()) and np.allclose(grads["dW"], tw.grad.numpy())
+    return torch.tensor(dy), torch.tensor(w), grads
+
+
+def test_strided_conv_forward_and_gradients_match_pytorch():
+    torch = pytest.importorskip("torch")
+    dims = {"B": 2, "C": 3, "O": 4, "I": 3, "J": 2, "U": 3, "V": 2}
+    dy, w, grads = _against_torch("conv2d_strided", dims, ((2, 3, 7, 4), (4, 3, 3, 2), (2, 4, 3, 2)),
+                                  lambda x, w: torch.nn.functional.conv2d(x, w, stride=2), 0)
     # The input gradient is the transposed convolution of dY with the same kernel.
-    transposed = torch.nn.functional.conv_transpose2d(torch.tensor(dy), torch.tensor(w), stride=2)
+    transposed = torch.nn.functional.conv_transpose2d(dy, w, stride=2)
     assert np.allclose(grads["dX"], transposed.numpy())
 
 
@@ -311,22 +319,15 @@ def test_transposed_conv_input_gradient_is_the_strided_convolution():
 
 def test_transposed_conv_matches_pytorch():
     torch = pytest.importorskip("torch")
-    layer = shipped("conv_transpose2d")
-    rng = np.random.default_rng(4)
     dims = {"B": 2, "C": 3, "O": 2, "I": 3, "J": 2, "U": 3, "V": 2}
-    x, w = rng.standard_normal((2, 3, 3, 2)), rng.standard_normal((3, 2, 3, 2))
-    dy = rng.standard_normal((2, 2, 7, 4))
-    values, grads = run(layer, {"X": x, "W": w}, dims, {"dY": dy})
-    tx, tw = (torch.tensor(a, requires_grad=True) for a in (x, w))
-    y = torch.nn.functional.conv_transpose2d(tx, tw, stride=2)
-    assert np.allclose(values["Y"], y.detach().numpy())
-    y.backward(torch.tensor(dy))
-    assert np.allclose(grads["dX"], tx.grad.numpy()) and np.allclose(grads["dW"], tw.grad.numpy())
+    conv = (lambda x, w: torch.nn.functional.conv_transpose2d(x, w, stride=2))
+    dy, w, grads = _against_torch("conv_transpose2d", dims,
+                                  ((2, 3, 3, 2), (3, 2, 3, 2), (2, 2, 7, 4)), conv, 4)
     # its input gradient is conv2d of dY with the same kernel, stride 2
-    strided = torch.nn.functional.conv2d(torch.tensor(dy), torch.tensor(w), stride=2)
+    strided = torch.nn.functional.conv2d(dy, w, stride=2)
     assert np.allclose(grads["dX"], strided.numpy())
-    flops = torch_flops(lambda: torch.nn.functional.conv_transpose2d(tx, tw, stride=2))
-    assert flops == 2 * 2 * 2 * 3 * 3 * 2 * 3 * 2  # 2*B*O*C*I*J*U*V
+    x = torch.zeros(2, 3, 3, 2, dtype=torch.float64)
+    assert torch_flops(lambda: conv(x, w)) == 2 * 2 * 2 * 3 * 3 * 2 * 3 * 2  # 2*B*O*C*I*J*U*V
 
 
 def test_transposed_conv_gradients_match_finite_differences():
