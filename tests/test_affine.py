@@ -5,6 +5,8 @@ Expected values are written by hand in each test (columns counted on the
 statement text, counts derived in the comments).
 """
 
+import re
+
 import pytest
 
 from symflops.core.errors import SymflopsError
@@ -216,10 +218,12 @@ def test_an_axis_that_is_not_a_whole_number_of_strides_is_refused():
 
 # --- dilated causal 1-D convolution --------------------------------------------
 
-def test_dilated_causal_conv_counts_the_border_terms_by_hand():
-    layer = shipped("conv1d_dilated_causal")
-    # X is declared left-padded: P + 2(K-1) positions; p+2*k reaches P - 1 + 2(K - 1).
-    assert layer.tensor("Y").shape == (B, O, P)
+@pytest.mark.parametrize("name", ["conv1d_dilated_causal", "conv1d_causal"])
+def test_causal_convs_count_the_border_terms_by_hand(name):
+    # conv1d_dilated_causal: X declared left-padded, P + 2(K-1) positions, p+2*k reaching
+    # P - 1 + 2(K - 1); conv1d_causal: X of P positions with pad [K - 1, 0], p-k from -(K-1).
+    layer = shipped(name)
+    assert layer.tensor("Y").shape == (B, O, P)  # as many outputs as the sequence has steps
     c, rules = counts(layer)
     assert c.params == O * C * K
     # every (b, o, c, p, k) is one multiply-add, the products with padding zeros included
@@ -379,3 +383,122 @@ def test_a_difference_without_its_condition_is_refused():
     with pytest.raises(SymflopsError, match="the index s-t of bias reads before the start of "
                        "bias's axis 2: it goes down to 1 - S"):
         _relative("A[n,s,t] = Q[n,s,e] K[n,t,e] + bias[n,s-t]")
+
+
+# --- padding: an index may fall outside its axis, reading zero --------------------
+
+def test_a_pad_is_read_per_axis():
+    assert shipped("conv1d_causal").tensor("X").pad == ((0, 0), (0, 0), (K - 1, 0))
+
+
+def test_causal_conv_through_padding_matches_pytorch_and_enumeration():
+    torch = pytest.importorskip("torch")
+    layer = shipped("conv1d_causal")
+    b, c, o, p, k = 2, 3, 4, 6, 3
+    rng = np.random.default_rng(6)
+    x, w, dy = (rng.standard_normal(s) for s in ((b, c, p), (o, c, k), (b, o, p)))
+    values, grads = run(layer, {"X": x, "W": w}, dict(zip("BCOPK", (b, c, o, p, k))), {"dY": dy})
+    tx, tw = (torch.tensor(a, requires_grad=True) for a in (x, w))
+    # PyTorch's conv1d correlates: tap j of its kernel reads step p - (K-1) + j = p - k with
+    # k = K - 1 - j, so its kernel is W flipped along k
+    run_conv = (lambda: torch.nn.functional.conv1d(torch.nn.functional.pad(tx, (k - 1, 0)),
+                                                   tw.flip(-1)))
+    y = run_conv()
+    assert np.allclose(values["Y"], y.detach().numpy())
+    y.backward(torch.tensor(dy))
+    assert np.allclose(grads["dX"], tx.grad.numpy()) and np.allclose(grads["dW"], tw.grad.numpy())
+    every = b * o * c * p * k
+    counted = costs(symflops.derive(layer)).flops_forward.subs(dict(zip((B, C, O, P, K),
+                                                                         (b, c, o, p, k))))
+    assert counted == 2 * every == torch_flops(run_conv)
+    # the products with a real input: p - k >= 0, P*K - K*(K-1)/2 pairs (P >= K - 1)
+    real = b * o * c * sum(1 for q in range(p) for t in range(k) if q - t >= 0)
+    assert real == b * o * c * (p * k - k * (k - 1) // 2)
+
+
+def test_causal_conv_through_padding_gradients_match_finite_differences():
+    errors = gradient_errors(shipped("conv1d_causal"), seed=2)
+    assert set(errors) == {"X", "W"} and max(errors.values()) < 1e-6, errors
+
+
+def _offset(pad, op="Y[b,s,d] = X[b,s-1,d] G[d]"):
+    x = {"shape": ["B", "S", "D"], "role": "input"}
+    if pad is not None:
+        x["pad"] = pad
+    return symflops.declare("offset", dims={"B": "b", "S": "s", "D": "d"}, tensors={
+        "X": x, "G": {"shape": ["D"], "role": "param"}}, ops=[op])
+
+
+def test_an_offset_reads_the_zero_before_the_axis():
+    with pytest.raises(SymflopsError, match="goes down to -1") as e:
+        _offset(None)
+    assert "pad: [0, [1, 0], 0]" in e.value.hint
+    # s on the output only takes every value that keeps s - 1 on the padded axis
+    # -1 .. S - 1: S + 1 of them (a valid read of the padded axis)
+    assert _offset([0, [1, 0], 0]).tensor("Y").shape == (B, S + 1, D)
+    # bound by the second term, s < S: the first term reads X[b,-1,d] = 0 at s = 0
+    layer = _offset([0, [1, 0], 0], "Y[b,s,d] = X[b,s-1,d] G[d] + X[b,s,d]")
+    assert layer.tensor("Y").shape == (B, S, D)
+    # a multiply per (b, s, d), the s = 0 products with the zero included, and the add
+    assert counts(layer)[0].elementwise_forward == 2 * B * S * D
+    x, g = np.arange(12.0).reshape(1, 4, 3), np.array([1.0, 2.0, 3.0])
+    y = forward(layer, {"X": x, "G": g}, {"B": 1, "S": 4, "D": 3})["Y"]
+    assert np.allclose(y[0, 0], x[0, 0]) and np.allclose(y[0, 1:], x[0, :3] * g + x[0, 1:])
+
+
+@pytest.mark.parametrize("pad, fragment", [
+    ([0, 0], "the pad of 'X' must be a list of 3 entries"),
+    ([0, [-1, 0], 0], "a padding of 'X' is -1, which is not proved at least 0"),
+    ([0, [1], 0], "a pad entry of 'X' is 0 or [before, after]"),
+    ([0, ["D/2", 0], 0], "not a whole number of positions"),
+])
+def test_a_bad_pad_is_refused(pad, fragment):
+    with pytest.raises(SymflopsError, match=re.escape(fragment)):
+        _offset(pad)
+
+
+def test_the_products_inside_the_axis_are_counted_beside_the_border_terms():
+    from symflops.count.padding import padded_reads
+    layer = shipped("conv1d_causal")
+    op = layer.ops[0]
+    (reads,) = [padded_reads(e, layer, op.dims()) for e in op.terms]
+    assert reads.tensors == ("X",) and reads.tuples == B * O * C * P * K
+    for b, c, o, p, k in ((2, 3, 2, 6, 3), (1, 2, 2, 2, 4)):  # P >= K - 1, and P < K
+        real = b * o * c * sum(1 for q in range(p) for t in range(k) if q - t >= 0)
+        assert reads.inside.subs(dict(zip((B, C, O, P, K), (b, c, o, p, k)))) == real
+    # one letter: s - 1 reads the zero at s = 0 only, (S - 1) of the S values of s inside
+    layer = _offset([0, [1, 0], 0], "Y[b,s,d] = X[b,s-1,d] G[d] + X[b,s,d]")
+    reads = padded_reads(layer.ops[0].terms[0], layer, layer.ops[0].dims())
+    assert reads.tuples == B * S * D and sympy.expand(reads.inside - B * D * (S - 1)) == 0
+    assert padded_reads(layer.ops[0].terms[1], layer, layer.ops[0].dims()) is None
+
+
+def test_an_included_block_maps_the_dims_of_its_coefficients_and_padding(tmp_path):
+    # the patch side P of vit_patch_embedding mapped to 2*Q, and K of conv1d_causal to 3:
+    # the coefficient of P*i and the pad K - 1 follow the mapping
+    for name in ("vit_patch_embedding", "conv1d_causal"):
+        (tmp_path / f"{name}.yaml").write_text((ROOT / "derivations" / f"{name}.yaml").read_text())
+    (tmp_path / "net.yaml").write_text("""
+dims: {B: b, C: c, Q: q, I: i, J: j, D: d, O: o, P: p}
+tensors:
+  X: {shape: [B, C, 2*Q*I, 2*Q*J], role: input}
+  S: {shape: [B, C, P], role: input}
+ops:
+  - include: vit_patch_embedding.yaml
+    dims: {P: 2*Q}
+    tensors: {Y: E}
+  - include: conv1d_causal.yaml
+    dims: {K: 3}
+    tensors: {X: S, Y: Z, W: W_2}
+""")
+    layer = symflops.load(tmp_path / "net.yaml")
+    Q = sympy.Symbol("Q", positive=True, integer=True)
+    assert layer.tensor("E").shape == (B, I, J, D)
+    assert layer.tensor("S").shape == (B, C, P)
+    c = costs(symflops.derive(layer))
+    assert sympy.expand(c.forward[0].flops - 2 * B * I * J * D * C * 4 * Q**2) == 0
+    assert c.forward[-1].flops == 2 * B * O * C * P * 3
+    values = forward(layer, {"X": np.ones((1, 1, 4, 4)), "W": np.ones((1, 2, 2, 1)),
+                             "bias": np.zeros(1), "S": np.ones((1, 1, 4)), "W_2": np.ones((1, 1, 3))},
+                     {"B": 1, "C": 1, "Q": 1, "I": 2, "J": 2, "D": 1, "O": 1, "P": 4})
+    assert np.allclose(values["E"], 4) and np.allclose(values["Z"], [[[1, 2, 3, 3]]])

@@ -59,7 +59,7 @@ def bind_letters(st: Statement, known: Mapping[str, Tensor], dims: Mapping[str, 
     bound: dict[str, Letter] = {}
     for ref in st.refs:
         _bind(ref, known[ref.name], at, bound)
-    _solve_shifts(st, bound, dims, {name: t.shape for name, t in known.items()}, at)
+    _solve_shifts(st, bound, dims, known, at)
     _solve_output(st, bound, dims, at)
     _check_lookups(st, known, at, ranges, bound)
     _check_output(st, bound, at)
@@ -92,7 +92,7 @@ SHIFT_LETTERS = "qrsjlmnuvwxyzghiaefpkbcdot"
 
 
 def _solve_shifts(st: Statement, bound: dict[str, Letter], dims: Mapping[str, sympy.Symbol],
-                  shapes: Mapping[str, tuple[sympy.Expr, ...]], at: At) -> None:
+                  known: Mapping[str, Tensor], at: At) -> None:
     """Bind the one letter of an affine index that no operand binds (``p``
     in ``p+k``, ``i`` in ``2*i+u``: on the output only) so that the index
     reaches exactly the last position of its axis; then prove every index in
@@ -101,6 +101,8 @@ def _solve_shifts(st: Statement, bound: dict[str, Letter], dims: Mapping[str, sy
         for s in ref.shifts:
             relation = affine(s, dims)
             extent = bound[ref.indices[s.position]].extent
+            # A padded axis may be read from -before to extent - 1 + after (zeros outside).
+            before, after = known[ref.name].padding(s.position)
             free = [(t, c) for t, c in zip(s.terms, relation.coefficients) if t.letter not in bound]
             if len(free) > 1:
                 a, b = free[0][0].letter, free[1][0].letter if len(free) > 1 else free[0][0].letter
@@ -123,15 +125,15 @@ def _solve_shifts(st: Statement, bound: dict[str, Letter], dims: Mapping[str, sy
                         "operand, so that its extent is declared")
                 rest = [(t, k) for t, k in zip(s.terms, relation.coefficients) if t is not term]
                 _, high = _reach(rest, relation.offset, bound, ())
-                solved = sympy.expand((extent - 1 - high) / c + 1)
+                solved = sympy.expand((extent - 1 + after - high) / c + 1)
                 check_size(solved, f"the letter {term.letter!r} of the shift {s.text} ranges "
                            "over", at(term.column),
                            f"the axis of {ref.name} must hold {s.text} at the last "
                            f"{term.letter!r} for every value of the dims: declare it as "
-                           f"{_needed(term, c, high, dims)} with a new dim {_new_dim(dims)} "
+                           f"{_needed(term, c, high - after, dims)} with a new dim {_new_dim(dims)} "
                            f"for the positions of {term.letter!r}")
                 bound[term.letter] = Letter(solved, ref.name, at(term.column))
-            _check_range(st, ref, s, relation, extent, bound, shapes[ref.name], at)
+            _check_range(st, ref, s, relation, extent, bound, known[ref.name], at)
 
 
 def _solve_output(st: Statement, bound: dict[str, Letter], dims: Mapping[str, sympy.Symbol],
@@ -206,30 +208,46 @@ def _new_dim(dims: Mapping[str, sympy.Symbol]) -> str:
 
 
 def _check_range(st: Statement, ref: Ref, s: Shift, relation: Affine, extent: sympy.Expr,
-                 bound: Mapping[str, Letter], shape: tuple[sympy.Expr, ...], at: At) -> None:
-    """Every tuple of the letters maps inside the axis (``0 <= index <=
-    extent - 1`` at every positive value of the dims), proved, else refused
-    at the index naming the axis and the size it would need."""
+                 bound: Mapping[str, Letter], tensor: Tensor, at: At) -> None:
+    """Every tuple of the letters maps inside the axis, its padding included
+    (``0 <= index <= extent - 1`` at every positive value of the dims),
+    proved, else refused at the index naming the axis and the size or the
+    padding it would need."""
     low, high = _reach(tuple(zip(s.terms, relation.coefficients)), relation.offset, bound,
                        _pairs(st))
-    symbols = sorted((low - high + extent).free_symbols, key=str)
     axis = f"{ref.name}'s axis {s.position + 1}"
-    if sign(low, symbols) not in (ZERO, POSITIVE, NONNEGATIVE):
+    before, after = tensor.padding(s.position)
+    symbols = sorted((low - high + extent + before + after).free_symbols, key=str)
+
+    def pad(more_before: sympy.Expr, more_after: sympy.Expr) -> str:
+        entries = [f"[{sympy.sstr(sympy.expand(before + more_before))}, "
+                   f"{sympy.sstr(sympy.expand(after + more_after))}]" if k == s.position
+                   else (f"[{sympy.sstr(tensor.padding(k)[0])}, {sympy.sstr(tensor.padding(k)[1])}]"
+                         if tensor.padding(k) != (0, 0) else "0")
+                   for k in range(len(tensor.shape))]
+        return f"pad: [{', '.join(entries)}]"
+
+    if sign(low + before, symbols) not in (ZERO, POSITIVE, NONNEGATIVE):
+        padded = f" and its {sympy.sstr(before)} zeros" if before != 0 else ""
         raise SymflopsError(
-            f"the index {s.text} of {ref.name} reads before the start of {axis}: it goes "
-            f"down to {sympy.sstr(low)}", at(s.column),
-            "every index must be at least 0 for every value of its letters (and of the "
-            "dims): add a constant so that the least value is 0, e.g. s-t+S-1 read over a "
-            "table of 2*S - 1 positions, or order the letters with a where-clause (t <= s)")
-    if sign(extent - 1 - high, symbols) not in (ZERO, POSITIVE, NONNEGATIVE):
-        wanted = [sympy.sstr(sympy.expand(high + 1) if k == s.position else x)
-                  for k, x in enumerate(shape)]
+            f"the index {s.text} of {ref.name} reads before the start of {axis}{padded}: it "
+            f"goes down to {sympy.sstr(low)}", at(s.column),
+            f"every index must be at least 0 for every value of its letters (and of the "
+            f"dims): pad the axis in front with zeros ({pad(-low - before, 0)} on "
+            f"{ref.name}, read as zero), add a "
+            "constant so that the least value is 0 (s-t+S-1 over a table of 2*S - 1 "
+            "positions), or order the letters with a where-clause (t <= s)")
+    if sign(extent - 1 + after - high, symbols) not in (ZERO, POSITIVE, NONNEGATIVE):
+        wanted = [sympy.sstr(sympy.expand(high + 1 - after) if k == s.position else x)
+                  for k, x in enumerate(tensor.shape)]
+        padded = f" and {sympy.sstr(after)} zeros after" if after != 0 else ""
         raise SymflopsError(
             f"the shift {s.text} runs past the axis of {ref.name}: {axis} has "
-            f"{sympy.sstr(extent)} positions, {s.text} reaches index {sympy.sstr(high)}",
+            f"{sympy.sstr(extent)} positions{padded}, {s.text} reaches index {sympy.sstr(high)}",
             at(s.column), f"declare {ref.name} as [{', '.join(wanted)}] (valid positions "
-            f"only), or leave a letter of {s.text} on the output only so that its extent "
-            "follows from the axis")
+            f"only), pad it with zeros ({pad(0, sympy.expand(high + 1 - extent - after))}, "
+            "read as zero), or leave "
+            f"a letter of {s.text} on the output only so that its extent follows from the axis")
 
 
 def _resolve_lookups(st: Statement, extent_of: Callable[[str, int], sympy.Expr | None],

@@ -41,12 +41,13 @@ from ..lang.yaml import Node, check_identifier, describe, from_python, mapping, 
 from .examples import read_examples
 from .components import read_components
 from .include import Included, read_include
+from .padding import NO_PAD, read_pad
 from .statements import lower_ops
 
 TOP_KEYS = ("name", "title", "description", "dims", "tensors", "ops", "precision", "tokens",
             "sequences", "recompute", "forward_order", "sizes", "components", "examples")
 RECOMPUTE_KEYS = ("policy", "selective")
-TENSOR_KEYS = ("shape", "role", "requires_grad", "description")
+TENSOR_KEYS = ("shape", "role", "requires_grad", "description", "pad")
 
 
 # --------------------------------------------------------------------- YAML --
@@ -168,7 +169,8 @@ def _tensors(node: Node, symbols: dict[str, sympy.Symbol]) -> dict[str, Tensor]:
                                     rg.span, "remove requires_grad; an index tensor only selects")
             requires_grad = rg.value
         description = text_of(fields["description"][1], "a description") if "description" in fields else ""
-        tensors[name] = Tensor(name, shape, role, requires_grad, description, key_span)
+        pad = read_pad(fields["pad"][1], symbols, name, len(shape)) if "pad" in fields else NO_PAD
+        tensors[name] = Tensor(name, shape, role, requires_grad, description, key_span, pad)
     return tensors
 
 

@@ -97,6 +97,15 @@ def domain_note(notes: Sequence[DomainNote], unit: str, m: Math, esc: Any) -> st
                          + esc(" scatters ") + f"${m.t(n.read)}$"
                          + esc(" through the same brackets (for a stride, the transposed "
                                "convolution), at the same count."))
+            if n.padded is not None:
+                text += (esc(" Products that multiply the zero padding of ")
+                         + f"${m.ts(n.padded.tensors)}$" + esc(" are counted, as frameworks run "
+                                                              "them: all ") + f"${poly(n.padded.tuples)}$")
+                text += (esc(" tuples; ") + f"${poly(n.padded.inside)}$" + esc(" of them read "
+                                                                                "inside the axis.")
+                         if n.padded.inside is not None else
+                         esc(" tuples; how many read inside the axis is not derived for this "
+                             "index."))
             sentences.append(text)
         elif isinstance(n, ConditionNote):
             domain = r",\ ".join(m.ix(f) for f in n.domain)
