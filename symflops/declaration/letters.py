@@ -1,10 +1,13 @@
 """Index letters of one statement, bound to dims through the tensors they index.
 
 Every letter of an op is bound to the extent of the axis it indexes (a
-:class:`Letter`); a looked-up position (``E[tok[b], d]``) and a shifted one
-(``X[b,c,p+k]``) get fresh letters; a letter of a shift that no operand binds
-gets the extent of a valid convolution; the lookups, the output's letters and
-the where-clause are checked.  :func:`bind_letters` does all of it, in that
+:class:`Letter`); a looked-up position (``E[tok[b], d]``) and an affine one
+(``X[b,c,p+k]``, ``X[b,c,2*i+u]``, ``H[b,s-1,d]``, on the output too) get
+fresh letters; the one letter of an affine index that no operand binds gets
+the extent that makes the index reach the axis's last position (a valid
+convolution), and every affine index is proved to stay inside its axis and
+its declared padding; the lookups, the output's letters and the where-clause
+are checked.  :func:`bind_letters` does all of it, in that
 order, and returns the statement with its fresh letters and the letters bound.
 """
 
@@ -105,7 +108,7 @@ def _solve_shifts(st: Statement, bound: dict[str, Letter], dims: Mapping[str, sy
             before, after = known[ref.name].padding(s.position)
             free = [(t, c) for t, c in zip(s.terms, relation.coefficients) if t.letter not in bound]
             if len(free) > 1:
-                a, b = free[0][0].letter, free[1][0].letter if len(free) > 1 else free[0][0].letter
+                a, b = free[0][0].letter, free[1][0].letter
                 raise SymflopsError(
                     f"the shift {s.text} leaves an index unbound", at(s.column),
                     f"index {b!r} (or {a!r}) with another operand, e.g. a kernel "

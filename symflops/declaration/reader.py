@@ -18,7 +18,9 @@ carries both letters.  A lookup ``E[tok[b], d]`` through an ``index`` tensor
 becomes ``[v = tok[b]] E[v,d]`` with a fresh letter ``v`` over E's axis.  A
 shifted index ``X[b,c,p+k]`` (a convolution) becomes ``[q = p + k] X[b,c,q]``
 with a fresh letter ``q`` over X's axis; a letter of the shift that no operand
-binds gets the extent of a valid convolution, ``ext(q) - ext(k) + 1``.
+binds gets the extent of a valid convolution, ``ext(q) - ext(k) + 1``; any
+affine index alike (``X[b,c,2*i+u]``: ``[q = 2i + u]``), within the axis and
+its ``pad:`` (:mod:`symflops.declaration.padding`).
 
 YAML is read with the safe loader only, composed into nodes first so that every
 value keeps its line and column; ops are parsed by :mod:`symflops.lang.statement`
