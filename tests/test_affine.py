@@ -502,3 +502,10 @@ ops:
                              "bias": np.zeros(1), "S": np.ones((1, 1, 4)), "W_2": np.ones((1, 1, 3))},
                      {"B": 1, "C": 1, "Q": 1, "I": 2, "J": 2, "D": 1, "O": 1, "P": 4})
     assert np.allclose(values["E"], 4) and np.allclose(values["Z"], [[[1, 2, 3, 3]]])
+
+
+def test_the_transposed_conv_prints_as_written_and_reparses():
+    from symflops.lang.statement import parse_statement
+    text = shipped("conv_transpose2d").ops[0].statement()
+    assert text == "Y[b,o,2*i+u,2*j+v] = X[b,c,i,j] W[c,o,u,v]"
+    assert [s.text for s in parse_statement(text).lhs.shifts] == ["2*i+u", "2*j+v"]
