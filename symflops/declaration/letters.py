@@ -134,7 +134,10 @@ def _solve_shifts(st: Statement, bound: dict[str, Letter], dims: Mapping[str, sy
                            f"the axis of {ref.name} must hold {s.text} at the last "
                            f"{term.letter!r} for every value of the dims: declare it as "
                            f"{_needed(term, c, high - after, dims)} with a new dim {_new_dim(dims)} "
-                           f"for the positions of {term.letter!r}")
+                           f"for the positions of {term.letter!r}" + (
+                               f"; its padding lets the index run from {sympy.sstr(-before)} "
+                               f"({ref.name}'s own positions: a causal convolution reads p-k)"
+                               if before != 0 else ""))
                 bound[term.letter] = Letter(solved, ref.name, at(term.column))
             _check_range(st, ref, s, relation, extent, bound, known[ref.name], at)
 
