@@ -240,9 +240,8 @@ def _check_range(st: Statement, ref: Ref, s: Shift, relation: Affine, extent: sy
             f"goes down to {sympy.sstr(low)}", at(s.column),
             f"every index must be at least 0 for every value of its letters (and of the "
             f"dims): pad the axis in front with zeros ({pad(-low - before, 0)} on "
-            f"{ref.name}, read as zero), add a "
-            "constant so that the least value is 0 (s-t+S-1 over a table of 2*S - 1 "
-            "positions), or order the letters with a where-clause (t <= s)")
+            f"{ref.name}, read as zero), add a whole-number constant so that the least value "
+            "is 0, or order the letters of a difference with a where-clause (s-t where t <= s)")
     if sign(extent - 1 + after - high, symbols) not in (ZERO, POSITIVE, NONNEGATIVE):
         wanted = [sympy.sstr(sympy.expand(high + 1 - after) if k == s.position else x)
                   for k, x in enumerate(tensor.shape)]
