@@ -74,9 +74,11 @@ def convention(e: Einsum) -> str:
     if conditions:
         return (f"restricted to {', '.join(conditions)}: PyTorch computes the full product and "
                 "multiplies by a 0/1 mask; symflops counts the terms inside the domain only")
-    if any(f.is_shift for f in e.operands):
+    shifts = [f.condition() for f in e.operands if f.is_shift]
+    if shifts:
         return ("a shifted index (a convolution): PyTorch's einsum multiplies by the 0/1 tensor "
-                "[q = p + k] as a dense operand; symflops counts the terms with q = p + k only")
+                f"[{', '.join(shifts)}] as a dense operand; symflops counts the terms with "
+                f"{', '.join(shifts)} only")
     if any(f.is_select for f in e.operands):
         return ("a lookup (gather) or its scatter-add: PyTorch runs index_select and index_add, "
                 "which it does not count; symflops counts the scatter's adds as elementwise work")

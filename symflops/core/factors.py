@@ -11,7 +11,7 @@ the rule-merging code relies on.  Re-exported by :mod:`symflops.core.ir`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable, Literal, get_args
+from typing import Iterable, Literal, Sequence, get_args
 
 import sympy
 
@@ -84,6 +84,48 @@ def relation(op: ComparisonOp, offset: sympy.Expr = sympy.Integer(0)) -> "Compar
 
 
 @dataclass(frozen=True)
+class Affine:
+    """The relation of an affine index, the ``fn`` of a shift factor over
+    ``(q, x_1, ..., x_n)``: ``[q = c_1 x_1 + ... + c_n x_n + c_0]``.
+
+    ``coefficients`` are signed SymPy integers or signed dim symbols (``2``,
+    ``-1``, ``P``), one per letter after ``q``; ``offset`` is a SymPy
+    integer.  A shift of two letters with coefficients 1 and no offset is
+    written with :data:`SHIFT` instead (so that it prints and compares as
+    before); :attr:`Factor.affine` gives both forms as an ``Affine``."""
+
+    coefficients: tuple[sympy.Expr, ...]
+    offset: sympy.Expr = sympy.Integer(0)
+
+    def value(self, letters: Sequence[sympy.Expr]) -> sympy.Expr:
+        """``c_1 x_1 + ... + c_n x_n + c_0`` at ``letters``."""
+        total: sympy.Expr = self.offset
+        for c, x in zip(self.coefficients, letters):
+            total = total + c * x
+        return total
+
+    def text(self, letters: Sequence[str], spaced: bool = False) -> str:
+        """The expression in the declaration syntax: ``2*p+k``, ``s-1``,
+        ``s-t``, ``P*i+u`` (``spaced``: ``2*p + k``, as in a where-clause)."""
+        plus, minus = (" + ", " - ") if spaced else ("+", "-")
+        parts: list[str] = []
+        for c, x in zip(self.coefficients, letters):
+            negative = c.could_extract_minus_sign()
+            size = -c if negative else c
+            term = x if size == 1 else f"{sympy.sstr(size)}*{x}"
+            parts.append((minus if negative else plus) if parts else ("-" if negative else ""))
+            parts.append(term)
+        if self.offset != 0:
+            negative = self.offset < 0
+            parts += [minus if negative else plus, str(abs(self.offset))]
+        return "".join(parts)
+
+    def __str__(self) -> str:
+        # A sort key beside the other fns' codes; never printed on its own.
+        return "=+(" + ",".join(map(sympy.sstr, (*self.coefficients, self.offset))) + ")"
+
+
+@dataclass(frozen=True)
 class Factor:
     """One indexed tensor occurrence, e.g. ``X[b,d]``, optionally through a
     pointwise function (``fn``, an :class:`Apply`: ``gelu``, its derivative
@@ -93,7 +135,7 @@ class Factor:
     tensor: str
     indices: tuple[str, ...]
     span: Span | None = field(default=None, compare=False)
-    fn: Apply | Indicator | Offset | Slot | None = None
+    fn: Apply | Indicator | Offset | Slot | Affine | None = None
 
     def __post_init__(self) -> None:
         # A bare string that is no indicator is a function name a producer
@@ -112,7 +154,7 @@ class Factor:
         """An Iverson bracket, 1 inside a domain and 0 outside (see
         :data:`COMPARISONS` and :data:`SELECT`): never differentiated, never a
         saved tensor, a restriction of the summation domain in the cost model."""
-        return self.fn in INDICATORS or isinstance(self.fn, (Offset, Slot))
+        return self.fn in INDICATORS or isinstance(self.fn, (Offset, Slot, Affine))
 
     @property
     def function(self) -> Apply | None:
@@ -140,7 +182,17 @@ class Factor:
 
     @property
     def is_shift(self) -> bool:
-        return self.fn == SHIFT
+        """An affine index's bracket ``[q = p + k]``, ``[q = 2 p + k]``, ``[q = s - 1]``."""
+        return self.fn == SHIFT or isinstance(self.fn, Affine)
+
+    @property
+    def affine(self) -> Affine | None:
+        """A shift's relation, the plain ``[q = p + k]`` included (coefficients 1)."""
+        if isinstance(self.fn, Affine):
+            return self.fn
+        if self.fn == SHIFT:
+            return Affine((sympy.Integer(1),) * (len(self.indices) - 1))
+        return None
 
     @property
     def is_offset(self) -> bool:
@@ -163,7 +215,7 @@ class Factor:
         if self.is_select:
             return f"{self.indices[0]} = {self.tensor}[{','.join(self.indices[1:])}]"
         if self.is_shift:
-            return f"{self.indices[0]} = {self.indices[1]} + {self.indices[2]}"
+            return f"{self.indices[0]} = {self.affine.text(self.indices[1:], spaced=True)}"
         if self.is_offset:
             return f"{self.indices[0]} = {self.moved().replace('+', ' + ')}"
         return f"{self.indices[0]} {self.fn} {plus(self.indices[1], self.offset)}"
@@ -182,7 +234,8 @@ SELECT: Indicator = "="
 
 #: ``Factor("", (q, p, k), fn="=+")`` is ``[q = p + k]``: a shifted index
 #: ``X[b,c,p+k]`` (a convolution) reads ``X[b,c,q]`` with a fresh letter ``q``
-#: over X's axis, times this indicator.
+#: over X's axis, times this indicator.  Any other affine index
+#: (``X[b,c,2*p+k]``) has an :class:`Affine` as its ``fn`` instead.
 SHIFT: Indicator = "=+"
 
 
@@ -311,7 +364,7 @@ class Einsum:
         uses = [i for f in self.operands for i in f.indices]
         return {f.indices[0]: (f"{f.tensor}[{','.join(f.indices[1:])}]" if f.is_select
                                else f.moved() if f.is_offset
-                               else "+".join(f.indices[1:])) for f in self.operands
+                               else f.affine.text(f.indices[1:])) for f in self.operands
                 if (f.is_select or f.is_shift or f.is_offset) and f.indices[0] not in out
                 and uses.count(f.indices[0]) > 1}
 

@@ -28,9 +28,9 @@ from typing import Any, Iterable, Literal, Mapping, Protocol, get_args
 import sympy
 
 from .errors import Span
-from .factors import (COMPARISONS, INDICATORS, SELECT, SHIFT, Apply, ComparisonOp,  # noqa: F401
-                      Einsum, Factor, FunctionForm, Indicator, Offset, comparison, product_text,
-                      relation, selections)
+from .factors import (COMPARISONS, INDICATORS, SELECT, SHIFT, Affine, Apply, ComparisonOp,  # noqa: F401
+                      Einsum, Factor, FunctionForm, Indicator, Offset, Slot, comparison,
+                      product_text, relation, selections)
 from .polynomial import substitute_max, substituted
 
 #: Roles a declared tensor may have.  ``activation`` is given to tensors that an
@@ -75,6 +75,13 @@ class Tensor:
     requires_grad: bool
     description: str = ""
     span: Span | None = None
+    #: Zeros around each axis that affine indices may read, ``(before, after)``
+    #: per axis (empty: none); see :mod:`symflops.declaration.padding`.
+    pad: tuple[tuple[sympy.Expr, sympy.Expr], ...] = ()
+
+    def padding(self, axis: int) -> tuple[sympy.Expr, sympy.Expr]:
+        """The zeros before and after ``axis`` (0 and 0 without a pad)."""
+        return self.pad[axis] if self.pad else (sympy.Integer(0), sympy.Integer(0))
 
     @property
     def elements(self) -> sympy.Expr:
@@ -298,10 +305,13 @@ def rename(obj: Any, names: Mapping[str, str], subs: Mapping[sympy.Symbol, sympy
     SymPy expressions) with tensor names mapped through ``names`` and dims
     substituted by ``subs``.  Used to place an included block in its includer."""
     if isinstance(obj, Factor):
-        return dataclasses.replace(obj, tensor=names.get(obj.tensor, obj.tensor))
+        # an affine index's coefficients (P in P*i) are dims too
+        fn = rename(obj.fn, names, subs) if isinstance(obj.fn, Affine) else obj.fn
+        return dataclasses.replace(obj, tensor=names.get(obj.tensor, obj.tensor), fn=fn)
     if isinstance(obj, Tensor):
         return dataclasses.replace(obj, name=names.get(obj.name, obj.name),
-                             shape=tuple(a.subs(subs) for a in obj.shape))
+                             shape=tuple(a.subs(subs) for a in obj.shape),
+                             pad=tuple((a.subs(subs), b.subs(subs)) for a, b in obj.pad))
     if isinstance(obj, sympy.Basic):
         return obj.subs(subs) if subs else obj
     if isinstance(obj, tuple):

@@ -40,9 +40,10 @@ class IndexTerm:
         for f in self.factors:
             if f.is_indicator:  # an Iverson bracket: a function SymPy never differentiates
                 head = sympy.IndexedBase(f.tensor)[tuple(_sym(i) for i in f.indices[1:])] \
-                    if f.is_select else _sym(f.indices[1]) + _sym(f.indices[2]) if f.is_shift \
-                    else _sym(f.indices[1]) + f.offset
-                expr *= sympy.Function(_INDICATOR_NAMES[str(f.fn)])(_sym(f.indices[0]), head)
+                    if f.is_select else f.affine.value([_sym(i) for i in f.indices[1:]]) \
+                    if f.is_shift else _sym(f.indices[1]) + f.offset
+                name = _INDICATOR_NAMES["=+" if f.is_shift else str(f.fn)]
+                expr *= sympy.Function(name)(_sym(f.indices[0]), head)
                 continue
             element = sympy.IndexedBase(f.tensor)[tuple(_sym(i) for i in f.indices)] if f.indices \
                 else sympy.Symbol(f.tensor)

@@ -18,9 +18,10 @@ import sympy
 
 from .cost import Costs, costs as count_costs
 from .evaluate import example_config, find_example, number
+from .padding import PaddedReads, padded_reads
 from .records import WholeModel
 from .summary import whole_model
-from ..core.ir import Einsum, Factor, Layer, substitute
+from ..core.ir import SHIFT, Einsum, Factor, Layer, substitute
 from ..core.records import Derivation, OpCost, TermOrders, grad_name
 from ..ops.einsum.cost import einsum_flops
 from ..ops.einsum.orders import bounds_of, size, steps, written
@@ -73,12 +74,18 @@ class LookupNote:
 class ShiftNote:
     """A convolution: the brackets ``shifts`` fix the shifted position, so only
     those terms are counted; as a dense product it would cost ``dense``.
-    ``grads`` are the input gradients (full correlations of ``read``)."""
+    ``grads`` are the input gradients (full correlations of ``read``; with a
+    stride, a dilation or an offset, not ``plain``: scatters of ``read``
+    through the same brackets, a transposed convolution for a stride)."""
 
     shifts: tuple[Factor, ...]
     dense: sympy.Expr
     grads: tuple[str, ...]
     read: str
+    plain: bool = True
+    #: a padded read: the tensors whose zero padding it multiplies, and how
+    #: many of its products read inside their axes (see :mod:`.padding`)
+    padded: PaddedReads | None = None
 
 
 @dataclass(frozen=True)
@@ -289,7 +296,8 @@ def domain_notes(k: int, derivation: Derivation, c: Costs) -> tuple[DomainNote, 
             notes.append(ShiftNote(
                 shifts=tuple(shifts), dense=einsum_flops(_dense(e), extents, unit),
                 grads=tuple(r.grad for r in derivation.rules if r.op == k and r.wrt in inputs),
-                read=grad_name(op.output)))
+                read=grad_name(op.output), plain=all(f.fn == SHIFT for f in shifts),
+                padded=padded_reads(e, derivation.layer, extents)))
         conditions = [f for f in e.operands if f.is_comparison]
         if conditions and e.factors:
             letters = {i for f in conditions for i in f.indices}

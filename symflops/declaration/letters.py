@@ -1,10 +1,13 @@
 """Index letters of one statement, bound to dims through the tensors they index.
 
 Every letter of an op is bound to the extent of the axis it indexes (a
-:class:`Letter`); a looked-up position (``E[tok[b], d]``) and a shifted one
-(``X[b,c,p+k]``) get fresh letters; a letter of a shift that no operand binds
-gets the extent of a valid convolution; the lookups, the output's letters and
-the where-clause are checked.  :func:`bind_letters` does all of it, in that
+:class:`Letter`); a looked-up position (``E[tok[b], d]``) and an affine one
+(``X[b,c,p+k]``, ``X[b,c,2*i+u]``, ``H[b,s-1,d]``, on the output too) get
+fresh letters; the one letter of an affine index that no operand binds gets
+the extent that makes the index reach the axis's last position (a valid
+convolution), and every affine index is proved to stay inside its axis and
+its declared padding; the lookups, the output's letters and the where-clause
+are checked.  :func:`bind_letters` does all of it, in that
 order, and returns the statement with its fresh letters and the letters bound.
 """
 
@@ -16,10 +19,11 @@ from typing import Callable, Mapping, Sequence
 import sympy
 
 from ..core.errors import Span, SymflopsError, closest
-from ..core.ir import Tensor, fresh_letter
-from ..core.sizes import check_size
-from ..lang.statement import Call, Ref, Shift, Statement
+from ..core.ir import Affine, Tensor, fresh_letter
+from ..core.sizes import NONNEGATIVE, POSITIVE, ZERO, check_size, sign
+from ..lang.statement import AffineTerm, Call, Ref, Shift, Statement
 from ..ops.base import claim
+from ..ops.einsum.lower import affine
 from ..ops.registry import CALLS
 
 #: Where a column of the statement is in its file (None without a file).
@@ -61,13 +65,15 @@ def bind_letters(st: Statement, known: Mapping[str, Tensor], dims: Mapping[str, 
             raise SymflopsError(f"unknown tensor {ref.name!r}", at(ref.column),
                                 f"declare it under 'tensors:' or produce it with an op; "
                                 f"{closest(ref.name, sorted(known))}")
-    st = _resolve_lookups(st, lambda name, k: (known[name].shape[k] if k < len(known[name].shape)
-                                               else None), at, set(dims))
+    st = _resolve_lookups(st, lambda name, k: (known[name].shape[k] if name in known
+                                               and k < len(known[name].shape) else None),
+                          at, set(dims))
     bound: dict[str, Letter] = dict(defined or {})
     for ref in (*st.refs, *operands):
         _bind(ref, known[ref.name], at, bound, subs or {})
     _bind_windows(st, dims, bound, at)
-    _solve_shifts(st, bound, at)
+    _solve_shifts(st, bound, dims, known, at)
+    _solve_output(st, bound, dims, at)
     _check_lookups(st, known, at, ranges, bound)
     _check_output(st, bound, at)
     _check_where(st, bound, dims, known, at)
@@ -123,41 +129,165 @@ def _bind_windows(st: Statement, dims: Mapping[str, sympy.Symbol], bound: dict[s
             bound[letter] = Letter(dims[name], call.ref.name, at(column))
 
 
-def _solve_shifts(st: Statement, bound: dict[str, Letter], at: At) -> None:
-    """Bind a letter of a shift ``p+k`` that no operand binds (``p``, on the
-    output only): a valid convolution, ``ext(p) = ext(q) - ext(k) + 1``."""
+def _solve_shifts(st: Statement, bound: dict[str, Letter], dims: Mapping[str, sympy.Symbol],
+                  known: Mapping[str, Tensor], at: At) -> None:
+    """Bind the one letter of an affine index that no operand binds (``p``
+    in ``p+k``, ``i`` in ``2*i+u``: on the output only) so that the index
+    reaches exactly the last position of its axis; then prove every index in
+    range (:func:`_check_range`): the cost model counts every tuple."""
     for ref in st.refs:
         for s in ref.shifts:
-            a, b = s.left, s.right
+            relation = affine(s, dims)
             extent = bound[ref.indices[s.position]].extent
-            if a in bound and b in bound:
-                # Every (p, k) must land on the axis: the cost model counts them all.
-                ea, eb = bound[a].extent, bound[b].extent
-                spare = sympy.simplify(extent - ea - eb + 1)
-                if spare.is_nonnegative is not True:
-                    raise SymflopsError(
-                        f"the shift {a}+{b} runs past the axis of {ref.name}: it reaches "
-                        f"{ea} + {eb} - 1 positions, the axis has {extent}",
-                        at(s.left_column), f"declare the axis of {ref.name} as {ea} + "
-                        f"{eb} - 1 (valid convolution), or leave {a!r} on the output "
-                        "only so that its extent follows from the axis")
-                continue
-            if a not in bound and b not in bound:
+            # A padded axis may be read from -before to extent - 1 + after (zeros outside).
+            before, after = known[ref.name].padding(s.position)
+            free = [(t, c) for t, c in zip(s.terms, relation.coefficients) if t.letter not in bound]
+            if len(free) > 1:
+                a, b = free[0][0].letter, free[1][0].letter
                 raise SymflopsError(
-                    f"the shift {a}+{b} leaves an index unbound", at(s.left_column),
+                    f"the shift {s.text} leaves an index unbound", at(s.column),
                     f"index {b!r} (or {a!r}) with another operand, e.g. a kernel "
                     f"W[o,c,{b}], so that the other letter's extent follows from the axis "
                     f"of {ref.name}: ext({a}) = ext(axis) - ext({b}) + 1")
-            known_letter, free, col = ((a, b, s.right_column) if a in bound
-                                       else (b, a, s.left_column))
-            given = bound[known_letter].extent
-            solved = sympy.simplify(extent - given + 1)
-            check_size(solved, f"the letter {free!r} of the shift {a}+{b} ranges over", at(col),
-                       f"the axis of {ref.name} must hold at least {given} "
-                       f"positions for every value of the dims: declare it as "
-                       f"P + {given} - 1 (a valid convolution) with a dim P "
-                       "for the positions")
-            bound[free] = Letter(solved, ref.name, at(col))
+            if free:
+                term, c = free[0]
+                if term.letter in dims:
+                    raise SymflopsError(
+                        f"{term.letter!r} in the index {s.text} of {ref.name} is a dim, not a "
+                        "letter", at(term.column), "an index adds letters; a dim in it "
+                        f"multiplies a letter (P*i+u), and the constant is a whole number")
+                if c.could_extract_minus_sign():
+                    raise SymflopsError(
+                        f"the letter {term.letter!r} of {s.text} is bound by no operand and "
+                        "counts down", at(term.column), f"index {term.letter!r} with another "
+                        "operand, so that its extent is declared")
+                rest = [(t, k) for t, k in zip(s.terms, relation.coefficients) if t is not term]
+                _, high = _reach(rest, relation.offset, bound, ())
+                solved = sympy.expand((extent - 1 + after - high) / c + 1)
+                check_size(solved, f"the letter {term.letter!r} of the shift {s.text} ranges "
+                           "over", at(term.column),
+                           f"the axis of {ref.name} must hold {s.text} at the last "
+                           f"{term.letter!r} for every value of the dims: declare it as "
+                           f"{_needed(term, c, high - after, dims)} with a new dim {_new_dim(dims)} "
+                           f"for the positions of {term.letter!r}" + (
+                               f"; its padding lets the index run from {sympy.sstr(-before)} "
+                               f"({ref.name}'s own positions: a causal convolution reads p-k)"
+                               if before != 0 else ""))
+                bound[term.letter] = Letter(solved, ref.name, at(term.column))
+            _check_range(st, ref, s, relation, extent, bound, known[ref.name], at)
+
+
+def _solve_output(st: Statement, bound: dict[str, Letter], dims: Mapping[str, sympy.Symbol],
+                  at: At) -> None:
+    """Bind the fresh letter of an affine index on the output (``Y[b,o,2*i+u]
+    = X[b,c,i] W[c,o,u]``, a transposed convolution): the output axis holds
+    every value the index takes, ``0 .. high``, so it has ``high + 1``
+    positions; the index must not go below 0."""
+    for s in st.lhs.shifts:
+        for term in s.terms:
+            if term.letter not in bound:
+                raise SymflopsError(
+                    f"the output index {s.text} of {st.lhs.name} reads {term.letter!r}, which "
+                    "no operand carries", at(term.column),
+                    f"an affine output index combines letters of the operands, e.g. "
+                    f"Y[b,o,2*i+u] = X[b,c,i] W[c,o,u]; index {term.letter!r} on an operand")
+        relation = affine(s, dims)
+        low, high = _reach(tuple(zip(s.terms, relation.coefficients)), relation.offset, bound,
+                           _pairs(st))
+        if sign(low, sorted(low.free_symbols, key=str)) not in (ZERO, POSITIVE, NONNEGATIVE):
+            raise SymflopsError(
+                f"the output index {s.text} of {st.lhs.name} writes before the start of its "
+                f"axis: it goes down to {sympy.sstr(low)}", at(s.column),
+                "every index must be at least 0 for every value of its letters: add a "
+                "constant so that its least value is 0")
+        bound[st.lhs.indices[s.position]] = Letter(sympy.expand(high + 1), st.lhs.name,
+                                                   at(s.column))
+
+
+def _pairs(st: Statement) -> list[tuple[str, str, bool]]:
+    """The where-clause as ``(low, high, strict)``: ``low <= high`` (``<`` when strict)."""
+    return [(c.left, c.right, c.op == "<") if c.op in ("<=", "<")
+            else (c.right, c.left, c.op == ">") for c in st.where]
+
+
+def _reach(terms: Sequence[tuple[AffineTerm, sympy.Expr]], offset: sympy.Expr,
+           bound: Mapping[str, Letter], pairs: Sequence[tuple[str, str, bool]]
+           ) -> tuple[sympy.Expr, sympy.Expr]:
+    """The least and greatest value of ``sum c_i x_i + offset`` over the
+    letters' ranges ``0 <= x_i < ext(x_i)``: each term at its own ends
+    (exact on a box), except a difference ``c*(high - low)`` of letters a
+    condition ``low <= high`` (or ``<``, strict) orders, which runs from 0 (or
+    ``c``) to ``c*(ext(high) - 1)``."""
+    coefficient = {t.letter: c for t, c in terms}
+    low = high = offset
+    done: set[str] = set()
+    for a, b, strict in pairs:  # a <= b (a < b when strict)
+        if a in coefficient and b in coefficient and a not in done and b not in done \
+                and sympy.expand(coefficient[a] + coefficient[b]) == 0 \
+                and not coefficient[b].could_extract_minus_sign():
+            c = coefficient[b]
+            low, high = low + (c if strict else 0), high + c * (bound[b].extent - 1)
+            done |= {a, b}
+    for letter, c in coefficient.items():
+        if letter not in done:
+            end = c * (bound[letter].extent - 1)
+            low, high = (low + end, high) if c.could_extract_minus_sign() else (low, high + end)
+    return sympy.expand(low), sympy.expand(high)
+
+
+def _needed(term: AffineTerm, c: sympy.Expr, high: sympy.Expr,
+            dims: Mapping[str, sympy.Symbol]) -> str:
+    """The axis size an index needs when its free letter has ``N`` positions
+    (``N`` a dim the declaration lacks, named so): ``c*(N - 1) + high + 1``."""
+    name = _new_dim(dims)
+    n = sympy.Symbol(name, positive=True, integer=True)
+    return sympy.sstr(sympy.expand(c * (n - 1) + high + 1))
+
+
+def _new_dim(dims: Mapping[str, sympy.Symbol]) -> str:
+    return next(n for n in ("N", "N1", "N2", "N3", "N_new") if n not in dims)
+
+
+def _check_range(st: Statement, ref: Ref, s: Shift, relation: Affine, extent: sympy.Expr,
+                 bound: Mapping[str, Letter], tensor: Tensor, at: At) -> None:
+    """Every tuple of the letters maps inside the axis, its padding included
+    (``0 <= index <= extent - 1`` at every positive value of the dims),
+    proved, else refused at the index naming the axis and the size or the
+    padding it would need."""
+    low, high = _reach(tuple(zip(s.terms, relation.coefficients)), relation.offset, bound,
+                       _pairs(st))
+    axis = f"{ref.name}'s axis {s.position + 1}"
+    before, after = tensor.padding(s.position)
+    symbols = sorted((low - high + extent + before + after).free_symbols, key=str)
+
+    def pad(more_before: sympy.Expr, more_after: sympy.Expr) -> str:
+        entries = [f"[{sympy.sstr(sympy.expand(before + more_before))}, "
+                   f"{sympy.sstr(sympy.expand(after + more_after))}]" if k == s.position
+                   else (f"[{sympy.sstr(tensor.padding(k)[0])}, {sympy.sstr(tensor.padding(k)[1])}]"
+                         if tensor.padding(k) != (0, 0) else "0")
+                   for k in range(len(tensor.shape))]
+        return f"pad: [{', '.join(entries)}]"
+
+    if sign(low + before, symbols) not in (ZERO, POSITIVE, NONNEGATIVE):
+        padded = f" and its {sympy.sstr(before)} zeros" if before != 0 else ""
+        raise SymflopsError(
+            f"the index {s.text} of {ref.name} reads before the start of {axis}{padded}: it "
+            f"goes down to {sympy.sstr(low)}", at(s.column),
+            f"every index must be at least 0 for every value of its letters (and of the "
+            f"dims): pad the axis in front with zeros ({pad(-low - before, 0)} on "
+            f"{ref.name}, read as zero), add a whole-number constant so that the least value "
+            "is 0, or order the letters of a difference with a where-clause (s-t where t <= s)")
+    if sign(extent - 1 + after - high, symbols) not in (ZERO, POSITIVE, NONNEGATIVE):
+        wanted = [sympy.sstr(sympy.expand(high + 1 - after) if k == s.position else x)
+                  for k, x in enumerate(tensor.shape)]
+        padded = f" and {sympy.sstr(after)} zeros after" if after != 0 else ""
+        raise SymflopsError(
+            f"the shift {s.text} runs past the axis of {ref.name}: {axis} has "
+            f"{sympy.sstr(extent)} positions{padded}, {s.text} reaches index {sympy.sstr(high)}",
+            at(s.column), f"declare {ref.name} as [{', '.join(wanted)}] (valid positions "
+            f"only), pad it with zeros ({pad(0, sympy.expand(high + 1 - extent - after))}, "
+            "read as zero), or leave "
+            f"a letter of {s.text} on the output only so that its extent follows from the axis")
 
 
 def _resolve_lookups(st: Statement, extent_of: Callable[[str, int], sympy.Expr | None],
@@ -169,15 +299,9 @@ def _resolve_lookups(st: Statement, extent_of: Callable[[str, int], sympy.Expr |
     if st.lhs.gathers:
         raise SymflopsError(f"a lookup on the output {st.lhs.name}", at(st.lhs.gathers[0].ref.column),
                             "write the output with plain letters; lookups select from operands")
-    if st.lhs.shifts:
-        s = st.lhs.shifts[0]
-        raise SymflopsError(f"a shifted index {s.text} on the output {st.lhs.name}",
-                            at(s.column),
-                            "write the output with plain letters; shifts read operands, e.g. "
-                            "Y[b,o,p] = X[b,c,p+k] W[o,c,k]")
     used = {i for r in (st.lhs, *st.refs) for i in r.indices}
     used |= {c.left for c in st.where} | {c.right for c in st.where}
-    used |= {x for r in st.refs for s in r.shifts for x in s.letters}
+    used |= {x for r in (st.lhs, *st.refs) for s in r.shifts for x in s.letters}
     used |= dim_names
 
     def fresh(ref: Ref, position: int, letters: str = LOOKUP_LETTERS) -> str:
@@ -197,12 +321,13 @@ def _resolve_lookups(st: Statement, extent_of: Callable[[str, int], sympy.Expr |
         return replace(ref, indices=tuple(indices))
 
     terms = []
+    lhs = resolve(st.lhs)  # an affine output index (a transposed convolution) writes a fresh letter
     for term in st.terms:
         factors = [resolve(f) if isinstance(f, Ref)
                    else replace(f, ref=resolve(f.ref)) if isinstance(f, Call) else f
                    for f in term.factors]
         terms.append(replace(term, factors=tuple(factors)))
-    return replace(st, terms=tuple(terms))
+    return replace(st, lhs=lhs, terms=tuple(terms))
 
 
 def _check_affine(tensor: str, s: Shift, dim_names: set[str], at: At) -> None:
@@ -219,11 +344,6 @@ def _check_affine(tensor: str, s: Shift, dim_names: set[str], at: At) -> None:
                 at(s.column), f"{term.coefficient!r} is no dim, so {term.coefficient}*"
                 f"{term.letter} multiplies two letters; a coefficient is a positive whole "
                 f"number or a declared dim (P*i+u)")
-    if not s.is_plain:
-        raise SymflopsError(
-            f"index arithmetic of the form {s.text} in {tensor}[...] is not supported",
-            at(s.column), "strides, dilations and offsets (2*p+k, p+2*k, s-1) are read but "
-            "not counted yet; a shift of two letters (p+k, a valid convolution) is")
 
 
 def _check_lookups(st: Statement, known: Mapping[str, Tensor], at: At,

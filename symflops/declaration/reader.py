@@ -18,7 +18,9 @@ carries both letters.  A lookup ``E[tok[b], d]`` through an ``index`` tensor
 becomes ``[v = tok[b]] E[v,d]`` with a fresh letter ``v`` over E's axis.  A
 shifted index ``X[b,c,p+k]`` (a convolution) becomes ``[q = p + k] X[b,c,q]``
 with a fresh letter ``q`` over X's axis; a letter of the shift that no operand
-binds gets the extent of a valid convolution, ``ext(q) - ext(k) + 1``.
+binds gets the extent of a valid convolution, ``ext(q) - ext(k) + 1``; any
+affine index alike (``X[b,c,2*i+u]``: ``[q = 2i + u]``), within the axis and
+its ``pad:`` (:mod:`symflops.declaration.padding`).
 
 YAML is read with the safe loader only, composed into nodes first so that every
 value keeps its line and column; ops are parsed by :mod:`symflops.lang.statement`
@@ -41,12 +43,13 @@ from ..lang.yaml import Node, check_identifier, describe, from_python, mapping, 
 from .examples import read_examples
 from .components import read_components
 from .include import Included, read_include
+from .padding import NO_PAD, read_pad
 from .statements import lower_ops
 
 TOP_KEYS = ("name", "title", "description", "dims", "tensors", "ops", "precision", "tokens",
             "sequences", "recompute", "forward_order", "sizes", "components", "examples")
 RECOMPUTE_KEYS = ("policy", "selective")
-TENSOR_KEYS = ("shape", "role", "requires_grad", "description")
+TENSOR_KEYS = ("shape", "role", "requires_grad", "description", "pad")
 #: The roles that never have a gradient: what asking for one is, and the fix.
 NO_GRADIENT = {
     "frozen": ("is frozen but asks for a gradient", "use role: param for a trained weight"),
@@ -174,7 +177,8 @@ def _tensors(node: Node, symbols: dict[str, sympy.Symbol]) -> dict[str, Tensor]:
                 raise SymflopsError(f"tensor {name!r} {what}", rg.span, fix)
             requires_grad = rg.value
         description = text_of(fields["description"][1], "a description") if "description" in fields else ""
-        tensors[name] = Tensor(name, shape, role, requires_grad, description, key_span)
+        pad = read_pad(fields["pad"][1], symbols, name, len(shape)) if "pad" in fields else NO_PAD
+        tensors[name] = Tensor(name, shape, role, requires_grad, description, key_span, pad)
     return tensors
 
 

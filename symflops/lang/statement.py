@@ -40,6 +40,7 @@ import re
 
 from ..core.errors import Span, SymflopsError
 from ..core.factors import RECIPROCAL
+from .affine import affine_terms
 from .conditions import ConditionParser
 from .syntax import (AffineTerm, Call, Condition, Constant, Gather, Reduced, Ref, Shift, Statement,
                      Summand, Term, Token)
@@ -221,72 +222,12 @@ class _Parser(ConditionParser):
             return None
         if not any(t.kind == "number" or t.text in "+-*/()" for t in run):
             return None
-        terms, constant = self._affine_terms(run, tensor)
+        terms, constant = affine_terms(run, tensor, _at(self.span, run[0].column))
         if inner:
             raise self.error(f"a shifted index inside the lookup {tensor}[...]",
                              "index tensors take plain letters, e.g. E[tok[b], d]", run[0])
         self.pos = start + len(run)
         return Shift(position, terms, constant, run[0].column, "".join(t.text for t in run))
-
-    def _affine_terms(self, run: list[Token], tensor: str) -> tuple[tuple[AffineTerm, ...], int]:
-        """``[+|-] term ((+|-) term)*`` with ``term := letter | N*letter |
-        letter*N | NAME*letter | N`` (``N`` a whole number): the terms and the
-        sum of the constants.  Anything else (a product of three factors,
-        division, parentheses, powers, a fraction) is refused by name at the
-        expression's column: grammar advice would change its meaning."""
-        expr = "".join(t.text for t in run)
-
-        def refuse(why: str) -> SymflopsError:
-            return SymflopsError(
-                f"index arithmetic of the form {expr} in {tensor}[...] is not supported",
-                _at(self.span, run[0].column),
-                f"{why}; an index is a letter (b), a lookup through an index tensor (tok[b]) "
-                "or an affine expression of letters: a sum or difference of letters, each "
-                "times a positive whole number or a dim (2*p+k, p+2*k, P*i+u, s-t), plus a "
-                "whole-number constant (s-1)")
-
-        terms: list[AffineTerm] = []
-        constant, k, first = 0, 0, True
-        while first or k < len(run):
-            negative = False
-            if run[k].kind == "punct" and run[k].text in ("+", "-"):
-                negative, k = run[k].text == "-", k + 1
-            elif not first:
-                raise refuse(f"{run[k].text!r} stands where '+' or '-' must")
-            first = False
-            if k == len(run):
-                raise refuse("the expression ends after a sign")
-            parts = [run[k]]
-            k += 1
-            while k < len(run) and run[k].text == "*":
-                if k + 1 == len(run):
-                    raise refuse("the expression ends after '*'")
-                parts.append(run[k + 1])
-                k += 2
-            if any(t.kind not in ("name", "number") for t in parts):
-                raise refuse("only whole numbers, dims and letters are multiplied or added")
-            if any(t.kind == "number" and not t.text.isdigit() for t in parts):
-                raise refuse("a number in an index is a whole number")
-            if len(parts) > 2:
-                raise refuse("a term is a letter times one coefficient")
-            names = [t for t in parts if t.kind == "name"]
-            if not names:
-                if len(parts) == 2:
-                    raise refuse("a product of two numbers")
-                constant += -int(parts[0].text) if negative else int(parts[0].text)
-                continue
-            coefficient: int | str = 1
-            if len(parts) == 2:
-                other = parts[0] if parts[1] is names[-1] else parts[1]
-                coefficient = other.text if other.kind == "name" else int(other.text)
-                if coefficient == 0:
-                    raise refuse("a coefficient is a positive whole number or a dim")
-            # NAME*letter keeps the name as the coefficient: whether it is a dim
-            # (P*i) or a letter (p*k, refused) is known once the dims are.
-            terms.append(AffineTerm(names[-1].text, names[-1].column, coefficient, negative))
-        if not terms:
-            raise refuse("an index holds at least one letter")
-        return tuple(terms), constant
 
     def _balanced(self) -> Constant:
         """Raw text from here to the matching ')' (the current token is '(' or

@@ -83,14 +83,29 @@ def domain_note(notes: Sequence[DomainNote], unit: str, m: Math, esc: Any) -> st
             sentences.append(text)
         elif isinstance(n, ShiftNote):
             brackets = r",\ ".join(m.ix(f) for f in n.shifts)
+            given = "the other two letters" if n.plain else "its other letters"
             text = (esc("A convolution: ") + f"${brackets}$"
-                    + esc(" fixes the shifted position given the other two letters, so only "
+                    + esc(f" fixes the shifted position given {given}, so only "
                           "those terms are counted; as a dense product with that 0/1 tensor it "
                           "would cost ") + f"${poly(n.dense)}$" + esc(f" {unit}."))
-            if n.grads:
+            if n.grads and n.plain:
                 text += (esc(" The input gradient ") + f"${m.ts(n.grads)}$"
                          + esc(" is a full correlation of ") + f"${m.t(n.read)}$"
                          + esc(" with the flipped kernel, at the same count."))
+            elif n.grads:
+                text += (esc(" The input gradient ") + f"${m.ts(n.grads)}$"
+                         + esc(" scatters ") + f"${m.t(n.read)}$"
+                         + esc(" through the same brackets (for a stride, the transposed "
+                               "convolution), at the same count."))
+            if n.padded is not None:
+                text += (esc(" Products that multiply the zero padding of ")
+                         + f"${m.ts(n.padded.tensors)}$" + esc(" are counted, as frameworks run "
+                                                              "them: all ") + f"${poly(n.padded.tuples)}$")
+                text += (esc(" tuples; ") + f"${poly(n.padded.inside)}$" + esc(" of them read "
+                                                                                "inside the axis.")
+                         if n.padded.inside is not None else
+                         esc(" tuples; how many read inside the axis is not derived for this "
+                             "index."))
             sentences.append(text)
         elif isinstance(n, ConditionNote):
             domain = r",\ ".join(m.ix(f) for f in n.domain)

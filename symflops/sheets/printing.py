@@ -103,7 +103,7 @@ def iverson(f: Factor, tensors: frozenset[str] | set[str] = frozenset()) -> str:
     if f.is_select:
         return f"[{index_list(f.indices[:1])} = {indexed(Factor(f.tensor, f.indices[1:]), tensors)}]"
     if f.is_shift:
-        return f"[{index_list(f.indices[:1])} = {index_list(f.indices[1:2])} + {index_list(f.indices[2:])}]"
+        return f"[{index_list(f.indices[:1])} = {affine_index(f, spaced=True)}]"
     if f.is_offset:
         return f"[{index_list(f.indices[:1])} = {moved(f)}]"
     a, b = f.indices
@@ -129,6 +129,24 @@ def moved(f: Factor) -> str:
     a concatenated axis (:data:`symflops.core.factors.OFFSET`)."""
     letter = index_list(f.indices[1:2])
     return letter if f.offset == 0 else f"{PolyPrinter(())(f.offset, factor=False)} + {letter}"
+
+
+def affine_index(f: Factor, spaced: bool = False) -> str:
+    """A shift factor's right side: ``p+k``, ``2p+k``, ``s-1``, ``P\\,i+u``
+    (``spaced``, inside a bracket: ``p + k``)."""
+    relation = f.affine
+    plus, minus = (" + ", " - ") if spaced else ("+", "-")
+    text = ""
+    for k, (c, letter) in enumerate(zip(relation.coefficients, f.indices[1:])):
+        negative = c.could_extract_minus_sign()
+        size = -c if negative else c
+        factor = "" if size == 1 else (str(size) if size.is_Integer
+                                       else symbol_name(str(size)) + r"\,")
+        sign = (minus if negative else plus) if k else ("-" if negative else "")
+        text += sign + factor + index_list([letter])
+    if relation.offset != 0:
+        text += (minus if relation.offset < 0 else plus) + str(abs(relation.offset))
+    return text
 
 
 def indexed(f: Factor, tensors: frozenset[str] | set[str] = frozenset(),
@@ -297,8 +315,7 @@ def term(t: IndexTerm, poly: PolyPrinter, tensors: frozenset[str] | set[str] = f
     used = [i for f in t.factors if not f.is_indicator for i in f.indices]
     # An offset is always written as the slice it reads, dK_{b,M+s,e}.
     lookups = {f.indices[0]: (indexed(Factor(f.tensor, f.indices[1:]), tensors) if f.is_select
-                              else moved(f) if f.is_offset
-                              else "+".join(index_list([i]) for i in f.indices[1:]))
+                              else moved(f) if f.is_offset else affine_index(f))
                for f in t.factors if (f.is_select or f.is_shift or f.is_offset)
                and (inline or f.is_offset) and f.indices[0] in t.summed and f.indices[0] in used}
     if lookups:

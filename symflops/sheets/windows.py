@@ -15,7 +15,6 @@ from ..core.ir import dim_symbol
 from ..core.records import Derivation
 from ..count.explain import SheetCounts
 from ..count.windows import windows
-from . import printing as P
 from .notation import Math
 
 

@@ -13,14 +13,14 @@ a where-clause restricts every term that carries both of its letters.
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import sympy
 
 from ...core.errors import SymflopsError, closest
-from ...core.ir import SELECT, SHIFT, Apply, Einsum, Factor, Tensor
+from ...core.ir import SELECT, SHIFT, Affine, Apply, Einsum, Factor, Tensor
 from ...lang.expr import parse_expression
-from ...lang.statement import Call, Constant, Ref, Statement, Term
+from ...lang.statement import Call, Constant, Ref, Shift, Statement, Term
 from ..base import CallKind, Lowered, Op, Scope, claim, usages
 from ..conditions import check_domain, condition_factor
 from ..functions import FUNCTIONS
@@ -41,8 +41,11 @@ def lower(st: Statement, out: Factor, scope: Scope, calls: Sequence[CallKind]) -
     made: dict[str, Tensor] = {}
     first: list[Op] = []
     terms = []
+    written = _lookups(st.lhs, scope)  # an affine output index: its brackets, on every term
     for term in st.terms:
         coefficient, factors = _term(term, out.tensor, scope, calls, made, first)
+        _writes(term, factors, written, st, scope)
+        factors += written
         carried = {i for f in (out, *factors) for i in f.indices}
         factors += [condition_factor(c, scope) for c in st.where
                     if c.left in carried and c.right in carried]
@@ -58,6 +61,22 @@ def lower(st: Statement, out: Factor, scope: Scope, calls: Sequence[CallKind]) -
     index_dims = tuple((letter, scope.extents[letter]) for letter in letters)
     op = Contraction(tuple(terms), index_dims, scope.text, scope.span)
     return Lowered((*first, op), tuple(made.values()))
+
+
+def _writes(term: Term, factors: Sequence[Factor], written: Sequence[Factor], st: Statement,
+            scope: Scope) -> None:
+    """A term of an op with an affine output index carries every letter of
+    that index (else the term would be added once per value of the missing
+    letter, or read where no operand is)."""
+    carried = {i for f in factors for i in f.indices}
+    for f in written:
+        missing = [i for i in f.indices[1:] if i not in carried]
+        if missing:
+            raise SymflopsError(
+                f"this term does not carry {missing[0]!r} of the output index "
+                f"{f.affine.text(f.indices[1:])}", scope.at(term.column),
+                "every term of an op with an affine output index reads all of its letters; "
+                f"write the other terms as an op of their own, e.g. Z = {st.lhs.name} + ...")
 
 
 def _coefficient(term: Term, scope: Scope) -> sympy.Expr:
@@ -146,9 +165,18 @@ def _dropout(f: Call, ref: Factor, out: str, scope: Scope, made: dict[str, Tenso
 
 def _lookups(ref: Ref, scope: Scope) -> list[Factor]:
     """The selections ``[v = tok[b]]`` of a lookup ``E[tok[b], d]`` (whose
-    looked-up position already holds its fresh letter ``v``), and the shifts
-    ``[q = p + k]`` of ``X[b,c,p+k]``."""
+    looked-up position already holds its fresh letter ``v``), and the
+    brackets ``[q = p + k]``, ``[q = 2 p + k]`` of affine indices ``X[b,c,p+k]``,
+    ``X[b,c,2*p+k]``."""
     return ([Factor(g.ref.name, (ref.indices[g.position], *g.ref.indices), scope.at(g.ref.column),
                     SELECT) for g in ref.gathers]
-            + [Factor("", (ref.indices[s.position], s.left, s.right), scope.at(s.left_column), SHIFT)
-               for s in ref.shifts])
+            + [Factor("", (ref.indices[s.position], *s.letters), scope.at(s.column),
+                      SHIFT if s.is_plain else affine(s, scope.dims)) for s in ref.shifts])
+
+
+def affine(s: Shift, dims: Mapping[str, sympy.Symbol]) -> Affine:
+    """The relation of an affine index, its named coefficients read as dims
+    (:func:`symflops.declaration.letters.bind_letters` has checked they are)."""
+    coefficients = tuple((-1 if t.negative else 1) * (dims[t.coefficient] if isinstance(
+        t.coefficient, str) else sympy.Integer(t.coefficient)) for t in s.terms)
+    return Affine(coefficients, sympy.Integer(s.constant))

@@ -11,7 +11,7 @@ array, the shift's 0/1 tensor.
 from __future__ import annotations
 
 import string
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import sympy
@@ -29,8 +29,9 @@ def indicator(f: Factor, arrays: Mapping[str, np.ndarray], extents: Mapping[str,
     """The 0/1 array of an indicator factor over its letters: ``[t <= s]`` is
     ``mask[t, s]``, ``[s < t + W]`` is ``mask[s, t] = (s < t + W)`` at the dims'
     values ``dims``; ``[v = tok[b]]`` is ``onehot[v, b] = (tok[b] == v)``;
-    ``[q = p + k]`` is ``shift[q, p, k] = (q == p + k)``; a concatenated part's
-    place ``[t = s + M]`` is ``slot[t, s] = (t == s + M)``."""
+    ``[q = p + k]`` is ``shift[q, p, k] = (q == p + k)``, and any affine
+    index alike (``dims`` gives the values of coefficients such as ``P``); a
+    concatenated part's place ``[t = s + M]`` is ``slot[t, s] = (t == s + M)``."""
     if f.is_offset:
         t, s = (np.arange(extents[i]) for i in f.indices)
         return (t[:, None] == s[None, :] + offset_at(f, dims)).astype(float)
@@ -38,9 +39,8 @@ def indicator(f: Factor, arrays: Mapping[str, np.ndarray], extents: Mapping[str,
         tok = np.asarray(arrays[f.tensor])
         values = np.arange(extents[f.indices[0]]).reshape((-1,) + (1,) * tok.ndim)
         return (tok[np.newaxis] == values).astype(float)
-    if f.is_shift:  # [q = p + k] over (q, p, k)
-        q, p, k = (np.arange(extents[i]) for i in f.indices)
-        return (q[:, None, None] == p[None, :, None] + k[None, None, :]).astype(float)
+    if f.is_shift:  # [q = c_1 x_1 + ... + c_0] over (q, x_1, ...)
+        return (shift_grid(np, f, extents, dims) == 0).astype(float)
     a, b = f.indices
     offset = offset_at(f, dims)
     return _COMPARE[f.relation].outer(np.arange(extents[a]),
@@ -52,6 +52,24 @@ def offset_at(f: Factor, dims: Mapping[str, int] | None) -> int:
     if f.offset == 0:
         return 0
     return int(f.offset.xreplace({dim_symbol(k): v for k, v in (dims or {}).items()}))
+
+
+def shift_grid(xp: Any, f: Factor, extents: Mapping[str, int],
+               dims: Mapping[str, int] | None = None, device: Any = None) -> Any:
+    """``q - (c_1 x_1 + ... + c_n x_n + c_0)`` over the letters ``(q, x_1, ...)``
+    of a shift factor, with NumPy or PyTorch (``xp``): zero where the bracket holds."""
+    relation = f.affine
+    values = {dim_symbol(k): v for k, v in (dims or {}).items()}
+    n = len(f.indices)
+    grid = 0
+    for axis, (letter, c) in enumerate(zip(f.indices, (-1, *relation.coefficients))):
+        c = int(sympy.sympify(c).subs(values))
+        shape = [1] * n
+        shape[axis] = extents[letter]
+        arange = (xp.arange(extents[letter], device=device) if device is not None
+                  else xp.arange(extents[letter]))
+        grid = grid + c * arange.reshape(shape)
+    return -(grid + int(relation.offset))
 
 
 def run_einsum(e: Einsum, arrays: Mapping[str, np.ndarray], extents: Mapping[str, int],

@@ -8,7 +8,7 @@ from typing import Any, Mapping, Sequence
 
 from ...core.ir import Einsum, Op, dim_symbol
 from ..functions import FUNCTIONS
-from .numeric import extents_at, offset_at
+from .numeric import extents_at, offset_at, shift_grid
 
 
 
@@ -40,12 +40,12 @@ def _torch_indicators(torch: Any, e: Einsum, tensors: Mapping[str, Any], args: l
             values = torch.arange(extents[v], device=idx.device).reshape((-1,) + (1,) * idx.dim())
             args.append((idx.unsqueeze(0) == values).to(torch.float64))
             operands.append(list(f.indices))
-    for f in e.operands:  # a shift [q = p + k]: its 0/1 tensor over (q, p, k), an operand
+    for f in e.operands:  # a shift [q = 2 p + k]: its 0/1 tensor over (q, p, k), an operand
         if not f.is_shift:
             continue
         device = args[0].device if args else None
-        q, p, k = (torch.arange(extents[i], device=device) for i in f.indices)
-        args.append((q[:, None, None] == p[None, :, None] + k[None, None, :]).to(torch.float64))
+        grid = shift_grid(torch, f, extents, dims, device=device)
+        args.append((grid == 0).to(torch.float64))
         operands.append(list(f.indices))
     for f in e.operands:
         if not f.is_comparison:
