@@ -239,3 +239,12 @@ def test_mla_verify():
                          capture_output=True, text=True, cwd=ROOT)
     assert run.returncode == 0, run.stdout + run.stderr
     assert "result: pass" in run.stdout and "torch.autograd" in run.stdout, run.stdout
+
+
+def test_mla_rotary_tables_are_buffers():
+    """cos and sin, S x R each, are constants: no parameter, no gradient, not
+    saved as activations (the rules read them), their 2SR elements counted apart."""
+    d, c = mla()
+    assert sympy.expand(c.buffers - 2 * S * R) == 0
+    assert "cos" not in d.saved and "sin" not in d.saved
+    assert not any(r.grad in ("dcos", "dsin") for r in d.rules)
