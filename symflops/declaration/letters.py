@@ -142,6 +142,8 @@ def _solve_shifts(st: Statement, bound: dict[str, Letter], dims: Mapping[str, sy
             # A padded axis may be read from -before to extent - 1 + after (zeros outside).
             before, after = known[ref.name].padding(s.position)
             free = [(t, c) for t, c in zip(s.terms, relation.coefficients) if t.letter not in bound]
+            if len(free) == 2 and _view(s, free, relation, extent, (before, after), bound, at):
+                free = []
             if len(free) > 1:
                 a, b = free[0][0].letter, free[1][0].letter
                 raise SymflopsError(
@@ -175,6 +177,32 @@ def _solve_shifts(st: Statement, bound: dict[str, Letter], dims: Mapping[str, sy
                                if before != 0 else ""))
                 bound[term.letter] = Letter(solved, ref.name, at(term.column))
             _check_range(st, ref, s, relation, extent, bound, known[ref.name], at)
+
+
+def _view(s: Shift, free: list[tuple[AffineTerm, sympy.Expr]], relation: Affine,
+          extent: sympy.Expr, padding: tuple[sympy.Expr, sympy.Expr],
+          bound: dict[str, Letter], at: At) -> bool:
+    """A view of an axis as a pair of letters, ``X[b,U*i+u]`` with neither letter
+    bound elsewhere (a reshape): ``u`` runs over ``U`` and ``i`` over the axis's
+    extent divided by ``U``, the row-major split, when the index is exactly
+    ``U*i+u`` over an unpadded axis whose extent ``U`` divides.  Binds both and
+    says True; False for any other index (left to the caller's refusal)."""
+    (outer, c), (inner, one) = sorted(free, key=lambda tc: tc[1] == 1)
+    if one != 1 or relation.offset != 0 or padding != (0, 0) or not c.is_Symbol \
+            or len(s.terms) != 2:
+        return False
+    blocks, rest = sympy.div(sympy.expand(extent), c)
+    if rest != 0:
+        raise SymflopsError(
+            f"{s.text} views an axis of {sympy.sstr(extent)} positions as blocks of {c}, "
+            f"which does not divide it", at(s.column),
+            f"declare the axis as {c}*N for a dim N of the blocks, so that {outer.letter!r} "
+            f"runs over N and {inner.letter!r} over {c}")
+    check_size(blocks, f"the letter {outer.letter!r} of the view {s.text} ranges over",
+               at(outer.column), f"declare the axis as {c}*N for a dim N of the blocks")
+    bound[inner.letter] = Letter(c, s.text, at(inner.column))
+    bound[outer.letter] = Letter(sympy.expand(blocks), s.text, at(outer.column))
+    return True
 
 
 def _solve_output(st: Statement, bound: dict[str, Letter], dims: Mapping[str, sympy.Symbol],

@@ -58,6 +58,7 @@ from ...core.offsets import proved_at_most
 from ...core.ir import Einsum, Factor, comparison, selections
 from ...core.polynomial import dominated, terms
 from ...core.records import Candidate, Tree
+from ...core.sizes import NONNEGATIVE, POSITIVE, ZERO, sign
 from ..base import Unit
 
 StepKind = Literal["contraction", "dot", "product", "scatter", "reduction"]
@@ -159,6 +160,31 @@ def _per(kind: StepKind, unit: Unit) -> int:
     return 1 if unit == "MACs" or kind == "product" else 2
 
 
+def _view(e: Einsum, extents: Mapping[str, sympy.Expr]) -> bool:
+    """Whether a one-tensor term only moves its elements, each output element
+    receiving at most one: the gradient of a view ``X[b,U*i+u]`` (a reshape),
+    ``dX[b,q] = dXv[b,i,u] where q = U*i + u``, is a copy, 0 FLOPs.  Proved for
+    a term whose summed letters are exactly the two letters of one affine index
+    ``c*a + b`` (``0 <= b < n_b``) with ``c >= n_b``, which keeps the values of
+    different ``a`` apart; any other scatter adds (:func:`_lone`)."""
+    if len(e.factors) != 1 or e.coefficient != 1:
+        return False
+    shifts = [f for f in e.operands if f.is_shift]
+    summed = set(e.summed)
+    if len(shifts) != 1 or len(e.operands) != 2 or summed != set(shifts[0].indices[1:]):
+        return False
+    relation = shifts[0].affine
+    if relation is None or len(relation.coefficients) != 2:
+        return False
+    (a, b), (ca, cb) = shifts[0].indices[1:], relation.coefficients
+    for (big, n_small, small) in ((ca, extents[b], cb), (cb, extents[a], ca)):
+        gap = sympy.expand(big - small * (n_small - 1) - 1)
+        if small.is_positive and big.is_positive and \
+                sign(gap, sorted(gap.free_symbols, key=str)) in (ZERO, POSITIVE, NONNEGATIVE):
+            return True
+    return False
+
+
 def _lone(p: Pattern, extents: Mapping[str, sympy.Expr]) -> tuple[PairStep, ...]:
     """A one-operand term: a copy (nothing summed) or one add per element read."""
     span = p.leaves[0]
@@ -174,7 +200,7 @@ def steps(e: Einsum, extents: Mapping[str, sympy.Expr], unit: Unit, tree: Tree) 
     """The steps of ``tree`` (children before their parent)."""
     p = pattern(e)
     if len(p.leaves) == 1:
-        return _lone(p, extents)
+        return () if _view(e, extents) else _lone(p, extents)
     out: list[PairStep] = []
 
     def walk(t: Tree) -> frozenset[int]:
