@@ -282,3 +282,34 @@ def test_a_shift_outside_a_window_call_is_still_refused():
     ``Y[b,c,p] = X[b,c,p+k]`` keeps its refusal."""
     with pytest.raises(SymflopsError, match="the shift p\\+k leaves an index unbound"):
         layer("Y[b,c,p] = X[b,c,p+k]", {"X": ("B", "C", "P + K - 1")}, "BCPK")
+
+
+# ------------------------------------------------ stride 2 (ResNet-50) --
+
+def pool2d_stride2():
+    return layer("Y[b,c,i,j] = max_{u,v}(X[b,c,2*i+u,2*j+v])",
+                 {"X": ("B", "C", "2*I + U - 2", "2*J + V - 2")}, "BCIJUV")
+
+
+def test_a_strided_max_pool_is_f_max_pool2d_with_stride_2():
+    """ResNet-50's stem pool is 3 x 3 with stride 2: the same statement with
+    strided indices, forward and gradient as PyTorch's."""
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((2, 3, 9, 11))  # I = 4, J = 5 with U = V = 3: 2*4 + 1 = 9, 2*5 + 1 = 11
+    g = rng.standard_normal((2, 3, 4, 5))
+    dims = {"B": 2, "C": 3, "I": 4, "J": 5, "U": 3, "V": 3}
+    d = symflops.derive(pool2d_stride2())
+    values, grads = grads_of(d, {"X": x}, dims, {"dY": g})
+    xt = torch.tensor(x, requires_grad=True)
+    y = F.max_pool2d(xt, 3, stride=2)
+    np.testing.assert_array_equal(values["Y"], y.detach().numpy())
+    (y * torch.tensor(g)).sum().backward()
+    np.testing.assert_allclose(grads["dX"], xt.grad.numpy(), rtol=0, atol=1e-14)
+
+
+def test_a_strided_max_pool_counts_by_hand():
+    c = costs(symflops.derive(pool2d_stride2()))
+    # forward: U*V - 1 comparisons for each of the B*C*I*J windows
+    assert sympy.expand(c.elementwise_forward - B * C * I * J * (U * V - 1)) == 0
+    # backward: the windows overlap (stride 2 < 3), so each dY element is added into dX
+    assert sympy.expand(c.elementwise_backward - B * C * I * J) == 0
