@@ -18,7 +18,6 @@ import json
 import re
 from pathlib import Path
 
-import pytest
 import sympy
 
 import symflops
@@ -215,13 +214,6 @@ def test_a_buffer_asking_for_a_gradient_is_refused_at_its_position(capsys):
     err = capsys.readouterr().err
     assert f"{path}:6:55: error: tensor 'cos_t' is a buffer" in err
     assert "use role: param for a trained weight" in err
-
-
-@pytest.mark.parametrize("name", ["attention_rope", "attention_alibi"])
-def test_verify_passes(name, capsys):
-    assert cli.main(["verify", str(DERIVATIONS / f"{name}.yaml")]) == 0
-    out = capsys.readouterr().out
-    assert "result: pass" in out
 
 
 def test_the_sheet_lists_the_buffers_apart(capsys):

@@ -208,7 +208,13 @@ SHIPPED = sorted(p for p in (ROOT / "derivations").glob("*.yaml")
                  if p.stem not in _SLOW and "include:" not in p.read_text())
 
 
-@pytest.mark.parametrize("path", SHIPPED, ids=[p.stem for p in SHIPPED])
+# Those that take half a minute or more on two cores run with the slow ones
+# (the README's test command and CI run them; -m "not slow" leaves them out).
+_HEAVY = {"attention_mla", "conv2d_strided", "albert_block", "vit_patch_embedding"}
+
+
+@pytest.mark.parametrize("path", [pytest.param(p, marks=pytest.mark.slow) if p.stem in _HEAVY
+                                  else p for p in SHIPPED], ids=[p.stem for p in SHIPPED])
 def test_every_shipped_declaration_passes_verify(path, capsys):
     """CI installs PyTorch, so there this runs against torch.autograd and
     FlopCounterMode too; elsewhere against finite differences."""
