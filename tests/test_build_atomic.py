@@ -150,3 +150,37 @@ def test_parallel_groups_keep_a_model_with_its_blocks():
     named = [[Path(p).stem for p in g] for g in groups]
     assert sorted(map(sorted, named)) == sorted([["llama", "llama_block", "llama_tied"],
                                                  ["moe", "moe_block"], ["ffn"], ["dropout"]])
+
+
+_SHEETS = build_module._sheets
+
+
+def _leaky_sheets(path, **kwargs):
+    """The build's work, after making a temporary file it never removes (a
+    module-level function: the workers receive it pickled)."""
+    import tempfile
+
+    tempfile.mkstemp()
+    return _SHEETS(path, **kwargs)
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_library_temporary_left_behind_goes_with_the_build(tmp_path, monkeypatch, jobs):
+    """A library stopped between creating a temporary file and removing it (a
+    SIGTERM lands there: matplotlib makes one while it embeds a font) leaves
+    nothing in TMPDIR: a build sends the libraries' temporaries to a directory
+    of its own and removes it.  The stand-in below never removes its file."""
+    import tempfile
+
+    scratch, src = tmp_path / "tmp", tmp_path / "src"
+    scratch.mkdir()
+    src.mkdir()
+    for name in ("dropout", "ffn"):
+        shutil.copy(ROOT / "derivations" / f"{name}.yaml", src / f"{name}.yaml")
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    monkeypatch.setattr(build_module, "_sheets", _leaky_sheets)
+    result = build(str(src), str(tmp_path / "out"), pdf=False, jobs=jobs,
+                   stdout=io.StringIO(), stderr=io.StringIO())
+    assert not result.failed
+    assert list(scratch.iterdir()) == []
+    assert tempfile.tempdir == str(scratch)  # restored

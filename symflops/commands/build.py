@@ -14,12 +14,16 @@ its ``.tex`` and ``.pdf`` are left as they were.
 With ``-j N`` the declarations are derived in worker processes.  A SIGTERM
 or Ctrl-C stops them: a worker busy with a sheet unwinds (its pdflatex is
 killed, its ``symflops-tex-*`` scratch directory removed), an idle one
-exits, and the parent waits for them before it exits.
+exits, and the parent waits for them before it exits.  The temporary files
+of the libraries it calls go to a ``symflops-scratch-*`` directory of the
+build's own, removed with it, so that a signal between a library's making
+one and removing it leaves nothing in TMPDIR.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import functools
 import glob
 import multiprocessing
@@ -31,7 +35,7 @@ import sys
 import tempfile
 import traceback
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping, Sequence, TextIO
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence, TextIO
 
 import sympy
 
@@ -92,7 +96,7 @@ def compile_pdf_log(tex: str, name: str, files: Mapping[str, bytes] | None = Non
     Raises SymflopsError with the first LaTeX error and the line of the
     ``.tex`` where pdflatex stopped.  The scratch directory is removed
     whatever happens (a SIGTERM too: the CLI turns it into an exception)."""
-    with tempfile.TemporaryDirectory(prefix="symflops-tex-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="symflops-tex-", dir=_tmp_root) as tmp:
         src = os.path.join(tmp, f"{name}.tex")
         with open(src, "w", encoding="utf-8") as fh:
             fh.write(tex)
@@ -117,6 +121,30 @@ def compile_pdf_log(tex: str, name: str, files: Mapping[str, bytes] | None = Non
                                      f"tex -o {name}.tex' and run pdflatex on it")
         with open(pdf, "rb") as fh:
             return fh.read(), log
+
+
+#: The temporary directory a build started with, while it runs (None otherwise):
+#: its pdflatex scratch directories go there, and the libraries' temporaries
+#: into a directory of the build's own inside it (:func:`_library_scratch`).
+_tmp_root: str | None = None
+
+
+@contextlib.contextmanager
+def _library_scratch() -> Iterator[None]:
+    """Send the temporary files of the libraries a build calls (matplotlib
+    writes one while it embeds a font) to a directory of the build's own,
+    removed whatever happens.  A signal that lands between a library's
+    creating a temporary file and removing it would otherwise leave the file
+    in TMPDIR.  Forked workers inherit the setting; the build stops them before
+    the directory goes."""
+    global _tmp_root
+    outer, root = tempfile.tempdir, tempfile.gettempdir()
+    with tempfile.TemporaryDirectory(prefix="symflops-scratch-") as scratch:
+        _tmp_root, tempfile.tempdir = root, scratch
+        try:
+            yield
+        finally:
+            _tmp_root, tempfile.tempdir = None, outer
 
 
 def render_file(path: str, fmt: str, configs: Sequence[Mapping[str, sympy.Expr]] = (),
@@ -196,43 +224,44 @@ def build(src: str = "derivations", out: str = "build", *, pdf: bool | None = No
     result = BuildResult()
     work = functools.partial(_sheets, configs=configs, templates=templates, unit=unit,
                              precision=precision, pdf=pdf, examples=tuple(examples))
-    pool = None
-    try:
-        if jobs == 1 or len(files) == 1:
-            outcomes: Iterable[Outcome] = map(work, files)
-        else:
-            # fork: the workers share the parent's loaded modules (and nothing is pickled but text)
-            pool = concurrent.futures.ProcessPoolExecutor(
-                max_workers=jobs or os.cpu_count(), mp_context=multiprocessing.get_context("fork"),
-                initializer=_worker_start)
-            # Declarations that read the same file (a model and its block) go to
-            # one worker, which then derives their shared ops once; the largest
-            # groups first, so that no worker is left with a big one at the end.
-            futures = {}
-            for group in _groups(files):
-                future = pool.submit(_each, work, group)
-                futures.update({path: (future, k) for k, path in enumerate(group)})
-            outcomes = (_result(futures[path][0], futures[path][1], path) for path in files)
-        for path, outcome in zip(files, outcomes):
-            errors = list(outcome.errors)
-            try:
-                _write(path, out, outcome, result, stdout)
-            except SymflopsError as exc:  # this sheet's output path, or a full disk
-                errors.append(str(exc))
-            for error in errors:
-                print(f"symflops: {error}", file=stderr)
-            if errors:
-                result.failed.append(path)
-            if outcome.internal:
-                result.internal.append(path)
-    except BaseException:
-        if pool is not None:
-            _stop(pool)
-            pool = None
-        raise
-    finally:
-        if pool is not None:
-            pool.shutdown(cancel_futures=True)
+    with _library_scratch():
+        pool = None
+        try:
+            if jobs == 1 or len(files) == 1:
+                outcomes: Iterable[Outcome] = map(work, files)
+            else:
+                # fork: the workers share the parent's loaded modules (and nothing is pickled but text)
+                pool = concurrent.futures.ProcessPoolExecutor(
+                    max_workers=jobs or os.cpu_count(), mp_context=multiprocessing.get_context("fork"),
+                    initializer=_worker_start)
+                # Declarations that read the same file (a model and its block) go to
+                # one worker, which then derives their shared ops once; the largest
+                # groups first, so that no worker is left with a big one at the end.
+                futures = {}
+                for group in _groups(files):
+                    future = pool.submit(_each, work, group)
+                    futures.update({path: (future, k) for k, path in enumerate(group)})
+                outcomes = (_result(futures[path][0], futures[path][1], path) for path in files)
+            for path, outcome in zip(files, outcomes):
+                errors = list(outcome.errors)
+                try:
+                    _write(path, out, outcome, result, stdout)
+                except SymflopsError as exc:  # this sheet's output path, or a full disk
+                    errors.append(str(exc))
+                for error in errors:
+                    print(f"symflops: {error}", file=stderr)
+                if errors:
+                    result.failed.append(path)
+                if outcome.internal:
+                    result.internal.append(path)
+        except BaseException:
+            if pool is not None:
+                _stop(pool)
+                pool = None
+            raise
+        finally:
+            if pool is not None:
+                pool.shutdown(cancel_futures=True)
     return result
 
 
