@@ -277,17 +277,22 @@ def quotient(coefficient: sympy.Expr, operands: Iterable[Factor]
     return coefficient, tuple(numerator), tuple(divisors.items())
 
 
+def offset_terms(offset: sympy.Expr) -> list[tuple[str, sympy.Expr, sympy.Expr]]:
+    """The terms of a constant in dims, ``-W + 1`` as ``[("-", 1, W), ("+", 1, 1)]``:
+    (sign, magnitude, dim or 1 for the number), dims in name order, then the
+    number; the one order both the condition text and the sheets print."""
+    parts = sympy.expand(offset).as_coefficients_dict()
+    return [("-" if parts[x] < 0 else "+", abs(parts[x]), x)
+            for x in [*sorted((x for x in parts if x != 1), key=str), sympy.Integer(1)]
+            if parts.get(x, 0) != 0]
+
+
 def plus(letter: str, offset: sympy.Expr) -> str:
     """``t + W``, ``s - W + 1``, ``t + 2*W``: a letter plus a constant (dims in
     name order, then the number), as a condition writes it."""
-    parts = sympy.expand(offset).as_coefficients_dict()
-    text = letter
-    for x in [*sorted((x for x in parts if x != 1), key=str), sympy.Integer(1)]:
-        c = parts.get(x, 0)
-        if c != 0:
-            magnitude = str(abs(c)) if x == 1 else ("" if abs(c) == 1 else f"{abs(c)}*") + str(x)
-            text += f" {'-' if c < 0 else '+'} {magnitude}"
-    return text
+    return letter + "".join(
+        f" {sign} " + (str(c) if x == 1 else ("" if c == 1 else f"{c}*") + str(x))
+        for sign, c, x in offset_terms(offset))
 
 
 def comparison(f: Factor) -> Bound:

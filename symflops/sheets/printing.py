@@ -22,7 +22,7 @@ from sympy.core.mul import _keep_coeff
 
 from ..core.records import IndexTerm, MatrixProduct
 from ..ops.functions import FUNCTIONS, Y
-from ..core.factors import RECIPROCAL, Apply, quotient
+from ..core.factors import RECIPROCAL, Apply, offset_terms, quotient
 from ..core.ir import Factor
 from ..core.polynomial import by_exponents, common_factor, monomials
 
@@ -112,16 +112,9 @@ def iverson(f: Factor, tensors: frozenset[str] | set[str] = frozenset()) -> str:
 
 def _plus(offset: sympy.Expr) -> str:
     """`` + W``, `` - W + 1``: a comparison's offset (dims and a whole number) after its letter."""
-    parts = sympy.expand(offset).as_coefficients_dict()
-    dims = sorted((x for x in parts if x != 1), key=str)
-    text = ""
-    for x in [*dims, sympy.Integer(1)]:
-        c = parts.get(x, 0)
-        if c == 0:
-            continue
-        magnitude = abs(c) if x == 1 else ("" if abs(c) == 1 else f"{abs(c)} ") + symbol_name(str(x))
-        text += f" {'-' if c < 0 else '+'} {magnitude}"
-    return text
+    return "".join(f" {sign} " + (str(c) if x == 1 else ("" if c == 1 else f"{c} ")
+                                   + symbol_name(str(x)))
+                   for sign, c, x in offset_terms(offset))
 
 
 def moved(f: Factor) -> str:
