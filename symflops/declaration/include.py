@@ -10,6 +10,19 @@
         dims: {F: 4*D}              # its dims as expressions of this file's dims
         shared: [W_q, W_k]          # block parameters all L copies use (optional)
 
+``include:`` names a file, or a block declared in the same file under a
+top-level ``blocks:`` mapping (a name without ``.yaml``)::
+
+    blocks:
+      layer: {name: layer, dims: {...}, tensors: {...}, ops: [...]}
+    ops:
+      - include: layer
+        repeat: L
+
+An inline block is a declaration like a file's, without ``blocks:`` of its
+own; it may include the file's other blocks and files.  ``symflops import-hf``
+writes whole models this way, one file the user can read and edit.
+
 The block's ops and tensors join the includer's under their new names.  A
 block dim the ``dims`` map does not mention is the includer's dim of the same
 name (added, with the block's description, when the includer lacks it).  A
@@ -163,7 +176,8 @@ def resolve_include(path: str, file: str, span: Span | None) -> str:
 def read_include(node: Any, file: str, dims: Mapping[str, Dim],
                  load_block: Callable[[str, Span | None], Layer]) -> Included:
     """Read one ``include:`` item of ``file``'s ops; ``dims`` are the
-    includer's, ``load_block`` reads a declaration file (checking cycles)."""
+    includer's, ``load_block`` reads the block the item names (a block of the
+    file's ``blocks:``, else a declaration file), checking cycles."""
     fields: dict[str, tuple[Span | None, Any]] = node.value
     for key, (kspan, _) in fields.items():
         if key not in INCLUDE_KEYS:
@@ -174,7 +188,7 @@ def read_include(node: Any, file: str, dims: Mapping[str, Dim],
                             "write '- include: block.yaml', or write the op as a text statement")
     path_node = fields["include"][1]
     path = _text(path_node, "the included file")
-    block = load_block(resolve_include(path, file, path_node.span), path_node.span)
+    block = load_block(path, path_node.span)
 
     # Dims: mapped to expressions of the includer's dims, else shared by name.
     symbols = {name: d.symbol for name, d in dims.items()}

@@ -42,12 +42,13 @@ from ..lang.expr import MAX_DEGREE, MAX_DIGITS, MAX_EXPANDED_TERMS, measure, par
 from ..lang.yaml import Node, check_identifier, describe, from_python, mapping, parse_yaml, text_of
 from .examples import read_examples
 from .components import read_components
-from .include import Included, read_include
+from .include import Included, read_include, resolve_include
 from .padding import NO_PAD, read_pad
 from .statements import lower_ops
 
 TOP_KEYS = ("name", "title", "description", "dims", "tensors", "ops", "precision", "tokens",
-            "sequences", "recompute", "forward_order", "sizes", "components", "examples")
+            "sequences", "recompute", "forward_order", "sizes", "components", "examples",
+            "blocks")
 RECOMPUTE_KEYS = ("policy", "selective")
 TENSOR_KEYS = ("shape", "role", "requires_grad", "description", "pad")
 #: The roles that never have a gradient: what asking for one is, and the fix.
@@ -266,18 +267,23 @@ def _sizes(top: Mapping[str, tuple[Span | None, Node]], dims: tuple[Dim, ...],
     return tuple(out)
 
 
-def _includes(ops_node: Node, file: str, dims: tuple[Dim, ...], stack: tuple[str, ...]
-              ) -> tuple[dict[int, Included], tuple[Dim, ...]]:
+def _includes(ops_node: Node, file: str, dims: tuple[Dim, ...], stack: tuple[str, ...],
+              inline: Mapping[str, Node]) -> tuple[dict[int, Included], tuple[Dim, ...]]:
     """Read the ``include:`` items first: they may bring dims the includer's
-    tensors use."""
+    tensors use.  ``inline``: the file's ``blocks:``, by name."""
     found: dict[int, Included] = {}
     all_dims = {d.name: d for d in dims}
     if not isinstance(ops_node.value, list):
         return found, dims
+
+    def load_block(path: str, span: Span | None) -> Layer:
+        if path in inline:
+            return _inline_block(path, inline, file, span, stack)
+        return _load_block(resolve_include(path, file, span), span, stack)
+
     for item in ops_node.value:
         if isinstance(item.value, dict):
-            inc = read_include(item, file, all_dims,
-                               lambda path, span: _load_block(path, span, stack))
+            inc = read_include(item, file, all_dims, load_block)
             found[id(item)] = inc
             for d in inc.new_dims:
                 all_dims.setdefault(d.name, d)
@@ -296,7 +302,40 @@ def _load_block(path: str, span: Span | None, stack: tuple[str, ...]) -> Layer:
     return build_layer(parse_yaml(text, path), path, stem, stack)
 
 
-def build_layer(root: Node, file: str, default_name: str, stack: tuple[str, ...] = ()) -> Layer:
+def _inline_blocks(top: Mapping[str, tuple[Span | None, Node]]) -> dict[str, Node]:
+    """The file's ``blocks:``: a mapping from a block's name to its declaration."""
+    if "blocks" not in top:
+        return {}
+    node = top["blocks"][1]
+    if not isinstance(node.value, dict):
+        raise SymflopsError("'blocks' must be a mapping from a block's name to its declaration",
+                            node.span, "write e.g. 'blocks: {layer: {dims: ..., tensors: ..., "
+                                       "ops: [...]}}' and 'include: layer' in the ops")
+    out = {}
+    for name, (kspan, value) in node.value.items():
+        check_identifier(name, kspan, "block")
+        out[name] = value
+    return out
+
+
+def _inline_block(name: str, inline: Mapping[str, Node], file: str, span: Span | None,
+                  stack: tuple[str, ...]) -> Layer:
+    key = f"{os.path.abspath(file)}#{name}"
+    if key in stack:
+        chain = " -> ".join(p.rsplit("#", 1)[-1] if "#" in p else os.path.basename(p)
+                            for p in (*stack[stack.index(key):], key))
+        raise SymflopsError(f"the blocks include each other: {chain}", span,
+                            "a block cannot include itself, directly or through others")
+    node = inline[name]
+    if isinstance(node.value, dict) and "blocks" in node.value:
+        raise SymflopsError(f"the block {name!r} declares blocks of its own",
+                            node.value["blocks"][0],
+                            "declare every block under the file's top-level 'blocks:'")
+    return build_layer(node, file, name, (*stack, key), inline)
+
+
+def build_layer(root: Node, file: str, default_name: str, stack: tuple[str, ...] = (),
+                inline: Mapping[str, Node] | None = None) -> Layer:
     if not isinstance(root.value, dict):
         # Not a declaration at all: say what it is, but quote none of it.
         at = root.span or Span(file, 1, 1)
@@ -314,8 +353,10 @@ def build_layer(root: Node, file: str, default_name: str, stack: tuple[str, ...]
     name = text_of(top["name"][1], "'name'") if "name" in top else default_name
     title = text_of(top["title"][1], "'title'") if "title" in top else name
     declared, formulas = _dims(top["dims"][1])
-    stack = (*stack, os.path.abspath(file))
-    includes, dims = _includes(top["ops"][1], file, declared, stack)
+    if inline is None:  # the file itself: its blocks, and the file on the stack
+        inline = _inline_blocks(top)
+        stack = (*stack, os.path.abspath(file))
+    includes, dims = _includes(top["ops"][1], file, declared, stack, inline)
     symbols = {d.name: d.symbol for d in dims}
     definitions = _definitions(formulas, symbols)
     tensors = _tensors(top["tensors"][1], symbols)
