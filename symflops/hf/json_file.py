@@ -1,4 +1,4 @@
-"""Read a Hugging Face ``config.json`` as JSON, safely, for :mod:`symflops.planner.hfconfig`.
+"""Read a Hugging Face ``config.json`` as JSON, safely, for :mod:`symflops.hf.config`.
 
 Only the standard :mod:`json` module reads the file: a regular file of at
 most :data:`MAX_BYTES`, integers of at most :data:`MAX_DIGITS` digits (refused

@@ -1,7 +1,7 @@
 """Read the architecture of a decoder-only model from a Hugging Face ``config.json``.
 
 Only the standard :mod:`json` module reads the file
-(:mod:`symflops.planner.hfjson`: at most 1 MiB, integers of at most 30
+(:mod:`symflops.hf.json_file`: at most 1 MiB, integers of at most 30
 digits, nesting as deep as the parser allows); nothing in it is executed.
 The family comes from ``model_type`` (``llama``, ``mistral``, ``mixtral``,
 ``gpt2``); a config without one is refused, never guessed from its keys.
@@ -68,7 +68,7 @@ from fractions import Fraction
 from typing import Any, Mapping
 
 from ..core.errors import Span, SymflopsError
-from .hfjson import key_name, read_json, span_at
+from ..hf.json_file import key_name, read_json, span_at
 
 MAX_VALUE = 10**12           # a dimension beyond this is surely a mistake
 
