@@ -49,6 +49,7 @@ from .output import directory, target as output_target, write_file
 from ..sheets.escape import check_tex
 from ..sheets.figures import draw, figures_of
 from ..sheets.render import render
+from ..core.ir import Layer
 from ..declaration.reader import load
 
 #: pdflatex gets this long per sheet before it is stopped.
@@ -154,7 +155,14 @@ def render_file(path: str, fmt: str, configs: Sequence[Mapping[str, sympy.Expr]]
     are SymflopsErrors naming the template and line (see :func:`render`).
     ``examples`` names the declared examples the numbers table shows, in
     that order (None: all of them)."""
-    derivation = with_patterns(derive(load(path)))
+    return render_layer(load(path), fmt, configs, templates, unit, precision, examples)
+
+
+def render_layer(layer: Layer, fmt: str, configs: Sequence[Mapping[str, sympy.Expr]] = (),
+                 templates: str | None = None, unit: str = "FLOPs",
+                 precision: str | None = None, examples: Sequence[str] | None = None) -> str:
+    """Derive and render a loaded declaration (see :func:`render_file`)."""
+    derivation = with_patterns(derive(layer))
     c = costs(derivation, unit, precision)
     if fmt == "tex":  # text LaTeX cannot set is refused before the sheet's counts are made
         check_tex(derivation.layer)

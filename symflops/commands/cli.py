@@ -13,6 +13,7 @@ import argparse
 
 from .. import __version__
 from . import options
+from . import importhf as importhf_command
 from . import plan as plan_command
 from ..count.precision import DEFAULT_POLICY, POLICIES
 
@@ -106,8 +107,15 @@ def build_parser() -> argparse.ArgumentParser:
                         + " (macs.* instead of flops.* with --macs)")
     _unit_options(w)
     r = sub.add_parser("render", help="render one derivation sheet (Markdown or LaTeX)",
-                       description="Render the derivation sheet of one declaration.")
-    r.add_argument("file", help="a layer declaration (YAML)")
+                       description="Render the derivation sheet of one declaration, or of the "
+                                   "declaration 'symflops import-hf' writes for a Hugging Face "
+                                   "config.json (--hf-config).")
+    r.add_argument("file", nargs="?", help="a layer declaration (YAML)")
+    r.add_argument("--hf-config", metavar="PATH",
+                   help="render the declaration of this Hugging Face config.json instead")
+    r.add_argument("--attention", choices=("exact", "full-square"), default="exact",
+                   help="with --hf-config: the causal attention products over the pairs "
+                        "t <= s (exact) or the full S x S square (full-square)")
     r.add_argument("--format", choices=("md", "tex"), default="md", help="sheet format (default md)")
     r.add_argument("-o", "--output", metavar="PATH",
                    help="write here (atomically) instead of standard output ('-': standard "
@@ -151,6 +159,11 @@ def build_parser() -> argparse.ArgumentParser:
                         description=plan_command.DESCRIPTION, epilog=plan_command.EPILOG,
                         formatter_class=argparse.RawDescriptionHelpFormatter)
     plan_command.add_arguments(pl)
+    ih = sub.add_parser("import-hf", help="write the declaration of a Hugging Face config.json",
+                        description=importhf_command.DESCRIPTION,
+                        epilog=importhf_command.EPILOG_HEAD + importhf_command.families_text(),
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    importhf_command.add_arguments(ih)
     return parser
 
 

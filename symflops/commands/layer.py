@@ -19,7 +19,8 @@ from ..count.evaluate import (evaluate, example_config, find_example, parse_assi
 from ..count.summary import summary
 from ..declaration.reader import load
 from ..derive.backward import derive
-from .build import build, render_file
+from ..sheets.escape import check_tex
+from .build import build, render_layer
 from .output import STDOUT, write_file
 from .text import text_report
 
@@ -67,13 +68,28 @@ def _run_sheet(args: argparse.Namespace) -> int:
         print(f"{len(result.written)} files written, {len(result.failed)} declarations failed",
               file=sys.stderr if result.failed else sys.stdout)
         return 70 if result.internal else 2 if result.failed else 0
-    layer = load(args.file)
+    if (args.file is None) == (args.hf_config is None):
+        raise SymflopsError("give a declaration FILE or --hf-config PATH (one of them)",
+                            hint="e.g. symflops render derivations/ffn.yaml, or symflops render "
+                                 "--hf-config config.json")
+    if args.hf_config is None and args.attention != "exact":
+        raise SymflopsError("--attention applies to --hf-config only",
+                            hint="a declaration counts what it declares")
+    if args.hf_config is not None:
+        from ..hf.importer import import_config
+        from ..planner.model import imported_layer
+
+        layer = imported_layer(import_config(args.hf_config, args.attention))
+    else:
+        layer = load(args.file)
     for config in configs:
         parse_assignments([",".join(f"{k}={v}" for k, v in config.items())], layer)
     for name in args.example:
         find_example(layer, name)
-    text = render_file(args.file, args.format, configs, args.templates, unit, args.precision,
-                       args.example or None)
+    if args.format == "tex":
+        check_tex(layer)
+    text = render_layer(layer, args.format, configs, args.templates, unit, args.precision,
+                        args.example or None)
     if args.output is not None and args.output != STDOUT:
         write_file(args.output, text, "-o")
         print(f"wrote {args.output}")

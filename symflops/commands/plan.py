@@ -19,12 +19,11 @@ import os
 import sys
 from fractions import Fraction
 
-from ..planner import hfconfig
 from ..core.errors import SymflopsError
 from ..core.numbers import read_number
 from ..planner.hardware import PRESETS, preset
 from ..planner.compute import rate, run_from_phases, run_from_steps, run_from_tokens
-from ..planner.plan import (Plan, make_plan, model_from_architecture, model_from_declaration,
+from ..planner.plan import (Plan, make_plan, model_from_declaration, model_from_import,
                             model_from_params)
 from ..planner.plot import render_png
 from ..planner.records import RECOMPUTE
@@ -64,8 +63,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     m = p.add_argument_group("model (give one)")
     m.add_argument("--params", metavar="N", help="a dense model of N parameters: 6N FLOPs per "
                                                  "token, attention not counted")
-    m.add_argument("--hf-config", metavar="PATH", help="a Hugging Face config.json (Llama, "
-                                                       "Mistral, Mixtral, GPT-2)")
+    m.add_argument("--hf-config", metavar="PATH",
+                   help="a Hugging Face config.json, through the declaration 'symflops "
+                        "import-hf PATH' writes for it (the families are listed in "
+                        "'symflops import-hf --help')")
+    m.add_argument("--attention", choices=("exact", "full-square"), default="exact",
+                   help="with --hf-config: count the causal attention products over the "
+                        "S(S+1)/2 pairs a query sees (exact, the default) or over the full S x S "
+                        "square as eager PyTorch runs them (full-square: the figure of "
+                        "FLOP counters and of most other tools)")
+    m.add_argument("--show-declaration", action="store_true",
+                   help="with --hf-config: print the declaration the figures come from after "
+                        "the report (in --json: its text under declaration.text)")
     r = p.add_argument_group("run")
     r.add_argument("--tokens", metavar="D", help="training tokens, e.g. 2e12")
     r.add_argument("--steps", metavar="S", help="optimizer steps (with --batch and --seq: "
@@ -183,8 +192,10 @@ def _model(args: argparse.Namespace, precision):
     if args.params is not None:
         return model_from_params(_whole(args.params, "--params", "7e9"), args.recompute)
     if args.hf_config is not None:
-        arch = hfconfig.load(args.hf_config)
-        return model_from_architecture(arch, args.recompute, precision)
+        from ..hf.importer import import_config
+
+        return model_from_import(import_config(args.hf_config, args.attention), args.recompute,
+                                 precision)
     from ..count.evaluate import parse_configs  # SymPy: only for a declaration
 
     path, *dims = args.declaration
@@ -230,6 +241,13 @@ def run(args: argparse.Namespace) -> int:
     if peak is None and accelerator is not None:
         peak = accelerator.peak_flops
     throughput = rate(accelerators, peak, mfu, sustained)
+    if args.hf_config is None:
+        for option, given in (("--attention", args.attention != "exact"),
+                              ("--show-declaration", args.show_declaration)):
+            if given:
+                raise SymflopsError(f"{option} applies to --hf-config only",
+                                    hint="a declaration counts what it declares; --params has "
+                                         "no attention term")
     model = _model(args, precision)
     the_run = _run(args)
     seq = _whole(args.seq, "--seq", "4096") if the_run is None else None
@@ -244,14 +262,23 @@ def run(args: argparse.Namespace) -> int:
     plot_to_stdout = args.plot == "-"
     if args.plot is not None:
         write_plot(plan, args.plot)
+    imported = model.declaration
     if args.json:
         data = to_json(plan)
         check_finite(data)
+        if imported is not None:
+            data["declaration"] = {"config": imported.file, "model_type": imported.model_type,
+                                   "attention": imported.attention, "command": imported.command,
+                                   **({"text": imported.text} if args.show_declaration else {})}
         out = json.dumps(data, indent=2) + "\n"
     elif args.markdown:
         out = markdown_report(plan)
+        if imported is not None and args.show_declaration:
+            out = out.rstrip("\n") + "\n\n```yaml\n" + imported.text + "```\n"
     else:
         out = text_report(plan)
+        if imported is not None and args.show_declaration:
+            out = out.rstrip("\n") + "\n\n" + imported.text
     report = sys.stderr if plot_to_stdout else sys.stdout  # standard output holds the PNG
     report.write(out if out.endswith("\n") else out + "\n")
     if args.plot is not None and not plot_to_stdout:

@@ -136,8 +136,6 @@ def token_flops(model: Model, seq_len: int | None) -> TokenFlops:
     if seq_len is None and model.counts_attention:
         raise SymflopsError("the attention term depends on the sequence length, which was "
                             "not given", hint="give --seq T (or --phase TOKENS@SEQ)")
-    if seq_len is not None and model.window is not None:
-        model.window.check(seq_len, "a sequence")
     return model.flops_per_token(seq_len)
 
 

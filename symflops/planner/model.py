@@ -4,18 +4,15 @@
 polynomials (``symflops derive``'s per-token FLOPs, recomputation policies,
 key/value cache) at the given dims, with the sequence length ``S`` and the
 micro-batch ``B`` left free for the planner to choose.
-:func:`model_from_architecture` maps a Hugging Face config onto a shipped
-declaration (``transformer``, ``llama``, ``llama_tied``, ``moe``) and its dims,
-changed by :mod:`symflops.planner.variants` where the config asks for what the
-declaration leaves out (Llama's biases, another activation, GPT-2's embedding
-dropout; :data:`SHIPPED` says what each declaration has); no parameter formula
-is written here, the counts come out of the engine.
+:func:`model_from_import` does the same for a Hugging Face config, through
+the declaration ``symflops import-hf`` writes for it (:mod:`symflops.hf`);
+no parameter formula is written here, the counts come out of the engine.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
-from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Mapping
 
@@ -25,14 +22,12 @@ from ..count.cost import costs
 from ..derive.backward import derive
 from ..core.errors import SymflopsError
 from ..count.evaluate import check_all_given, check_definitions, check_dim_name, number
-from .hfconfig import Architecture
-from .records import Formula, Model, TokenFlops, Window
+from .records import Formula, Model, TokenFlops
 from ..core.ir import Layer, dim_symbol
 from ..count.precision import Precision
-from ..declaration.reader import load
+from ..declaration.reader import load, loads
 from ..count.records import formula_text
 from ..count.summary import summary
-from .variants import with_biases, with_dropout, with_function
 
 SEQ, BATCH = "S", "B"
 
@@ -58,10 +53,8 @@ def model_from_declaration(path: str | os.PathLike[str], dims: Mapping[str, Any]
 
 
 def model_from_layer(layer: Layer, file: str, dims: Mapping[str, Any], recompute: str,
-                     precision: Precision, window: Any = None) -> Any:
-    """The planner's model of ``layer`` (read from ``file``, perhaps changed by
-    :mod:`symflops.planner.variants`) at ``dims``; ``window``: a
-    :class:`symflops.planner.records.Window` the model's counts hold within."""
+                     precision: Precision) -> Any:
+    """The planner's model of ``layer`` (read from ``file``) at ``dims``."""
     d = derive(layer)
     s = summary(d, costs(d, precision=precision, choice="minimum"))
     per = s.model.per_token
@@ -141,67 +134,25 @@ def model_from_layer(layer: Layer, file: str, dims: Mapping[str, Any], recompute
                   "activation_bytes": Formula(text(policy.activation_bytes), "",
                                               f"recompute: {recompute}")},
         counts_attention=True, recompute=recompute,
-        params_read=number(par.read_per_token, ref), window=window,
+        params_read=number(par.read_per_token, ref),
         buffers=buffers if layer.buffers else None)
 
 
-@dataclass(frozen=True)
-class Shipped:
-    """What a shipped declaration has, for mapping a config onto it: the MLP's
-    pointwise function, whether its linear layers carry biases, the weights of
-    its attention and MLP products (where a config's biases go), and the
-    tensor its embeddings write (where GPT-2's embedding dropout goes)."""
-
-    activation: str
-    biases: bool
-    attention: tuple[str, ...] = ("W_q", "W_k", "W_v", "W_o")
-    mlp: tuple[str, ...] = ("W_gate", "W_up", "W_down")
-    embeddings: str = "X0"
+def imported_layer(imported: Any) -> Layer:
+    """The layer of a declaration written by ``symflops import-hf``
+    (:class:`symflops.hf.importer.Imported`), read by the ordinary reader.  Its
+    text is symflops's own: an error reading it is a bug, not bad input."""
+    try:
+        return loads(imported.text, imported.file)
+    except SymflopsError as exc:
+        raise RuntimeError(f"the declaration written for {imported.file} does not read: "
+                           f"{exc}") from exc
 
 
-SHIPPED = {"transformer.yaml": Shipped("gelu", True, mlp=("W_in", "W_out")),
-           "llama.yaml": Shipped("silu", False), "llama_tied.yaml": Shipped("silu", False),
-           "moe.yaml": Shipped("silu", False)}
-
-
-def architecture_dims(arch: Architecture) -> tuple[str, dict[str, int]]:
-    """The shipped declaration and dims for a Hugging Face architecture."""
-    dims = {"L": arch.layers, "V": arch.vocab, "D": arch.width, "N": arch.heads,
-            "E": arch.head_width, "F": arch.mlp_width, SEQ: arch.context}
-    if arch.family == "gpt2":
-        return "transformer.yaml", dims
-    dims["G"] = arch.kv_heads
-    if arch.experts > 1:
-        if arch.tied:
-            raise SymflopsError("a mixture of experts with tied embeddings has no shipped "
-                                "declaration", hint="copy derivations/moe.yaml and tie W_U to W_E")
-        return "moe.yaml", {**dims, "M": arch.experts, "k": arch.active_experts, "c": 1}
-    return ("llama_tied.yaml" if arch.tied else "llama.yaml"), dims
-
-
-def architecture_layer(arch: Architecture) -> tuple[str, Layer, dict[str, int]]:
-    """The shipped declaration for ``arch`` (its path), changed where the config
-    asks for what it leaves out (:mod:`symflops.planner.variants`), and its dims."""
-    file, dims = architecture_dims(arch)
-    path = os.path.join(declarations_dir(), file)
-    shipped, layer = SHIPPED[file], load(path)
-    if arch.activation != shipped.activation:
-        layer = with_function(layer, shipped.activation, arch.activation)
-    if not shipped.biases:
-        if arch.attention_bias:
-            layer = with_biases(layer, shipped.attention)
-        if arch.mlp_bias:
-            layer = with_biases(layer, shipped.mlp)
-    if arch.embedding_dropout:
-        layer = with_dropout(layer, shipped.embeddings, sympy.Rational(
-            arch.embedding_dropout.numerator, arch.embedding_dropout.denominator))
-    return path, layer, dims
-
-
-def model_from_architecture(arch: Architecture, recompute: str, precision: Precision) -> Any:
-    path, layer, dims = architecture_layer(arch)
-    window = None
-    if arch.sliding_window is not None:
-        window = Window(arch.sliding_window, arch.context,
-                        f"{arch.source}: sliding_window = {arch.sliding_window}")
-    return model_from_layer(layer, path, dims, recompute, precision, window)
+def model_from_import(imported: Any, recompute: str, precision: Precision) -> Any:
+    """The planner's model of a Hugging Face config, through the declaration
+    ``symflops import-hf`` writes for it, at the config's dims (S: its context)."""
+    dims = {k: v for k, v in imported.dims.items() if k != BATCH}
+    model = model_from_layer(imported_layer(imported), imported.file, dims, recompute,
+                             precision)
+    return dataclasses.replace(model, declaration=imported)

@@ -13,10 +13,9 @@ stores, and the formula behind each figure. Three functions fill one:
   attention not counted);
 - :func:`model_from_declaration` -- a whole-model declaration, its counts
   derived by the engine (:mod:`symflops.planner.model`);
-- :func:`model_from_architecture` -- a Hugging Face config read by
-  :mod:`symflops.planner.hfconfig`, mapped onto a shipped declaration. A model whose
-  attention has a window (Mistral's ``sliding_window``) carries a
-  :class:`~symflops.planner.records.Window`: a plan longer than it is refused.
+- :func:`model_from_import` -- a Hugging Face config, through the
+  declaration ``symflops import-hf`` writes for it (:mod:`symflops.hf`), its
+  counts derived by the engine as for any declaration.
 
 Conventions (also printed with every plan):
 
@@ -47,7 +46,7 @@ import math
 import os
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import TYPE_CHECKING, Mapping
+from typing import Any, Mapping
 
 from ..core.errors import SymflopsError
 from ..count.precision import Precision
@@ -56,8 +55,6 @@ from .hardware import Accelerator
 from .memory import Inference, Memory, inference, memory
 from .records import Formula, Model, Number, TokenFlops, check_recompute, show_exact
 
-if TYPE_CHECKING:
-    from .hfconfig import Architecture
 
 ATTENTION_NOT_COUNTED = "6N, attention not counted: give a declaration for the attention term"
 NO_ACTIVATIONS = "not known for a bare parameter count"
@@ -122,12 +119,12 @@ def model_from_declaration(path: str | os.PathLike, dims: Mapping[str, Number], 
     return from_declaration(path, dims, recompute, precision)
 
 
-def model_from_architecture(arch: Architecture, recompute: str, precision: Precision) -> Model:
-    """A model read from a Hugging Face config, mapped onto a shipped declaration."""
-    from .model import model_from_architecture as from_architecture
+def model_from_import(imported: Any, recompute: str, precision: Precision) -> Model:
+    """A model from a Hugging Face config (:class:`symflops.hf.importer.Imported`)."""
+    from .model import model_from_import as from_import
 
     check_recompute(recompute)
-    return from_architecture(arch, recompute, precision)
+    return from_import(imported, recompute, precision)
 
 
 # --- the whole plan -------------------------------------------------------------
@@ -157,14 +154,6 @@ def make_plan(model: Model, precision: Precision, *, run: Run | None = None,
     accelerator's; the decoding context to ``seq_len``."""
     if run is not None and seq_len is None:
         seq_len = run.longest
-    if model.window is not None:
-        longest = max((n for n in (seq_len, context if decode else None) if n is not None),
-                      default=None)
-        if longest is None:
-            model.window.check(model.window.context, "context the model takes (give --seq)")
-        else:
-            model.window.check(longest, "the plan's sequences" if longest == seq_len
-                               else "decoding context")
     accelerators = throughput.accelerators if throughput is not None else 1
     if dp is None:
         dp = accelerators

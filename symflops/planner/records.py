@@ -1,6 +1,6 @@
 """The records the planner's stages share: a model (:class:`Model`), what one
-training token costs (:class:`TokenFlops`), an attention window
-(:class:`Window`) and the formula behind each figure (:class:`Formula`).
+training token costs (:class:`TokenFlops`) and the formula behind each
+figure (:class:`Formula`).
 
 Below every other planner module: :mod:`symflops.planner.model` fills a
 Model from a declaration, :mod:`symflops.planner.plan` from a parameter
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Callable, Mapping
+from typing import Any, Callable, Mapping
 
 from ..core.errors import SymflopsError
 
@@ -47,30 +47,6 @@ class TokenFlops:
 
 
 @dataclass(frozen=True)
-class Window:
-    """An attention window: the model's counts (causal attention over the whole
-    context) hold only for sequences of at most ``tokens``, where windowed and
-    causal attention coincide. ``context`` is the longest sequence the model
-    takes, the plan's length when none is given; ``source`` names what sets
-    the window (``config.json: sliding_window = 4096``)."""
-
-    tokens: int
-    context: int
-    source: str
-
-    def check(self, length: int, what: str) -> None:
-        if length > self.tokens:
-            raise SymflopsError(
-                f"{self.source} is shorter than the {show_exact(length)} tokens of {what}: "
-                "symflops counts causal attention over the whole context, and windowed "
-                "attention costs less beyond the window",
-                hint=f"plan with --seq (and --context) at most {show_exact(self.tokens)}, where "
-                     "windowed and causal attention coincide, or set sliding_window to null "
-                     "in the config to plan full causal attention (--plot draws lengths up to "
-                     "2^17: leave it out)")
-
-
-@dataclass(frozen=True)
 class Model:
     """What the planner needs to know about a model, each number with the
     formula that produced it.
@@ -99,10 +75,12 @@ class Model:
     recompute: str = "none"
     counts_attention: bool = False   # False: flops_per_token has no attention term
     params_read: int | None = None   # parameter elements a decoded token reads
-    window: Window | None = None     # the counts hold up to this many tokens (None: any)
     #: buffer elements (role: buffer) at a sequence length, None when they depend on
     #: it and it is not given; the field is None for a model without buffers
     buffers: Callable[[int | None], int | None] | None = None
+    #: the declaration ``symflops import-hf`` wrote for a Hugging Face config
+    #: (:class:`symflops.hf.importer.Imported`); None for any other model
+    declaration: Any = None
 
     @property
     def read(self) -> int:

@@ -42,6 +42,13 @@ CONVENTIONS = {
 def _header(plan: Plan) -> list[str]:
     lines = [f"symflops plan: {plan.model.name}" + (
         f", {RECOMPUTE_WORDS[plan.model.recompute]}" if plan.model.recompute != "none" else "")]
+    imported = plan.model.declaration
+    if imported is not None:
+        counted = ("the causal pairs t <= s" if imported.attention == "exact"
+                   else "the full S x S square")
+        lines.append(f"declaration: written from {imported.file} by symflops import-hf; "
+                     f"attention products over {counted}")
+        lines.append(f"  save it: {imported.command} (or print it: --show-declaration)")
     if plan.accelerator is not None:
         lines.append(f"accelerator: {plan.accelerator.description} ({plan.accelerator.source})")
     lines.append(f"precision: {plan.precision.name} ({plan.precision.description})")

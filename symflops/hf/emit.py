@@ -1,0 +1,149 @@
+"""The text of a declaration written by ``symflops import-hf``: a small builder.
+
+A family module (:mod:`symflops.hf.families`) says what the model has,
+dim by dim, tensor by tensor, op by op, each with the config key behind it;
+:class:`Declaration` lays it out as a whole-model declaration, its blocks
+inline under ``blocks:`` (one file to read, edit and run), in the format the
+README documents and :mod:`symflops.declaration.reader` reads.  Nothing here
+counts: the counts come from the engine reading the text.
+
+Values are written from trusted data only (integers, names the family module
+chose); every description is quoted, so no config text reaches the YAML
+unescaped.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+
+def quoted(text: str) -> str:
+    """``text`` as a YAML double-quoted scalar (JSON strings are YAML's)."""
+    return json.dumps(text, ensure_ascii=False)
+
+
+@dataclass(frozen=True)
+class Dim:
+    name: str
+    description: str
+    value: int | None = None      # its value at the config (None: a formula, or B)
+    equals: str | None = None     # a defined dim: its formula of other dims
+    key: str = ""                 # the config key (or keys) it comes from
+
+
+@dataclass
+class Block:
+    """An inline block: its dims (names of the model's), tensors, ops."""
+
+    name: str
+    title: str
+    dims: list[str] = field(default_factory=list)
+    tensors: list[tuple[str, str]] = field(default_factory=list)   # (name, line)
+    ops: list[str] = field(default_factory=list)                   # lines, comments included
+    components: list[tuple[str, list[str]]] = field(default_factory=list)
+    selective: list[str] = field(default_factory=list)
+
+    def tensor(self, name: str, shape: list[str], role: str, description: str) -> None:
+        self.tensors.append((name, f"{{shape: [{', '.join(shape)}], role: {role}, "
+                                   f"description: {quoted(description)}}}"))
+
+    def op(self, statement: str, comment: str | None = None) -> None:
+        if comment:
+            self.ops.extend(f"# {line}" for line in comment.splitlines())
+        self.ops.append(f"- {statement}")
+
+    def component(self, name: str, outputs: list[str]) -> None:
+        self.components.append((name, outputs))
+
+    def include(self, block: str, repeat: str | None = None,
+                tensors: dict[str, str] | None = None, comment: str | None = None) -> None:
+        if comment:
+            self.ops.extend(f"# {line}" for line in comment.splitlines())
+        self.ops.append(f"- include: {block}")
+        if repeat is not None:
+            self.ops.append(f"  repeat: {repeat}")
+        if tensors:
+            self.ops.append("  tensors: {" + ", ".join(f"{k}: {v}" for k, v in tensors.items())
+                            + "}")
+
+    def uses(self, *names: str) -> None:
+        for n in names:
+            if n not in self.dims:
+                self.dims.append(n)
+
+
+@dataclass
+class Declaration:
+    """A whole model: its dims with their config values, its own tensors and
+    ops (embedding, includes, head, loss) and its inline blocks."""
+
+    name: str
+    title: str
+    header: list[str] = field(default_factory=list)          # comment lines at the top
+    dims: dict[str, Dim] = field(default_factory=dict)
+    model: Block = field(default_factory=lambda: Block("", ""))
+    blocks: list[Block] = field(default_factory=list)
+    example: str = "config"
+    notes: list[str] = field(default_factory=list)            # comment lines at the end
+
+    def dim(self, name: str, description: str, value: int | None = None, key: str = "",
+            equals: str | None = None) -> str:
+        have = self.dims.get(name)
+        if have is not None and (have.value, have.equals) != (value, equals):
+            raise ValueError(f"dim {name} declared twice with different values")
+        self.dims[name] = Dim(name, description, value, equals, key)
+        return name
+
+    def block(self, name: str, title: str) -> Block:
+        b = Block(name, title)
+        self.blocks.append(b)
+        return b
+
+    # -- layout ------------------------------------------------------------
+
+    def _dims_lines(self, names: list[str], indent: str) -> list[str]:
+        out = [f"{indent}dims:"]
+        for n in names:
+            d = self.dims[n]
+            if d.equals is not None:
+                out.append(f"{indent}  {n}: {{description: {quoted(d.description)}, "
+                           f"equals: {d.equals}}}")
+            else:
+                note = f"   # {d.key}" if d.key else ""
+                out.append(f"{indent}  {n}: {quoted(d.description)}{note}")
+        return out
+
+    def _body(self, b: Block, indent: str, names: list[str], top: bool) -> list[str]:
+        out = [f"{indent}name: {b.name}", f"{indent}title: {quoted(b.title)}"]
+        out += self._dims_lines(names, indent)
+        out += [f"{indent}tokens: B*S", f"{indent}sequences: B"]
+        if b.selective:
+            out += [f"{indent}recompute:", f"{indent}  selective: [{', '.join(b.selective)}]"]
+        out.append(f"{indent}tensors:")
+        out += [f"{indent}  {n}: {line}" for n, line in b.tensors]
+        if b.components:
+            out.append(f"{indent}components:")
+            out += [f"{indent}  {quoted(n)}: [{', '.join(ops)}]" for n, ops in b.components]
+        out.append(f"{indent}ops:")
+        out += [f"{indent}  {line}" for line in b.ops]
+        return out
+
+    def text(self) -> str:
+        """The declaration's YAML text."""
+        lines = [f"# {h}" if h else "#" for h in self.header]
+        self.model.name, self.model.title = self.name, self.title
+        used = list(self.dims)
+        lines += self._body(self.model, "", used, True)
+        if self.blocks:
+            lines.append("blocks:")
+            for b in self.blocks:
+                lines.append(f"  {b.name}:")
+                names = [n for n in self.dims if n in b.dims]
+                lines += self._body(b, "    ", names, False)
+        values = {n: d.value for n, d in self.dims.items() if d.value is not None}
+        lines += [f"# {n}" if n else "#" for n in self.notes]
+        lines.append("examples:")
+        lines.append(f"  {quoted(self.example)}: {{"
+                     + ", ".join(f"{n}: {v}" for n, v in values.items()) + "}")
+        return "\n".join(lines) + "\n"

@@ -1,0 +1,11 @@
+"""The families ``symflops import-hf`` reads, one module per group of
+related ``model_type`` values, each exporting ``FAMILIES`` (its
+:class:`~symflops.hf.families.common.Family` records)."""
+
+from __future__ import annotations
+
+from . import deepseek, falcon, gemma, gpt2, gpt_neox, llama, opt, phi3, qwen_moe, starcoder2
+from .common import Family
+
+_MODULES = (gpt2, llama, qwen_moe, gemma, phi3, starcoder2, gpt_neox, falcon, opt, deepseek)
+FAMILIES: dict[str, Family] = {f.model_type: f for m in _MODULES for f in m.FAMILIES}

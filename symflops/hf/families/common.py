@@ -1,0 +1,125 @@
+"""What the family modules share: the options of an import, a family's
+record, and the dims every decoder has."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from ..config import Config
+from ..emit import Declaration
+from ..parts import AttentionCount
+
+
+@dataclass(frozen=True)
+class Options:
+    attention: AttentionCount = "exact"
+    name: str = "config"          # the configuration's name in ``examples:``
+    source: str = "config.json"   # the config file, for the title and comments
+
+
+@dataclass(frozen=True)
+class Family:
+    model_type: str
+    lm_classes: tuple[str, ...]   # what ``architectures`` may name
+    read: frozenset[str]          # keys the family reads
+    ignored: frozenset[str]       # keys that change no count, beyond config.IGNORED
+    build: Callable[[Config, Options], Declaration]
+
+
+#: rotary settings: the frequencies and their scaling change no parameter, no
+#: FLOP count (the tables' values) and no memory count (their shape is S x E).
+ROPE = ("rope_theta", "rope_scaling", "rope_parameters")
+
+
+def rope_keys(*more: str) -> tuple[str, ...]:
+    return ROPE + more
+
+
+def model_base(c: Config, o: Options, title: str) -> Declaration:
+    """A declaration named after the config, with B and S."""
+    d = Declaration(name=f"{c.model_type}", title=title, example=o.name)
+    d.header = [f"A whole-model declaration written by `symflops import-hf {o.source}`",
+                f"(model_type {c.model_type}). Each dim's config key is in the comment beside "
+                "it; the values", "are under examples: at the end. Edit it and run it as "
+                "any declaration:", "symflops derive/eval/render/plan FILE."
+                + ("" if o.attention == "exact" else
+                   "  Attention products are counted over the full S x S square "
+                   "(--attention full-square)."), ""]
+    d.dim("B", "sequences in the micro-batch", 1, "1 (chosen)")
+    return d
+
+
+def decoder_dims(d: Declaration, c: Config, *, heads: str, kv: str | None, width: str,
+                 head_dim: str | None, vocab: str = "vocab_size",
+                 context: str = "max_position_embeddings") -> bool:
+    """V, S, D, N (and G, R when key/value heads are grouped), E; whether grouped."""
+    d.dim("V", "vocabulary size", c.integer(vocab), vocab)
+    d.dim("S", "sequence length (the context)", c.integer(context), context)
+    w = c.integer(width)
+    d.dim("D", "model width (d_model)", w, width)
+    n = c.integer(heads)
+    g = c.integer(kv, n) if kv is not None else n
+    if n % g:
+        raise c.error(kv or heads, f"{heads} = {n} is not a multiple of {kv} = {g}",
+                      "each key/value head serves a whole group of query heads")
+    if head_dim is not None and c.has(head_dim):
+        e = c.integer(head_dim)
+        key = head_dim
+    else:
+        e = c.divide(width, w, heads, n, f"give {head_dim or 'head_dim'} explicitly, or "
+                                         f"check {heads}")
+        key = f"{width} / {heads}"
+    grouped = g != n
+    if grouped:
+        d.dim("N", "query heads", n, heads)
+        d.dim("G", "key/value heads (groups of query heads sharing one key and value)", g, kv)
+        d.dim("R", "query heads per key/value head", equals="N / G")
+    else:
+        d.dim("N", "attention heads (each with its own key and value)", n,
+              heads + (f" (= {kv})" if kv and c.has(kv) else ""))
+    d.dim("E", "head width", e, key)
+    return grouped
+
+
+def layer_kinds(c: Config, layers: int, windowed_family: bool) -> list[tuple[str, int]]:
+    """The layers' attention kinds, ``[("full" | "sliding", count), ...]``, from
+    ``layer_types``, ``use_sliding_window`` with ``max_window_layers``, or (a
+    family whose every layer is windowed when ``sliding_window`` is set)
+    ``sliding_window``; declares ``W`` when a layer is windowed."""
+    types = c.strings("layer_types", ("full_attention", "sliding_attention"), layers)
+    window = c.optional_integer("sliding_window")
+    if types is None:
+        if windowed_family:
+            types = ("sliding_attention" if window else "full_attention",) * layers
+        elif c.flag("use_sliding_window", False):
+            first = c.integer("max_window_layers", layers, minimum=0)
+            types = tuple("sliding_attention" if i >= first else "full_attention"
+                          for i in range(layers))
+        else:
+            types = ("full_attention",) * layers
+    elif not windowed_family and not c.flag("use_sliding_window", True) \
+            and "sliding_attention" in types:
+        raise c.error("layer_types", "layer_types lists sliding_attention layers but "
+                                     "use_sliding_window is false",
+                      "make the two agree")
+    sliding = types.count("sliding_attention")
+    if sliding and window is None:
+        raise c.error("layer_types", "some layers attend within a sliding window but "
+                                     "'sliding_window' is not given",
+                      "give sliding_window, the window's length in positions")
+    return [(k, n) for k, n in (("full", layers - sliding), ("sliding", sliding)) if n]
+
+
+def window_dim(d: Declaration, c: Config) -> None:
+    d.dim("W", "attention window (positions a query sees, itself included)",
+          c.integer("sliding_window"), "sliding_window")
+
+
+def layer_count(d: Declaration, kind: str, count: int, kinds: int) -> str:
+    """The dim repeating the blocks of one kind: L, or L_full / L_sliding."""
+    if kinds == 1:
+        return d.dim("L", "layers (decoder blocks)", count, "num_hidden_layers")
+    return d.dim(f"L_{kind}", f"layers with {'sliding-window' if kind == 'sliding' else 'full causal'}"
+                              " attention (their order is the config's layer_types; counts do "
+                              "not depend on it)", count, "layer_types")

@@ -1,0 +1,3 @@
+"""(Being written: see the README, Hugging Face configs.)"""
+
+FAMILIES: tuple = ()

@@ -1,0 +1,72 @@
+"""A Hugging Face ``config.json`` as a whole-model declaration.
+
+:func:`import_config` reads the file (:mod:`symflops.hf.json_file`), finds
+its family by ``model_type`` (never guessed from other keys), checks every
+key (:func:`symflops.hf.config.check_keys`), and lets the family write the
+declaration's text (:mod:`symflops.hf.families`).  The text is then read
+back by the ordinary declaration reader, so every count of an imported
+model comes out of the engine exactly as for a declaration written by hand.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from ..core.errors import SymflopsError
+from .config import Config, check_common, check_keys, model_type_of
+from .families import FAMILIES
+from .families.common import Options
+from .json_file import read_json
+from .parts import AttentionCount
+
+
+@dataclass(frozen=True)
+class Imported:
+    text: str            # the declaration's YAML text
+    model_type: str
+    example: str         # the name of its configuration under ``examples:``
+    dims: dict[str, int]  # the config's dims (the example's values)
+    file: str            # the config file it was written from
+    attention: AttentionCount = "exact"
+
+    @property
+    def command(self) -> str:
+        """The command that writes this declaration to a file."""
+        extra = " --attention full-square" if self.attention == "full-square" else ""
+        return f"symflops import-hf {self.file}{extra} -o {self.example}.yaml"
+
+
+def example_name(path: str) -> str:
+    """The configuration's name: the config's directory (a checkpoint's
+    name, e.g. ``Llama-2-7b-hf/config.json``), else the file's stem."""
+    stem = os.path.splitext(os.path.basename(path))[0]
+    parent = os.path.basename(os.path.dirname(os.path.abspath(path)))
+    name = parent if stem == "config" and parent else stem
+    return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in name)[:60] or "config"
+
+
+def import_data(data: Any, path: str = "config.json", text: str = "",
+                attention: AttentionCount = "exact") -> Imported:
+    """The declaration of a parsed config (``text``: the file, for positions)."""
+    if not isinstance(data, Mapping):
+        raise SymflopsError(f"{path}: a config.json must hold a JSON object, found "
+                            f"{type(data).__name__}", hint="give the model's config.json")
+    model_type = model_type_of(data, path, FAMILIES)
+    family = FAMILIES[model_type]
+    c = Config(path, text, data, model_type)
+    check_keys(c, family.read, family.ignored)
+    check_common(c, family.lm_classes)
+    name = example_name(path)
+    d = family.build(c, Options(attention, name, os.path.basename(path)))
+    return Imported(d.text(), model_type, name,
+                    {n: v.value for n, v in d.dims.items() if v.value is not None}, path,
+                    attention)
+
+
+def import_config(path: str | os.PathLike[str], attention: AttentionCount = "exact") -> Imported:
+    """The declaration of the config at ``path``."""
+    path = os.fspath(path)
+    text, data = read_json(path)
+    return import_data(data, path, text, attention)

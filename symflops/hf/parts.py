@@ -1,0 +1,278 @@
+"""The parts of a decoder-only transformer, as declaration text: what
+:mod:`symflops.hf.families` compose into a whole model.
+
+Each function adds a part's tensors and ops to a :class:`~symflops.hf.emit.Block`
+(an inline block, or the model itself), each op with a comment naming the
+Hugging Face module it stands for.  Letters: ``b`` the sequence of the
+micro-batch, ``s`` and ``t`` query and key positions, ``d`` the model width,
+``n`` a head (``g, r``: a key/value group and a query head within it when
+heads are grouped), ``e`` a head's width, ``j`` the MLP's hidden width,
+``x`` an expert, ``q`` an expert's slot, ``v`` the vocabulary.
+
+Attention is causal.  Under ``attention="exact"`` its two products are
+counted over the S(S+1)/2 pairs ``t <= s`` (within a window of ``W`` when it
+has one); under ``"full-square"`` they are written without the where-clause,
+over all S^2 pairs, as eager PyTorch runs them (the mask then only zeroes the
+probabilities: the softmax keeps it), so that counts match tools and traces
+that count the full square.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from .emit import Block, Declaration
+
+AttentionCount = Literal["exact", "full-square"]
+
+
+@dataclass(frozen=True)
+class Norm:
+    kind: Literal["rmsnorm", "layernorm"]
+    bias: bool = False          # LayerNorm's additive bias
+    unit_offset: bool = False   # the gain is applied as (1 + g) (Gemma)
+    module: str = "norm"        # the Hugging Face module, for the description
+
+
+@dataclass(frozen=True)
+class Attention:
+    heads: str                        # "n" (every head its own key/value) or "g,r" (grouped)
+    bias: tuple[bool, bool, bool, bool] = (False, False, False, False)   # q, k, v, o
+    qk_norm: Norm | None = None       # a norm of each query and key head (Qwen3, Gemma 3)
+    rotary: bool = True               # rotate-half RoPE over the whole head (buffers)
+    scale: str = "sqrt(E)"            # the scores' divisor
+    window: bool = False              # a sliding window of W positions
+    softcap: str | None = None        # tanh soft-capping of the scores at this value
+    count: AttentionCount = "exact"
+    dropout: str | None = None        # dropout of the probabilities (GPT-2)
+
+
+@dataclass(frozen=True)
+class Mlp:
+    gated: bool                       # act(gate) * up, then down (SwiGLU / GeGLU)
+    activation: str                   # a symflops function name
+    bias: bool = False
+    width: str = "F"
+
+
+@dataclass(frozen=True)
+class Moe:
+    """Routed experts, each a gated MLP of width ``width`` (dispatch form of
+    ``derivations/moe_block.yaml``: capacity factor 1, no token dropped)."""
+
+    activation: str
+    width: str = "F"
+    renormalize: bool = True          # top-k weights divided by their sum (Mixtral)
+
+
+def heads_of(d: Declaration, grouped: bool) -> tuple[str, str]:
+    """The letters of the query heads and of the key/value heads."""
+    return ("g,r", "g") if grouped else ("n", "n")
+
+
+def _shape(letters: str) -> list[str]:
+    """The dims of a letter list (the letters' upper-case dims)."""
+    sizes = {"n": "N", "g": "G", "r": "R", "e": "E", "d": "D", "j": "F", "s": "S", "t": "S",
+             "b": "B", "v": "V", "x": "M", "q": "C", "i": "k"}
+    return [sizes[x] for x in letters.split(",")]
+
+
+def norm(blk: Block, n: Norm, out: str, x: str, gain: str, letters: str, over: str,
+         comment: str | None = None) -> None:
+    """``out = norm_over(x) * gain (+ bias)``; the gain over ``over`` alone."""
+    dim = _shape(over)[0] if over != "e" else "E"
+    blk.tensor(gain, [dim], "param", f"gain of the {n.module} ({'RMSNorm' if n.kind == 'rmsnorm' else 'LayerNorm'})")
+    g = f"(1 + {gain}[{over}])" if n.unit_offset else f"{gain}[{over}]"
+    stmt = f"{out}[{letters}] = {n.kind}_{over}({x}[{letters}]) * {g}"
+    if n.bias:
+        bias = "c" + gain[1:] if gain.startswith("g") else gain + "_bias"
+        blk.tensor(bias, [dim], "param", f"bias of the {n.module} (LayerNorm)")
+        stmt += f" + {bias}[{over}]"
+    blk.op(stmt, comment)
+
+
+def attention(d: Declaration, blk: Block, a: Attention, x: str, xn: str, out: str,
+              names: tuple[str, str, str, str] = ("q_proj", "k_proj", "v_proj", "o_proj")
+              ) -> list[str]:
+    """Causal self-attention of ``xn`` added to the residual ``x``, into ``out``;
+    returns the ops' outputs (for components)."""
+    h, k = ("g,r", "g") if a.heads == "g,r" else ("n", "n")
+    blk.uses("B", "S", "D", "N", "E", *(("G", "R") if a.heads == "g,r" else ()))
+    if a.window:
+        blk.uses("W")
+    qs, ks = _shape(h), _shape(k)
+    blk.tensor("W_q", ["D", *qs, "E"], "param", f"query projection ({names[0]})")
+    blk.tensor("W_k", ["D", *ks, "E"], "param", f"key projection ({names[1]})")
+    blk.tensor("W_v", ["D", *ks, "E"], "param", f"value projection ({names[2]})")
+    blk.tensor("W_o", [*qs, "E", "D"], "param", f"output projection ({names[3]})")
+    outs: list[str] = []
+
+    def proj(name: str, w: str, letters: str, pos: str, bias: bool, shape: list[str]) -> None:
+        stmt = f"{name}[b,{pos},{letters},e] = {xn}[b,{pos},d] {w}[d,{letters},e]"
+        if bias:
+            b = "b" + w[1:]
+            blk.tensor(b, [*shape, "E"], "param", f"bias of the {w} product")
+            stmt += f" + {b}[{letters},e]"
+        blk.op(stmt)
+        outs.append(name)
+
+    proj("Q", "W_q", h, "s", a.bias[0], qs)
+    proj("K", "W_k", k, "t", a.bias[1], ks)
+    proj("V", "W_v", k, "t", a.bias[2], ks)
+    q, kk = "Q", "K"
+    if a.qk_norm is not None:
+        norm(blk, a.qk_norm, "Qn", "Q", "g_q", f"b,s,{h},e", "e",
+             "each query head normalised over its width (q_norm)")
+        norm(blk, a.qk_norm, "Kn", "K", "g_k", f"b,t,{k},e", "e", "and each key head (k_norm)")
+        q, kk = "Qn", "Kn"
+        outs += ["Qn", "Kn"]
+    if a.rotary:
+        blk.tensor("cos", ["S", "E"], "buffer", "rotary table cos(position * frequency), "
+                                                 "each frequency twice (rotate-half layout)")
+        blk.tensor("sin", ["S", "E"], "buffer", "rotary table sin(position * frequency), "
+                                                 "negative on the first half (rotate-half)")
+        blk.tensor("rot", ["E"], "index", "rotate-half partner of each entry: e + E/2 on "
+                                          "the first half, e - E/2 on the second")
+        blk.op(f"Qr[b,s,{h},e] = {q}[b,s,{h},e] cos[s,e] + {q}[b,s,{h},rot[e]] sin[s,e]",
+               "rotary positions (RoPE, rotate-half): x cos + rotate_half(x) sin, elementwise")
+        blk.op(f"Kr[b,t,{k},e] = {kk}[b,t,{k},e] cos[t,e] + {kk}[b,t,{k},rot[e]] sin[t,e]")
+        q, kk = "Qr", "Kr"
+        outs += ["Qr", "Kr"]
+    mask = "where t <= s" + (", s - t < W" if a.window else "")
+    product = "" if a.count == "full-square" else f" {mask}"
+    note = ("both products over the full S x S square, as eager attention runs them; the "
+            "softmax masks" if a.count == "full-square" else
+            "causal: the products count only the pairs t <= s" +
+            (" within the window" if a.window else ""))
+    blk.op(f"A[b,{h},s,t] = {q}[b,s,{h},e] {kk}[b,t,{k},e] / {a.scale}{product}",
+           f"scores ({note})")
+    scores = "A"
+    if a.softcap is not None:
+        blk.op(f"Ac[b,{h},s,t] = tanh(A[b,{h},s,t] / {a.softcap}) * {a.softcap}{product}",
+               f"soft-capping of the scores at {a.softcap}")
+        scores = "Ac"
+    blk.op(f"P[b,{h},s,t] = softmax_t({scores}[b,{h},s,t]) {mask}")
+    probs = "P"
+    if a.dropout is not None:
+        blk.op(f"Pd[b,{h},s,t] = dropout(P[b,{h},s,t], {a.dropout}) {mask}")
+        probs = "Pd"
+    blk.op(f"O[b,s,{h},e] = {probs}[b,{h},s,t] V[b,t,{k},e]{product}")
+    stmt = f"{out}[b,s,d] = {x}[b,s,d] + O[b,s,{h},e] W_o[{h},e,d]" if x else \
+        f"{out}[b,s,d] = O[b,s,{h},e] W_o[{h},e,d]"
+    if a.bias[3]:
+        blk.tensor("b_o", ["D"], "param", "bias of the output projection")
+        stmt += " + b_o[d]"
+    outs += ["A", *(["Ac"] if a.softcap else []), "P", *(["Pd"] if a.dropout else []), "O"]
+    blk.selective.extend(["A", "P"])
+    blk.op(stmt)
+    outs.append(out)
+    return outs
+
+
+def mlp(blk: Block, m: Mlp, x: str, xn: str, out: str,
+        names: tuple[str, str, str] = ("gate_proj", "up_proj", "down_proj")) -> list[str]:
+    """An MLP of ``xn`` added to the residual ``x`` (none: ``""``), into ``out``."""
+    blk.uses("B", "S", "D", m.width)
+    f = m.width
+
+    def bias(w: str, dim: str, letter: str) -> str:
+        if not m.bias:
+            return ""
+        b = "b" + w[1:]
+        blk.tensor(b, [dim], "param", f"bias of the {w} product")
+        return f" + {b}[{letter}]"
+
+    res = f"{x}[b,s,d] + " if x else ""
+    if m.gated:
+        blk.tensor("W_gate", ["D", f], "param", f"gate projection ({names[0]})")
+        blk.tensor("W_up", ["D", f], "param", f"up-projection ({names[1]})")
+        blk.tensor("W_down", [f, "D"], "param", f"down-projection ({names[2]})")
+        blk.op(f"U[b,s,j] = {xn}[b,s,d] W_gate[d,j]{bias('W_gate', f, 'j')}")
+        blk.op(f"H[b,s,j] = {xn}[b,s,d] W_up[d,j]{bias('W_up', f, 'j')}")
+        blk.op(f"M[b,s,j] = {m.activation}(U[b,s,j]) * H[b,s,j]")
+        blk.op(f"{out}[b,s,d] = {res}M[b,s,j] W_down[j,d]{bias('W_down', 'D', 'd')}")
+        return ["U", "H", "M", out]
+    blk.tensor("W_in", ["D", f], "param", f"up-projection ({names[1]})")
+    blk.tensor("W_out", [f, "D"], "param", f"down-projection ({names[2]})")
+    blk.op(f"H[b,s,j] = {xn}[b,s,d] W_in[d,j]{bias('W_in', f, 'j')}")
+    blk.op(f"M[b,s,j] = {m.activation}(H[b,s,j])")
+    blk.op(f"{out}[b,s,d] = {res}M[b,s,j] W_out[j,d]{bias('W_out', 'D', 'd')}")
+    return ["H", "M", out]
+
+
+def moe(blk: Block, m: Moe, x: str, xn: str, out: str) -> list[str]:
+    """Routed experts of ``xn`` added to ``x``: router, top-k weights, dispatch
+    to each expert's slots, a gated MLP per expert, combine."""
+    f = m.width
+    blk.uses("B", "S", "D", f, "M", "k", "C")
+    blk.tensor("W_r", ["D", "M"], "param", "router (gate): one logit per expert")
+    blk.tensor("W_gate", ["M", "D", f], "param", "gate projections, one per expert")
+    blk.tensor("W_up", ["M", "D", f], "param", "up-projections, one per expert")
+    blk.tensor("W_down", ["M", f, "D"], "param", "down-projections, one per expert")
+    blk.tensor("ex", ["B", "S", "k"], "index", "the k experts a token is routed to (top-k "
+                                                "of the router)")
+    blk.tensor("sl", ["B", "S", "k"], "index", "the slot each of those experts gives the token")
+    blk.tensor("tb", ["M", "C"], "index", "the sequence of the token in each expert slot")
+    blk.tensor("ts", ["M", "C"], "index", "the position of the token in each expert slot")
+    blk.op(f"Rl[b,s,x] = {xn}[b,s,d] W_r[d,x]", "router: a softmax over the experts, the "
+                                                "top k kept (the routing is data: ex, sl, tb, ts)")
+    blk.op("Rp[b,s,x] = softmax_x(Rl[b,s,x])")
+    blk.op("Gt[b,s,i] = Rp[b,s,ex[b,s,i]]")
+    outs = ["Rl", "Rp", "Gt"]
+    weight = "Gt"
+    if m.renormalize:
+        blk.op("Gs[b,s] = Gt[b,s,i]", "the k weights divided by their sum (norm_topk_prob)")
+        blk.op("Gn[b,s,i] = Gt[b,s,i] / Gs[b,s]")
+        weight = "Gn"
+        outs += ["Gs", "Gn"]
+    blk.op(f"Xe[x,q,d] = {xn}[tb[x,q], ts[x,q], d]", "dispatch: each expert's C slots "
+                                                      "(C = k B S / M: capacity factor 1)")
+    blk.op("U[x,q,j] = Xe[x,q,d] W_gate[x,d,j]")
+    blk.op("H[x,q,j] = Xe[x,q,d] W_up[x,d,j]")
+    blk.op(f"Mx[x,q,j] = {m.activation}(U[x,q,j]) * H[x,q,j]")
+    blk.op("Ye[x,q,d] = Mx[x,q,j] W_down[x,j,d]")
+    res = f"{x}[b,s,d] + " if x else ""
+    blk.op(f"Yw[b,s,i,d] = {weight}[b,s,i] Ye[ex[b,s,i], sl[b,s,i], d]",
+           "combine: each token's k expert outputs, weighted, then added (elementwise, as "
+           "frameworks run it)")
+    blk.op(f"{out}[b,s,d] = {res}Yw[b,s,i,d]")
+    return [*outs, "Xe", "U", "H", "Mx", "Ye", "Yw", out]
+
+
+def moe_dims(d: Declaration, experts: int, active: int, experts_key: str,
+             active_key: str) -> None:
+    d.dim("M", "routed experts in a block", experts, experts_key)
+    d.dim("k", "experts each token is routed to (top-k)", active, active_key)
+    d.dim("C", "slots of one expert: k B S / M tokens (capacity factor 1, no token dropped)",
+          equals="k * B * S / M")
+
+
+def model_head(d: Declaration, final: Norm, tied: bool, tied_key: str,
+               softcap: str | None = None, head_module: str = "lm_head") -> None:
+    """The final norm, the unembedding (tied: the token embedding's transpose)
+    and the mean cross-entropy over the B S next tokens."""
+    m = d.model
+    norm(m, final, "Xf", "XL", "g_f", "b,s,d", "d", "the final norm")
+    if tied:
+        m.op("Z[b,s,v] = Xf[b,s,d] W_E[v,d]", f"logits; the unembedding is the token "
+                                              f"embedding ({tied_key}: true)")
+    else:
+        m.tensor("W_U", ["D", "V"], "param", f"unembedding ({head_module}; {tied_key}: false)")
+        m.op("Z[b,s,v] = Xf[b,s,d] W_U[d,v]", "logits")
+    logits = "Z"
+    if softcap is not None:
+        m.op(f"Zc[b,s,v] = tanh(Z[b,s,v] / {softcap}) * {softcap}",
+             f"soft-capping of the logits at {softcap}")
+        logits = "Zc"
+    m.op(f"Loss[] = cross_entropy_mean_v({logits}[b,s,v], y[b,s])",
+         "mean cross-entropy of the next token at every position")
+    m.component("final norm", ["Xf"])
+    m.component("output head", ["Z", *(["Zc"] if softcap else [])])
+    m.component("loss", ["Loss"])
+
+
+def token_inputs(d: Declaration) -> None:
+    m = d.model
+    m.tensor("tok", ["B", "S"], "index", "input token ids, integers in [0, V)")
+    m.tensor("y", ["B", "S"], "index", "the next token at each position (targets)")

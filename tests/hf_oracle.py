@@ -1,0 +1,67 @@
+"""The real model as the oracle of ``symflops import-hf``.
+
+:func:`hf_counts` builds a config's causal language model with
+``transformers`` on the ``meta`` device (shapes only: no memory, no weights
+fetched), counts its parameters (each tensor once: tied weights are one) and
+runs ``torch.utils.flop_counter.FlopCounterMode`` over a forward and backward
+pass of one sequence of ``seq`` tokens (``input_ids = labels``), with the
+eager attention path (``Q K^T`` and ``P V`` over the full square, masked
+after) and, for mixtures of experts, transformers' ``batched_mm`` experts
+(each token-expert pair's products; the default loop needs the routing's
+values, which the meta device has not).  FlopCounterMode counts matrix
+products only (mm, addmm's product, bmm, baddbmm), so it is compared with
+symflops's matrix-product FLOPs (``flops.total``).
+
+:func:`symflops_counts` imports the same config with ``--attention
+full-square`` and evaluates the declaration at B = 1, S = ``seq``.
+
+Without transformers (or torch) the tests that use these are skipped; CI
+installs both (``.ci/run``).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Mapping
+
+import pytest
+
+
+def hf_counts(config: Mapping[str, Any], seq: int = 32) -> tuple[int, int]:
+    """(parameters, FlopCounterMode's training FLOPs) of the Hugging Face model."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from torch.utils.flop_counter import FlopCounterMode
+
+    keys = {k: v for k, v in config.items() if k not in ("model_type", "architectures")}
+    cfg = transformers.AutoConfig.for_model(config["model_type"], **keys)
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(
+            cfg, attn_implementation="eager", experts_implementation="batched_mm")
+    model.train()
+    params = sum(p.numel() for p in model.parameters())
+    ids = torch.zeros((1, seq), dtype=torch.long, device="meta")
+    with FlopCounterMode(display=False) as counter:
+        model(input_ids=ids, labels=ids).loss.backward()
+    return params, counter.get_total_flops()
+
+
+def symflops_counts(config: Mapping[str, Any], seq: int = 32, attention: str = "full-square",
+                    tmp_path: Any = None) -> tuple[int, int]:
+    """(parameters, training FLOPs) of the declaration symflops imports."""
+    from symflops.count.cost import costs
+    from symflops.count.evaluate import number
+    from symflops.count.summary import summary
+    from symflops.derive.backward import derive
+    from symflops.hf.importer import import_data
+    from symflops.planner.model import imported_layer
+    import sympy
+
+    text = json.dumps(dict(config), indent=1)
+    imported = import_data(json.loads(text), "config.json", text, attention)
+    layer = imported_layer(imported)
+    d = derive(layer)
+    s = summary(d, costs(d, choice="minimum"))
+    at = {k: sympy.Integer(v) for k, v in {**imported.dims, "B": 1, "S": seq}.items()}
+    total = sympy.expand(s.model.per_token.flops.total * layer.tokens)  # per token x B S
+    return number(s.model.parameters.total, at), number(total, at)
