@@ -349,7 +349,7 @@ def test_bad_input_is_one_line_exit_2(args, message):
     assert message in result.stderr
 
 
-def test_hf_config_gpt2_small_is_planned_from_the_transformer_declaration(tmp_path):
+def test_hf_config_gpt2_small_is_planned_from_its_imported_declaration(tmp_path):
     path = tmp_path / "config.json"
     path.write_text(json.dumps({"model_type": "gpt2", "n_embd": 768, "n_layer": 12,
                                 "n_head": 12, "vocab_size": 50257, "n_positions": 1024}))
@@ -364,7 +364,7 @@ def test_hf_config_gpt2_small_is_planned_from_the_transformer_declaration(tmp_pa
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"model_type": "gpt2", "n_embd": 768}))
     result = cli("--hf-config", str(bad))
-    assert result.returncode == 2 and "'n_head' is missing" in result.stderr
+    assert result.returncode == 2 and "is missing (required for a gpt2 config)" in result.stderr
 
 
 def test_hf_config_mixtral_counts_every_expert_and_two_active(tmp_path):
@@ -449,21 +449,18 @@ MISTRAL_7B = {"model_type": "mistral", "hidden_size": 4096, "intermediate_size":
               "vocab_size": 32000}
 
 
-@pytest.mark.parametrize("extra, args, code", [
-    ({}, [], 2),                                   # the plan's context: 32,768 > 4,096
-    ({}, ["--seq", "8192"], 2),
-    ({}, ["--seq", "4096", "--context", "8192"], 2),
-    ({}, ["--seq", "4096", "--context", "4096"], 0),   # windowed = causal up to the window
-    ({}, ["--phase", "1e9@4096", "--phase", "1e9@2048"], 0),
-    ({"sliding_window": None}, [], 0),
-    ({"sliding_window": 32768}, ["--seq", "32768"], 0),
-])
-def test_mistral_sliding_window_is_refused_beyond_the_window(tmp_path, extra, args, code):
-    result = plan_config(tmp_path, {**MISTRAL_7B, **extra}, *args)
-    assert result.returncode == code, result.stderr
-    assert "Traceback" not in result.stderr
-    if code == 2:
-        assert "sliding_window = 4096" in result.stderr and "at most 4,096" in result.stderr
+def test_mistral_sliding_window_is_counted_within_the_window(tmp_path):
+    """Mistral-7B attends to the last W = 4096 positions: at T = 8192 a token sees
+    on average (W(W+1)/2 + (T - W) W) / T positions, not (T + 1)/2; attention per
+    token is 6 L N E (that average) x 2 (two products), by hand."""
+    L, N, E, W, T = 32, 32, 128, 4096, 8192
+    pairs = W * (W + 1) // 2 + (T - W) * W
+    for extra, seen in (({}, pairs), ({"sliding_window": None}, T * (T + 1) // 2)):
+        result = plan_config(tmp_path, {**MISTRAL_7B, **extra}, "--seq", str(T), "--json")
+        assert result.returncode == 0, result.stderr
+        out = json.loads(result.stdout)
+        assert out["flops"]["attention_per_token"] == 6 * L * N * E * 2 * seen // T
+        assert "Traceback" not in result.stderr
 
 
 GPT2_SMALL = {"model_type": "gpt2", "n_embd": 768, "n_layer": 12, "n_head": 12,
@@ -485,15 +482,15 @@ def test_activation_functions_are_the_config_s():
     """GPT-2's gelu_new is the tanh approximation, 14 operations per element by the
     README's count (the exact erf form: 8); Llama's hidden_act gelu makes a GeGLU."""
     from symflops.count.cost import costs
-    from symflops.derive.backward import derive
-    from symflops.planner.hfconfig import architecture
-    from symflops.planner.model import architecture_layer
     from symflops.count.summary import summary
+    from symflops.derive.backward import derive
+    from symflops.hf.importer import import_data
+    from symflops.planner.model import imported_layer
 
-    _, layer, _ = architecture_layer(architecture(GPT2_SMALL))
+    layer = imported_layer(import_data(GPT2_SMALL))
     d = derive(layer)
     ops = {f.output: f for f in summary(d, costs(d)).forward}
-    assert ops["G"].op == "G[b,s,j] = gelu_tanh(H[b,s,j])"
-    assert str(ops["G"].flops_elementwise) == "14*B*F*S"
-    _, layer, _ = architecture_layer(architecture({**LLAMA2_7B, "hidden_act": "gelu"}))
+    assert ops["M"].op == "M[b,s,j] = gelu_tanh(H[b,s,j])"
+    assert str(ops["M"].flops_elementwise) == "14*B*F*S"
+    layer = imported_layer(import_data({**LLAMA2_7B, "hidden_act": "gelu"}))
     assert any("gelu(U[b,s,j])" in op.statement() for op in layer.ops)

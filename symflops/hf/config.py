@@ -21,6 +21,7 @@ A key whose value is ``null`` is treated as absent (its default).
 from __future__ import annotations
 
 import json
+import math
 from fractions import Fraction
 from typing import Any, Iterable, Mapping
 
@@ -43,7 +44,7 @@ IGNORED = frozenset({
     "return_dict_in_generate", "forced_bos_token_id", "forced_eos_token_id",
     "remove_invalid_values", "exponential_decay_length_penalty", "suppress_tokens",
     "begin_suppress_tokens", "finetuning_task", "id2label", "label2id", "num_labels",
-    "tokenizer_class", "prefix", "task_specific_params", "problem_type", "quantization_config",
+    "tokenizer_class", "prefix", "task_specific_params", "problem_type",
 })
 
 #: keys every family reads (checked by :func:`check_common`).
@@ -92,10 +93,11 @@ class Config:
                 return default
             raise SymflopsError(f"{self.path}: key {key!r} is missing (required for a "
                                 f"{self.model_type} config)",
-                                hint=f"add \"{key}\": <whole number> to the file")
+                                hint=f"add \"{key}\": <positive integer> to the file")
         value = self.data[key]
+        kind = "a positive integer" if minimum == 1 else f"a whole number of at least {minimum}"
         if isinstance(value, bool) or not isinstance(value, int):
-            raise self.error(key, f"key {key!r} must be a whole number, found {shown(value)}",
+            raise self.error(key, f"key {key!r} must be {kind}, found {shown(value)}",
                              f"write {key} as a whole number such as 4096")
         if value < minimum:
             what = "positive" if minimum == 1 else f"at least {minimum}"
@@ -124,7 +126,7 @@ class Config:
             return default
         value = self.data[key]
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 \
-                or value != value or value in (float("inf"),):
+                or not math.isfinite(value):
             raise self.error(key, f"key {key!r} must be a positive number, found {shown(value)}",
                              f"write {key} as a number such as 30.0")
         return Fraction(repr(value)) if isinstance(value, float) else Fraction(value)

@@ -5,6 +5,8 @@ unembedding tied to the token embedding."""
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 from ..config import Config
 from ..emit import Declaration
 from ..parts import Attention, Mlp, Norm, attention, mlp, model_head, norm, token_inputs
@@ -21,13 +23,11 @@ IGNORED = frozenset(("n_ctx", "layer_norm_epsilon", "summary_type", "summary_use
 
 
 def _p(c: Config, key: str) -> str | None:
-    """A dropout probability as written (None when 0)."""
-    from fractions import Fraction
-    p = c.fraction(key, Fraction(1, 10))
-    if p == 0:
+    """A dropout probability as written (transformers' default 0.1 when absent;
+    None when 0)."""
+    if c.fraction(key, Fraction(1, 10)) == 0:
         return None
-    value = c.data.get(key)
-    return repr(float(value)) if isinstance(value, float) else str(p)
+    return repr(float(c.data[key])) if c.has(key) else "0.1"
 
 
 def build(c: Config, o: Options) -> Declaration:
