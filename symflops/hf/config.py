@@ -84,7 +84,10 @@ class Config:
         return self.data.get(key) is not None
 
     def error(self, key: str, what: str, fix: str) -> SymflopsError:
-        return SymflopsError(f"{self.path}: {what}", self.span(key), fix)
+        """An error at ``key``'s place (the file named once: by its position, or
+        before the message when the key is not in the file)."""
+        span = self.span(key)
+        return SymflopsError(what if span is not None else f"{self.path}: {what}", span, fix)
 
     def integer(self, key: str, default: int | None = None, minimum: int = 1) -> int:
         """A whole number of at least ``minimum``; ``default`` when absent (None: required)."""
