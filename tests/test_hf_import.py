@@ -73,7 +73,11 @@ QWEN3_06B = {"model_type": "qwen3", "architectures": ["Qwen3ForCausalLM"], "hidd
              "rope_theta": 1000000, "rms_norm_eps": 1e-06, "hidden_act": "silu",
              "attention_dropout": 0.0}
 
-CHECKPOINTS = {"openai-community/gpt2": GPT2_SMALL, "meta-llama/Llama-2-7b-hf": LLAMA2_7B,
+# Qwen/Qwen2.5-0.5B with its layers from 20 on windowed (use_sliding_window), two blocks
+QWEN25_WINDOWED = {**QWEN25_05B, "use_sliding_window": True, "max_window_layers": 20,
+                   "sliding_window": 4096}
+
+CHECKPOINTS = {"openai-community/gpt2": GPT2_SMALL, "Qwen2.5-0.5B, windowed": QWEN25_WINDOWED, "meta-llama/Llama-2-7b-hf": LLAMA2_7B,
                "meta-llama/Llama-3.2-1B": LLAMA32_1B, "mistralai/Mistral-7B-v0.1": MISTRAL_7B,
                "mistralai/Mixtral-8x7B-v0.1": MIXTRAL_8X7B, "Qwen/Qwen2.5-0.5B": QWEN25_05B,
                "Qwen/Qwen3-0.6B": QWEN3_06B}
@@ -225,3 +229,13 @@ def test_qwen_windowed_layers_follow_max_window_layers():
                      "sliding_window": 4096}).text
     assert "L_full: " in text and "L_sliding: " in text and "s - t < W" in text
     assert "W: 4096, L_full: 20, L_sliding: 4}" in text
+    # the two blocks read back (the second's tensors renamed), the same parameters, and
+    # the four windowed layers' products count S(S+1)/2 - pairs fewer pairs at S = 8192:
+    # pairs = W(W+1)/2 + (S - W) W; 6 products x 2 x N E per pair, N = 14, E = 64
+    windowed = {**QWEN25_05B, "use_sliding_window": True, "max_window_layers": 20,
+                "sliding_window": 4096}
+    S, W = 8192, 4096
+    p_w, f_w = symflops_counts(windowed, S, "exact")
+    p_c, f_c = symflops_counts(QWEN25_05B, S, "exact")
+    assert p_w == p_c == 494_032_768
+    assert f_c - f_w == 4 * 6 * 2 * 14 * 64 * (S * (S + 1) // 2 - (W * (W + 1) // 2 + (S - W) * W))

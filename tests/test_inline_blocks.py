@@ -73,3 +73,31 @@ def test_blocks_must_be_a_mapping_of_names():
         loads("dims: {B: b}\ntensors: {}\nops: []\nblocks: [a]\n", "bad.yaml")
     with pytest.raises(SymflopsError, match="not a valid name"):
         loads("dims: {B: b}\ntensors: {}\nops: []\nblocks: {'a b': {}}\n", "bad.yaml")
+
+
+TWO = """
+dims: {B: b, D: d}
+tensors:
+  X0: {shape: [B, D], role: input}
+blocks:
+  norm:
+    dims: {B: b, D: d}
+    tensors:
+      X: {shape: [B, D], role: input}
+      g: {shape: [D], role: param}
+    ops:
+      - Y[b,d] = rmsnorm_d(X[b,d]) * g[d]
+ops:
+  - include: norm
+    tensors: {X: X0, Y: X1}
+  - include: norm
+    tensors: {X: X1, Y: X2, g: g_2}
+"""
+
+
+def test_a_block_included_twice_renames_its_normalised_tensor_with_its_output():
+    """Y = rmsnorm(X) * g is lowered through Y_hat (and rstd_Y_hat): renaming Y
+    renames them too, so the second copy reads back (before: a clash on Y_hat)."""
+    layer = loads(TWO, "two.yaml")
+    names = [t.name for t in layer.tensors]
+    assert {"X1_hat", "X2_hat", "rstd_X1_hat", "rstd_X2_hat", "g", "g_2"} <= set(names)

@@ -219,7 +219,13 @@ def read_include(node: Any, file: str, dims: Mapping[str, Dim],
                 raise SymflopsError(f"the include gives {new!r} to two of the block's tensors",
                                     value.span, "map each block tensor to its own name")
             names[key] = new
-    # A renamed op output renames the tensors named after it (rstd_Y, P_L, mask_Y).
+    # A renamed op output renames the tensors named after it (Y_hat, rstd_Y, P_L, mask_Y).
+    produced_by = {op.output for op in block.ops}
+    for t in block.tensors:
+        # a norm with a gain, Y = norm(X) * g, is lowered through Y_hat = norm(X)
+        owner, hat, k = t.name.partition("_hat")
+        if hat and owner in names and t.name in produced_by and (not k or k.isdigit()):
+            names.setdefault(t.name, names[owner] + "_hat" + k)
     ops = tuple(rename(op, names, subs) for op in block.ops)
     for old, new in zip(block.ops, ops):
         for a, b in zip(getattr(old, "aux", ()), getattr(new, "aux", ())):

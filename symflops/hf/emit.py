@@ -43,8 +43,11 @@ class Block:
     ops: list[str] = field(default_factory=list)                   # lines, comments included
     components: list[tuple[str, list[str]]] = field(default_factory=list)
     selective: list[str] = field(default_factory=list)
+    roles: dict[str, str] = field(default_factory=dict)         # tensor -> role
+    outputs: list[str] = field(default_factory=list)            # op outputs, in order
 
     def tensor(self, name: str, shape: list[str], role: str, description: str) -> None:
+        self.roles[name] = role
         self.tensors.append((name, f"{{shape: [{', '.join(shape)}], role: {role}, "
                                    f"description: {quoted(description)}}}"))
 
@@ -52,6 +55,14 @@ class Block:
         if comment:
             self.ops.extend(f"# {line}" for line in comment.splitlines())
         self.ops.append(f"- {statement}")
+        self.outputs.append(statement.split("[", 1)[0].strip())
+
+    def own(self) -> list[str]:
+        """The block's own tensors (parameters and op outputs), which a second
+        block of a model must name differently; inputs, indices and buffers are
+        bound to the model's."""
+        return [n for n in dict.fromkeys([*(n for n, r in self.roles.items()
+                                            if r in ("param", "frozen")), *self.outputs])]
 
     def component(self, name: str, outputs: list[str]) -> None:
         self.components.append((name, outputs))

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..config import Config
-from ..emit import Declaration
+from ..emit import Block, Declaration
 from ..parts import AttentionCount
 
 
@@ -123,3 +123,13 @@ def layer_count(d: Declaration, kind: str, count: int, kinds: int) -> str:
     return d.dim(f"L_{kind}", f"layers with {'sliding-window' if kind == 'sliding' else 'full causal'}"
                               " attention (their order is the config's layer_types; counts do "
                               "not depend on it)", count, "layer_types")
+
+
+def include_block(d: Declaration, blk: Block, repeat: str, x: str, y: str, suffix: str = "",
+                  comment: str | None = None) -> None:
+    """``blk`` included ``repeat`` times from ``x`` to ``y``; with a ``suffix``
+    its own tensors renamed (two blocks of one model may not share a name)."""
+    binding = {"X": x, "Y": y}
+    if suffix:
+        binding.update({n: n + suffix for n in blk.own() if n not in ("X", "Y")})
+    d.model.include(blk.name, repeat, binding, comment)

@@ -21,8 +21,8 @@ from ..config import Config
 from ..emit import Declaration
 from ..parts import Attention, Mlp, Moe, Norm, attention, mlp, model_head, moe, moe_dims, norm, \
     token_inputs
-from .common import Family, Options, decoder_dims, layer_count, layer_kinds, model_base, rope_keys, \
-    window_dim
+from .common import Family, Options, decoder_dims, layer_count, include_block, layer_kinds, model_base, \
+    rope_keys, window_dim
 
 _BASE = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
          "vocab_size", "max_position_embeddings", "num_key_value_heads", "head_dim",
@@ -119,8 +119,9 @@ def build(c: Config, o: Options) -> Declaration:
         blk.component("norms", ["Xn", "Yn"])
         nxt = "XL" if i == len(kinds) - 1 else f"X{i + 1}"
         repeat = layer_count(d, kind, count, len(kinds))
-        m.include(name, repeat, {"X": previous, "Y": nxt},
-                  None if len(kinds) == 1 else f"{count} layers of {kind} attention")
+        include_block(d, blk, repeat, previous, nxt, "_sw" if i else "",
+                      None if len(kinds) == 1 else f"the {count} layers of {kind} attention"
+                      + (" (their tensors renamed _sw)" if i else ""))
         previous = nxt
     model_head(d, Norm("rmsnorm", module="norm"), c.flag("tie_word_embeddings", False),
                "tie_word_embeddings")
