@@ -183,7 +183,7 @@ def test_no_model_type_is_refused_not_guessed():
 
 
 @pytest.mark.parametrize("base, extra, fragment", [
-    (LLAMA2_7B, {"quantization_config": {"bits": 4}}, "key 'quantization_config' is not one"),
+    (LLAMA2_7B, {"mystery": {"bits": 4}}, "key 'mystery' is not one"),
     (LLAMA2_7B, {"auto_map": {"AutoModel": "x.Y"}}, "key 'auto_map' is not one"),
     (LLAMA2_7B, {"sliding_window": 4096}, "key 'sliding_window' is not one"),
     (GPT2_SMALL, {"hidden_size": 768}, "key 'hidden_size' is not one"),
