@@ -107,9 +107,10 @@ def build(c: Config, o: Options) -> Declaration:
           "ffn_hidden_size (default 4 hidden_size)")
     alibi = c.flag("alibi", False)
     if not alibi and e % 2:
-        raise c.error("num_attention_heads", f"head width {e} is odd: rotate-half rotary "
-                                             "needs an even head (transformers fails too)",
-                      BY_HAND)
+        raise c.error("num_attention_heads", f"the head width {width_key} / "
+                                             f"num_attention_heads = {e} is odd: rotate-half "
+                                             "rotary needs an even head (transformers fails "
+                                             "too)", "use an even head width, " + BY_HAND)
     activation = c.activation("activation", "gelu")
     bias = c.flag("bias", False)
     hidden, attn = _dropout(c, "hidden_dropout"), _dropout(c, "attention_dropout")
