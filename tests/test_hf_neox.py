@@ -87,6 +87,18 @@ def test_counts_equal_transformers(name):
     assert symflops_counts(config, 32, "full-square") == hf_counts(config, 32)
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("name", CHECKPOINTS)
+def test_every_key_of_the_config_class_is_read_or_ignored(name):
+    """transformers' whole config (every field of the class, defaults included, as
+    to_dict() writes it) imports to the same counts as the published file."""
+    transformers = pytest.importorskip("transformers")
+    config = CHECKPOINTS[name]
+    keys = {k: v for k, v in config.items() if k not in ("model_type", "architectures")}
+    full = transformers.AutoConfig.for_model(config["model_type"], **keys).to_dict()
+    assert symflops_counts(full, 32) == symflops_counts(config, 32)
+
+
 # -- published and hand-summed parameter counts ------------------------------
 
 def _params(config):
