@@ -87,6 +87,65 @@ def test_counts_equal_transformers(name):
     assert symflops_counts(config, 32, "full-square") == hf_counts(config, 32)
 
 
+# Small configs (no checkpoint) for the values the checkpoints above do not take.
+_NEOX = {"model_type": "gpt_neox", "vocab_size": 100, "hidden_size": 64, "num_hidden_layers": 2,
+         "num_attention_heads": 2, "intermediate_size": 128, "max_position_embeddings": 64}
+_FALCON = {"model_type": "falcon", "vocab_size": 100, "hidden_size": 64, "num_hidden_layers": 2,
+           "num_attention_heads": 4}
+_OPT = {"model_type": "opt", "vocab_size": 100, "hidden_size": 64, "num_hidden_layers": 2,
+        "num_attention_heads": 4, "ffn_dim": 128, "max_position_embeddings": 40}
+VARIANTS = {
+    "neox tied, dropout": {**_NEOX, "tie_word_embeddings": True, "hidden_dropout": 0.1,
+                           "attention_dropout": 0.1},
+    "neox full rotary": {**_NEOX, "rotary_pct": 1.0},
+    "neox no rotary": {**_NEOX, "rotary_pct": 0.01},
+    "neox odd rotary_ndims": {**_NEOX, "rotary_pct": 0.3},
+    "neox sequential, rope_parameters": {**_NEOX, "use_parallel_residual": False,
+                                         "rope_parameters": {"rope_type": "default",
+                                                             "partial_rotary_factor": 0.5}},
+    "neox sequential, no attention bias": {**_NEOX, "use_parallel_residual": False,
+                                           "attention_bias": False},
+    "falcon untied, hidden dropout": {**_FALCON, "tie_word_embeddings": False,
+                                      "hidden_dropout": 0.1},
+    "falcon new architecture, one norm, bias": {**_FALCON, "new_decoder_architecture": True,
+                                                "num_kv_heads": 2, "num_ln_in_parallel_attn": 1,
+                                                "ffn_hidden_size": 96, "bias": True},
+    "falcon multi-head, bias, relu": {**_FALCON, "multi_query": False, "bias": True,
+                                      "activation": "relu"},
+    "falcon sequential, dropout": {**_FALCON, "parallel_attn": False, "attention_dropout": 0.1,
+                                   "hidden_dropout": 0.1},
+    "falcon multi-query alibi": {**_FALCON, "alibi": True, "attention_dropout": 0.1},
+    "falcon-rw style": {**_FALCON, "alibi": True, "bias": True, "multi_query": False,
+                        "parallel_attn": False},
+    "opt no affine, no bias": {**_OPT, "layer_norm_elementwise_affine": False,
+                               "enable_bias": False, "attention_dropout": 0.1},
+    "opt pre-norm projections, untied": {**_OPT, "word_embed_proj_dim": 32,
+                                         "tie_word_embeddings": False, "dropout": 0.0},
+    "opt no final norm": {**_OPT, "_remove_final_layer_norm": True},
+    "opt post-norm projections, untied": {**_OPT, "word_embed_proj_dim": 48,
+                                          "do_layer_norm_before": False,
+                                          "tie_word_embeddings": False},
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", VARIANTS)
+def test_variants_equal_transformers(name):
+    config = VARIANTS[name]
+    assert symflops_counts(config, 32, "full-square") == hf_counts(config, 32)
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_variants_differ_from_full_square_by_the_triangle(name):
+    config = VARIANTS[name]
+    s, heads = 32, config["num_attention_heads"]
+    head = config["hidden_size"] // heads
+    full, exact = (symflops_counts(config, s, a) for a in ("full-square", "exact"))
+    assert full[0] == exact[0]
+    assert full[1] - exact[1] == config["num_hidden_layers"] * 6 * 2 * heads * head * (
+        s * s - s * (s + 1) // 2)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", CHECKPOINTS)
 def test_every_key_of_the_config_class_is_read_or_ignored(name):
