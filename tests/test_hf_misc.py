@@ -64,7 +64,25 @@ QWEN3_30B_A3B = {
     "transformers_version": "4.51.0", "use_cache": True, "use_sliding_window": False,
     "vocab_size": 151936}
 
+# microsoft/Phi-4-mini-instruct config.json (model_type phi3: tied, partial_rotary_factor
+# 0.75).  The longrope factor lists are NOT the published values (which change no count):
+# 48 placeholders each, the length transformers checks (rotated entries / 2).
+PHI4_MINI = {
+    "architectures": ["Phi3ForCausalLM"], "attention_bias": False, "attention_dropout": 0.0,
+    "bos_token_id": 199999, "embd_pdrop": 0.0, "eos_token_id": 199999, "full_attn_mod": 1,
+    "hidden_act": "silu", "hidden_size": 3072, "initializer_range": 0.02,
+    "intermediate_size": 8192, "interpolate_factor": 1, "lm_head_bias": False,
+    "max_position_embeddings": 131072, "mlp_bias": False, "model_type": "phi3",
+    "num_attention_heads": 24, "num_hidden_layers": 32, "num_key_value_heads": 8,
+    "original_max_position_embeddings": 4096, "pad_token_id": 199999,
+    "partial_rotary_factor": 0.75, "resid_pdrop": 0.0, "rms_norm_eps": 1e-05,
+    "rope_scaling": {"long_factor": [1.0] * 48, "short_factor": [1.0] * 48, "type": "longrope"},
+    "rope_theta": 10000.0, "sliding_window": 262144, "tie_word_embeddings": True,
+    "torch_dtype": "bfloat16", "transformers_version": "4.45.0", "use_cache": True,
+    "vocab_size": 200064}
+
 CHECKPOINTS = {"microsoft/Phi-3-mini-4k-instruct": PHI3_MINI_4K,
+               "microsoft/Phi-4-mini-instruct": PHI4_MINI,
                "bigcode/starcoder2-3b": STARCODER2_3B,
                "Qwen/Qwen1.5-MoE-A2.7B": QWEN15_MOE_A27B,
                "Qwen/Qwen3-30B-A3B": QWEN3_30B_A3B}
@@ -113,6 +131,20 @@ def test_phi3_mini_parameters():
     assert symflops_counts(PHI3_MINI_4K, 32)[0] == 3_821_079_552
 
 
+def test_phi4_mini_parameters_and_partial_rotary():
+    # hand sum: qkv 3072 x (3072 + 2 x 1024), o, gate_up, down, norms; one tied table of
+    # 200064 x 3072; 3.8B (model card)
+    layer = 3072 * 5120 + 3072 * 3072 + 3072 * 16384 + 8192 * 3072 + 2 * 3072
+    assert 32 * layer + 200064 * 3072 + 3072 == 3_836_021_760
+    assert symflops_counts(PHI4_MINI, 32)[0] == 3_836_021_760
+    imp = imported(PHI4_MINI)
+    assert (imp.dims["E_r"], imp.dims["E_p"]) == (96, 32)       # 0.75 of 128 rotated
+    assert "concat_e(Qa[b,s,g,r,u], Qb[b,s,g,r,w])" in imp.text
+    # the rotary fraction changes no parameter and no matrix FLOP
+    whole = with_(PHI4_MINI, partial_rotary_factor=1.0)
+    assert symflops_counts(whole, 32) == symflops_counts(PHI4_MINI, 32)
+
+
 def test_starcoder2_3b_parameters():
     # hand sum with biases (use_bias) and LayerNorm biases, tied embedding; 3.03B (model card)
     d, kv, f = 3072, 2 * 128, 12288
@@ -157,6 +189,7 @@ def test_moe_training_flops_by_hand_at_any_length():
 
 @pytest.mark.parametrize("config,heads,width,layers,window", [
     (PHI3_MINI_4K, 32, 96, 32, 2047),
+    (PHI4_MINI, 24, 128, 32, 262144),
     (STARCODER2_3B, 24, 128, 30, 4096),
     (QWEN15_MOE_A27B, 16, 128, 24, None),
     (QWEN3_30B_A3B, 32, 128, 48, None),
@@ -220,9 +253,9 @@ def test_qwen3_moe_window_on_every_layer():
 
 
 @pytest.mark.parametrize("config,key", [
-    (with_(PHI3_MINI_4K, partial_rotary_factor=0.75), "partial_rotary_factor"),
-    (with_(PHI3_MINI_4K, rope_scaling={"type": "longrope", "partial_rotary_factor": 0.5,
-                                       "short_factor": [1.0], "long_factor": [1.0]}),
+    (with_(PHI3_MINI_4K, partial_rotary_factor=0.28125), "partial_rotary_factor"),  # 27 of 96
+    (with_(PHI3_MINI_4K, partial_rotary_factor=0.01), "partial_rotary_factor"),     # 0 of 96
+    (with_(PHI3_MINI_4K, rope_scaling={"type": "longrope", "partial_rotary_factor": 1.5}),
      "rope_scaling"),
     (with_(PHI3_MINI_4K, attention_bias=True), "attention_bias"),
     (with_(PHI3_MINI_4K, lm_head_bias=True), "lm_head_bias"),

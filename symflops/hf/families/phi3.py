@@ -19,17 +19,19 @@ gated MLP, residual (through the same dropout).  What changes a count:
   (on the probabilities): elementwise work and masks when positive.
 
 ``embd_pdrop`` is never applied by transformers' Phi3Model, so it changes
-nothing.  Refused: ``partial_rotary_factor`` other than 1 (the shared
-rotary part rotates the whole head), biases (``attention_bias``,
+nothing.  ``partial_rotary_factor`` (Phi-4-mini: 0.75) rotates only the first
+``int(E f)`` entries of each head, the rest passed through (elementwise work
+and the tables' size only).  Refused: biases (``attention_bias``,
 ``mlp_bias``, ``lm_head_bias`` true: transformers' Phi3 builds none).
 """
 
 from __future__ import annotations
 
+import re
 from fractions import Fraction
 
 from ..config import BY_HAND, Config
-from ..emit import Declaration
+from ..emit import Block, Declaration, Dim, quoted
 from ..parts import Attention, Mlp, Norm, attention, mlp, model_head, norm, token_inputs
 from .common import Family, Options, decoder_dims, layer_count, layer_kinds, model_base, \
     rope_keys, window_dim
@@ -65,18 +67,84 @@ def dropout_p(c: Config, key: str) -> str | None:
     return repr(float(value)) if isinstance(value, float) else str(p)
 
 
-def full_rotary(c: Config) -> None:
-    """Refuse a rotary embedding on part of each head (``partial_rotary_factor``,
-    at the top level or inside ``rope_parameters`` / ``rope_scaling``)."""
+def rotary_fraction(c: Config) -> Fraction:
+    """``partial_rotary_factor``, at the top level or inside ``rope_parameters`` /
+    ``rope_scaling`` (1 when absent)."""
+    found: tuple[str, object] | None = None
     for key in ("partial_rotary_factor", "rope_parameters", "rope_scaling"):
         value = c.data.get(key)
         if isinstance(value, dict):
             value = value.get("partial_rotary_factor")
-        if value is not None and value != 1:
-            raise c.error(key, f"key {key!r} sets partial_rotary_factor = {value}: the "
-                               "declaration's rotary embedding rotates every entry of a head",
-                          "set partial_rotary_factor to 1.0 to count the whole head rotated "
-                          "(parameters and matrix FLOPs do not depend on it), " + BY_HAND)
+        if value is not None and found is None:
+            found = (key, value)
+    if found is None:
+        return Fraction(1)
+    key, value = found
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+        where = "" if key == "partial_rotary_factor" else f" (in key {key!r})"
+        raise c.error(key, f"partial_rotary_factor{where} must be a number in (0, 1], found "
+                           f"{value!r}", "write it as e.g. 0.75")
+    return Fraction(repr(value)) if isinstance(value, float) else Fraction(value)
+
+
+def partial_rotary(d: Declaration, blk: Block, c: Config, key: str, width: int,
+                   rotated: int) -> list[str]:
+    """Rotate only the first ``rotated`` of a head's ``width`` entries (the
+    rest pass through, as transformers' apply_rotary_pos_emb concatenates
+    them): rewrites the rotary ops ``attention`` wrote for the whole head.  The
+    head width becomes ``E = E_r + E_p``; the rotated part reads the tables
+    ``cos``, ``sin`` of ``E_r`` columns.  Returns the new ops' outputs."""
+    if rotated < 2 or rotated % 2 or rotated >= width:
+        where = "" if key == "partial_rotary_factor" else f" (in key {key!r})"
+        raise c.error(key, f"partial_rotary_factor{where} rotates {rotated} of a head's "
+                           f"{width} entries: an even number from 2 to the head width is needed",
+                      "check partial_rotary_factor and head_dim, " + BY_HAND)
+    head = d.dims["E"]
+    d.dims["E"] = Dim("E", head.description + " (E_r rotated + E_p passed through)",
+                      equals="E_r + E_p")
+    d.dim("E_r", "entries of a head the rotary embedding rotates", rotated,
+          "int(head width * partial_rotary_factor)")
+    d.dim("E_p", "entries of a head passed through unrotated", width - rotated,
+          "head width - E_r")
+    blk.uses("E_r", "E_p")
+    tables = {"cos": ("S", "E_r", "rotary table cos(position * frequency) of the rotated "
+                                  "entries, each frequency twice (rotate-half layout)"),
+              "sin": ("S", "E_r", "rotary table sin(position * frequency) of the rotated "
+                                  "entries, negative on the first half (rotate-half)")}
+    tensors = []
+    for name, line in blk.tensors:
+        if name in tables:
+            rows, cols, text = tables[name]
+            tensors.append((name, f"{{shape: [{rows}, {cols}], role: buffer, "
+                                  f"description: {quoted(text)}}}"))
+        elif name == "rot":
+            tensors.append(("rot", "{shape: [E_r], role: index, description: "
+                            + quoted("rotate-half partner of each rotated entry: u + E_r/2 on "
+                                     "the first half, u - E_r/2 on the second") + "}"))
+            tensors.append(("lo", "{shape: [E_r], role: index, description: "
+                            + quoted("the rotated entries of a head: 0 .. E_r - 1") + "}"))
+            tensors.append(("hi", "{shape: [E_p], role: index, description: "
+                            + quoted("the entries passed through: E_r .. E - 1") + "}"))
+        else:
+            tensors.append((name, line))
+    blk.tensors = tensors
+    ops: list[str] = []
+    for line in blk.ops:
+        m = re.match(r"- (Qr|Kr)\[b,(s|t),([a-z,]+),e\] = (\w+)\[", line)
+        if not m:
+            ops.append(line)
+            continue
+        out, pos, heads, src = m.groups()
+        x = out[0]
+        ops += [f"# partial_rotary_factor: the first E_r entries rotated, the E_p others "
+                "passed through, then joined" if x == "Q" else "# and the keys",
+                f"- {x}a[b,{pos},{heads},u] = {src}[b,{pos},{heads},lo[u]] cos[{pos},u] + "
+                f"{src}[b,{pos},{heads},rot[u]] sin[{pos},u]",
+                f"- {x}b[b,{pos},{heads},w] = {src}[b,{pos},{heads},hi[w]]",
+                f"- {out}[b,{pos},{heads},e] = concat_e({x}a[b,{pos},{heads},u], "
+                f"{x}b[b,{pos},{heads},w])"]
+    blk.ops = ops
+    return ["Qa", "Qb", "Ka", "Kb"]
 
 
 def build(c: Config, o: Options) -> Declaration:
@@ -85,9 +153,11 @@ def build(c: Config, o: Options) -> Declaration:
         c.must_be(key, False, False, "transformers' Phi3 has no biases")
     for key in ("full_attn_mod", "interpolate_factor"):
         c.must_be(key, 1, 1, "a key of remote code transformers does not run")
-    full_rotary(c)
+    fraction = rotary_fraction(c)
     grouped = decoder_dims(d, c, heads="num_attention_heads", kv="num_key_value_heads",
                            width="hidden_size", head_dim="head_dim")
+    width = d.dims["E"].value
+    assert width is not None
     layers = c.integer("num_hidden_layers")
     activation = c.activation("hidden_act", "silu")
     d.dim("F", "MLP hidden width (gate_up_proj is 2F wide)", c.integer("intermediate_size"),
@@ -114,6 +184,10 @@ def build(c: Config, o: Options) -> Declaration:
                      "" if resid_p else "X", "Xn", "Ya" if resid_p else "Y1",
                      ("qkv_proj, query rows", "qkv_proj, key rows", "qkv_proj, value rows",
                       "o_proj"))
+    if fraction != 1:
+        key = next(k for k in ("partial_rotary_factor", "rope_parameters", "rope_scaling")
+                   if c.has(k))
+        outs += partial_rotary(d, blk, c, key, width, int(width * fraction))
     if resid_p:
         blk.op(f"Y1[b,s,d] = X[b,s,d] + dropout(Ya[b,s,d], {resid_p})",
                "residual dropout (resid_pdrop: resid_attn_dropout)")
