@@ -67,9 +67,9 @@ def dropout_p(c: Config, key: str) -> str | None:
     return repr(float(value)) if isinstance(value, float) else str(p)
 
 
-def rotary_fraction(c: Config) -> Fraction:
+def rotary_fraction(c: Config) -> tuple[Fraction, str]:
     """``partial_rotary_factor``, at the top level or inside ``rope_parameters`` /
-    ``rope_scaling`` (1 when absent)."""
+    ``rope_scaling`` (1 when absent), and the key that gives it."""
     found: tuple[str, object] | None = None
     for key in ("partial_rotary_factor", "rope_parameters", "rope_scaling"):
         value = c.data.get(key)
@@ -78,13 +78,13 @@ def rotary_fraction(c: Config) -> Fraction:
         if value is not None and found is None:
             found = (key, value)
     if found is None:
-        return Fraction(1)
+        return Fraction(1), "partial_rotary_factor"
     key, value = found
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
         where = "" if key == "partial_rotary_factor" else f" (in key {key!r})"
         raise c.error(key, f"partial_rotary_factor{where} must be a number in (0, 1], found "
                            f"{value!r}", "write it as e.g. 0.75")
-    return Fraction(repr(value)) if isinstance(value, float) else Fraction(value)
+    return (Fraction(repr(value)) if isinstance(value, float) else Fraction(value)), key
 
 
 def partial_rotary(d: Declaration, blk: Block, c: Config, key: str, width: int,
@@ -153,7 +153,7 @@ def build(c: Config, o: Options) -> Declaration:
         c.must_be(key, False, False, "transformers' Phi3 has no biases")
     for key in ("full_attn_mod", "interpolate_factor"):
         c.must_be(key, 1, 1, "a key of remote code transformers does not run")
-    fraction = rotary_fraction(c)
+    fraction, rotary_key = rotary_fraction(c)
     grouped = decoder_dims(d, c, heads="num_attention_heads", kv="num_key_value_heads",
                            width="hidden_size", head_dim="head_dim")
     width = d.dims["E"].value
@@ -185,9 +185,8 @@ def build(c: Config, o: Options) -> Declaration:
                      ("qkv_proj, query rows", "qkv_proj, key rows", "qkv_proj, value rows",
                       "o_proj"))
     if fraction != 1:
-        key = next(k for k in ("partial_rotary_factor", "rope_parameters", "rope_scaling")
-                   if c.has(k))
-        outs += partial_rotary(d, blk, c, key, width, int(width * fraction))
+        # int(head_dim * partial_rotary_factor) in floating point, as transformers computes it
+        outs += partial_rotary(d, blk, c, rotary_key, width, int(width * float(fraction)))
     if resid_p:
         blk.op(f"Y1[b,s,d] = X[b,s,d] + dropout(Ya[b,s,d], {resid_p})",
                "residual dropout (resid_pdrop: resid_attn_dropout)")

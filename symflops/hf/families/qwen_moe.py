@@ -48,7 +48,7 @@ import re
 from ..config import BY_HAND, Config
 from ..emit import Block, Declaration
 from ..parts import Attention, Mlp, Norm, attention, mlp, model_head, norm, token_inputs
-from .common import Family, Options, decoder_dims, model_base, rope_keys, window_dim
+from .common import Family, Options, decoder_dims, model_base, rope_keys
 from .phi3 import dropout_p
 
 _BASE = ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
