@@ -136,7 +136,7 @@ def partial_rotary(d: Declaration, blk: Block, c: Config, key: str, width: int,
             continue
         out, pos, heads, src = m.groups()
         x = out[0]
-        ops += [f"# partial_rotary_factor: the first E_r entries rotated, the E_p others "
+        ops += ["# partial_rotary_factor: the first E_r entries rotated, the E_p others "
                 "passed through, then joined" if x == "Q" else "# and the keys",
                 f"- {x}a[b,{pos},{heads},u] = {src}[b,{pos},{heads},lo[u]] cos[{pos},u] + "
                 f"{src}[b,{pos},{heads},rot[u]] sin[{pos},u]",
