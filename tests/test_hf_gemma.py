@@ -46,6 +46,21 @@ GEMMA3_1B = {
     "rope_local_base_freq": 10000, "rope_scaling": None, "rope_theta": 1000000,
     "sliding_window": 512, "sliding_window_pattern": 6, "torch_dtype": "bfloat16",
     "transformers_version": "4.50.0.dev0", "use_cache": True, "vocab_size": 262144}
+# google/gemma-3-270m config.json, as published (transformers 4.55: layer_types written out,
+# with _sliding_window_pattern and use_bidirectional_attention beside it).
+GEMMA3_270M = {
+    "_sliding_window_pattern": 6, "architectures": ["Gemma3ForCausalLM"],
+    "attention_bias": False, "attention_dropout": 0.0, "attn_logit_softcapping": None,
+    "bos_token_id": 2, "eos_token_id": 1, "final_logit_softcapping": None, "head_dim": 256,
+    "hidden_activation": "gelu_pytorch_tanh", "hidden_size": 640, "initializer_range": 0.02,
+    "intermediate_size": 2048,
+    "layer_types": (["sliding_attention"] * 5 + ["full_attention"]) * 3,
+    "max_position_embeddings": 32768, "model_type": "gemma3_text", "num_attention_heads": 4,
+    "num_hidden_layers": 18, "num_key_value_heads": 1, "pad_token_id": 0,
+    "query_pre_attn_scalar": 256, "rms_norm_eps": 1e-06, "rope_local_base_freq": 10000.0,
+    "rope_scaling": None, "rope_theta": 1000000.0, "sliding_window": 512,
+    "torch_dtype": "bfloat16", "transformers_version": "4.55.0.dev0",
+    "use_bidirectional_attention": False, "use_cache": True, "vocab_size": 262144}
 # google/gemma-3-4b-pt's text_config (the whole object, as published, model_type as given
 # there): every other key takes Gemma3TextConfig's default (vocab_size 262208, 8 heads, 4
 # key/value heads, head_dim 256, sliding_window_pattern 6, query_pre_attn_scalar 256).
@@ -54,7 +69,7 @@ GEMMA3_4B_TEXT = {"hidden_size": 2560, "intermediate_size": 10240, "model_type":
                   "sliding_window": 1024}
 
 CHECKPOINTS = {"google/gemma-2b": GEMMA_2B, "google/gemma-2-2b": GEMMA2_2B,
-               "google/gemma-3-1b-pt": GEMMA3_1B}
+               "google/gemma-3-1b-pt": GEMMA3_1B, "google/gemma-3-270m": GEMMA3_270M}
 
 
 def imported(config, attention="exact"):
@@ -96,6 +111,13 @@ def test_published_parameter_counts():
         gemma_params(256000, 2304, 26, 8, 4, 256, 9216, extra_norms=2)
     assert params(GEMMA3_1B) == 999_885_952 == \
         gemma_params(262144, 1152, 26, 4, 1, 256, 6912, extra_norms=2, qk=2)
+
+
+def test_layer_types_written_out():
+    i = imported(GEMMA3_270M)
+    assert (i.dims["L_sliding"], i.dims["L_full"], i.dims["W"]) == (15, 3, 512)
+    assert params(GEMMA3_270M) == 268_098_176 == \
+        gemma_params(262144, 640, 18, 4, 1, 256, 2048, extra_norms=2, qk=2)
 
 
 def test_absent_keys_take_the_class_defaults():
