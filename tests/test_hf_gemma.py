@@ -90,6 +90,20 @@ def test_checkpoint_matches_transformers_exactly(name):
     assert symflops_counts(config, 32, "full-square") == hf_counts(config, 32)
 
 
+VARIANTS = [
+    {**GEMMA_2B, "attention_dropout": 0.1},
+    {**GEMMA2_2B, "attention_bias": True, "tie_word_embeddings": False, "sliding_window": 8},
+    {**GEMMA3_1B, "attention_bias": True, "final_logit_softcapping": 30.0,
+     "num_key_value_heads": 2, "sliding_window": 8},
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("config", VARIANTS, ids=["dropout", "bias-untied-window", "gemma3-mix"])
+def test_variants_match_transformers_exactly(config):
+    assert symflops_counts(config, 32, "full-square") == hf_counts(config, 32)
+
+
 @pytest.mark.slow
 def test_gemma3_4b_text_config_with_class_defaults_matches_transformers():
     assert symflops_counts(GEMMA3_4B_TEXT, 32, "full-square") == hf_counts(GEMMA3_4B_TEXT, 32)
