@@ -212,6 +212,12 @@ def test_layer_types_and_pattern():
     assert dims["L"] == 26 and "W" not in dims
 
 
+def test_gemma1_hidden_activation_may_be_null_or_agree():
+    # configs saved by transformers 4.40 - 4.x write hidden_activation beside hidden_act
+    for value in (None, "gelu_pytorch_tanh"):
+        assert "gelu_tanh(U[b,s,j])" in imported({**GEMMA_2B, "hidden_activation": value}).text
+
+
 def test_attention_dropout_is_a_dropout_of_the_probabilities():
     config = {**GEMMA_2B, "attention_dropout": 0.1}
     assert "dropout(P[b,g,r,s,t], 0.1)" in imported(config).text

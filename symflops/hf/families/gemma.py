@@ -277,8 +277,11 @@ def _window(c: Config) -> int:
 def build(c: Config, o: Options) -> Declaration:
     t = c.model_type
     dflt = DEFAULTS[t]
+    # (Gemma 1's hidden_activation may be null: GemmaConfig has no such field; Gemma 2 and
+    # 3 ignore hidden_act)
+    skip = ("hidden_activation",) if t == "gemma" else ("hidden_act",)
     for key in _NOT_NULL:
-        if _explicit_null(c, key):
+        if key not in skip and _explicit_null(c, key):
             raise c.error(key, f"key {key!r} is null; transformers' {TITLES[t]} config "
                                "requires a value", f"give {key}, or remove it for its default")
     c.must_be("use_bidirectional_attention", False, False,
