@@ -212,6 +212,13 @@ def test_layer_types_and_pattern():
     assert dims["L"] == 26 and "W" not in dims
 
 
+def test_gemma1_legacy_gelu_is_the_tanh_approximation():
+    # GemmaConfig rewrites hidden_act "gelu" (the published value) to gelu_pytorch_tanh
+    assert GEMMA_2B["hidden_act"] == "gelu"
+    text = imported(GEMMA_2B).text
+    assert "gelu_tanh(U[b,s,j])" in text and " gelu(U" not in text
+
+
 def test_gemma1_hidden_activation_may_be_null_or_agree():
     # configs saved by transformers 4.40 - 4.x write hidden_activation beside hidden_act
     for value in (None, "gelu_pytorch_tanh"):

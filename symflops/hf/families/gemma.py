@@ -323,9 +323,13 @@ def build(c: Config, o: Options) -> Declaration:
     layers = c.integer("num_hidden_layers", dflt["num_hidden_layers"])
 
     if t == "gemma":
-        activation = c.activation("hidden_act", "gelu_pytorch_tanh")
-        if c.has("hidden_activation") and \
-                c.activation("hidden_activation", "gelu_pytorch_tanh") != activation:
+        # transformers rewrites the legacy "gelu" of the Gemma 1 releases to
+        # gelu_pytorch_tanh (GemmaConfig.__post_init__), which it was meant to be
+        activation = "gelu_tanh" if c.data.get("hidden_act") == "gelu" else \
+            c.activation("hidden_act", "gelu_pytorch_tanh")
+        if c.has("hidden_activation") and activation != (
+                "gelu_tanh" if c.data["hidden_activation"] == "gelu" else
+                c.activation("hidden_activation", "gelu_pytorch_tanh")):
             raise c.error("hidden_activation",
                           f"hidden_activation = {c.data['hidden_activation']!r} differs from "
                           f"hidden_act = {c.data.get('hidden_act', 'gelu_pytorch_tanh')!r}; "
