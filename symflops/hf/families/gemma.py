@@ -422,7 +422,9 @@ def build(c: Config, o: Options) -> Declaration:
                            else "num_hidden_layers, sliding_window_pattern"
                            if t == "gemma3_text" else "num_hidden_layers (alternating)")
         m.include(name, repeat, binding, None if len(order) == 1 else
-                  f"{count} layers of {'sliding-window' if window else 'global'} attention")
+                  f"{count} layers of {'sliding-window' if window else 'global'} attention"
+                  + ("" if i == 0 else f"; the block's parameters and activations renamed "
+                     f"with {'_s' if window else '_f'}, apart from the first block's"))
         previous = nxt
 
     # the head: Gemma's final norm, the logits (tied or not), soft-capped, the loss
