@@ -134,7 +134,7 @@ def hand_params(c):
 ])
 def test_published_parameters(config, published):
     assert hand_params(config) == published
-    params, _ = symflops_counts(config, seq=32 if config is not DEEPSEEK_V2 else 80)
+    params, _ = symflops_counts(config, seq=32)
     assert params == published
 
 
@@ -181,12 +181,17 @@ def test_layers_and_blocks():
     assert all_dense.dims["L"] == 3 and "M" not in all_dense.dims
 
 
-def test_batch_chosen_so_that_expert_slots_are_whole():
-    """DeepSeek-V2 at 4096 positions: k B S / M = 6 B 4096 / 160 is whole
-    from B = 5 on."""
+def test_experts_count_at_any_sequence_length(tmp_path):
+    """DeepSeek-V2 at 4096 positions: k B S = 6 x 4096 pairs do not divide into
+    M = 160 equal expert slots; the pair form counts them anyway, each pair's three
+    products 2 D Fe each forward (D = 5120, Fe = 1536), per MoE layer (59 of 60)."""
     d = imported({**DEEPSEEK_V2, "max_position_embeddings": 4096})
-    assert d.dims["B"] == 5
-    assert imported(DEEPSEEK_V2).dims["B"] == 1
+    assert d.dims["B"] == 1 and "C" not in d.dims
+    S = 4096
+    _, flops = symflops_counts(DEEPSEEK_V2, S)
+    _, fewer = symflops_counts({**DEEPSEEK_V2, "num_experts_per_tok": 5}, S)
+    # one expert fewer per token: 59 layers x S pairs x 3 products x 2 D Fe x 3 (fwd + bwd)
+    assert flops - fewer == 59 * S * 3 * 2 * 5120 * 1536 * 3
 
 
 def test_mtp_and_routing_keys_change_no_count():
@@ -238,7 +243,7 @@ def test_attention_dropout_is_written():
 @pytest.mark.parametrize("config, seq", [
     (DEEPSEEK_V3, 32),          # deepseek-ai/DeepSeek-V3
     (DEEPSEEK_V2_LITE, 32),     # deepseek-ai/DeepSeek-V2-Lite
-    (DEEPSEEK_V2, 80),          # deepseek-ai/DeepSeek-V2 (k S / M = 6 S / 160 whole)
+    (DEEPSEEK_V2, 32),          # deepseek-ai/DeepSeek-V2
 ], ids=["DeepSeek-V3", "DeepSeek-V2-Lite", "DeepSeek-V2"])
 def test_oracle_published(config, seq):
     assert symflops_counts(config, seq) == hf_counts(config, seq)

@@ -58,12 +58,18 @@ class Mlp:
 
 @dataclass(frozen=True)
 class Moe:
-    """Routed experts, each a gated MLP of width ``width`` (dispatch form of
-    ``derivations/moe_block.yaml``: capacity factor 1, no token dropped)."""
+    """Routed experts, each a gated MLP of width ``width``, counted as
+    transformers' ``batched_mm`` runs them: each token-expert pair's products
+    once, exact at every B and S (no capacity, no token dropped or padded)."""
 
     activation: str
     width: str = "F"
-    renormalize: bool = True          # top-k weights divided by their sum (Mixtral)
+    renormalize: bool = True          # the top-k weights divided by their sum (norm_topk_prob)
+    scores: Literal["softmax", "sigmoid"] = "softmax"
+    scale: str | None = None          # a constant the weights are multiplied by
+    routing: str = "the top k kept"   # how the k experts are chosen (a comment)
+    modules: tuple[str, str, str] = ("gate.weight", "experts.gate_up_proj",
+                                     "experts.down_proj")
 
 
 def heads_of(d: Declaration, grouped: bool) -> tuple[str, str]:
@@ -79,17 +85,41 @@ def _shape(letters: str) -> list[str]:
 
 
 def norm(blk: Block, n: Norm, out: str, x: str, gain: str, letters: str, over: str,
-         comment: str | None = None) -> None:
-    """``out = norm_over(x) * gain (+ bias)``; the gain over ``over`` alone."""
+         comment: str | None = None) -> list[str]:
+    """``out = norm_over(x) * gain (+ bias)``, the gain over ``over`` alone; with
+    ``unit_offset`` (Gemma) the gain is ``1 + gain``, an op of its own (a sum
+    with a tensor is no factor of a product).  Returns the ops' outputs."""
     dim = _shape(over)[0] if over != "e" else "E"
-    blk.tensor(gain, [dim], "param", f"gain of the {n.module} ({'RMSNorm' if n.kind == 'rmsnorm' else 'LayerNorm'})")
-    g = f"(1 + {gain}[{over}])" if n.unit_offset else f"{gain}[{over}]"
-    stmt = f"{out}[{letters}] = {n.kind}_{over}({x}[{letters}]) * {g}"
+    kind = "RMSNorm" if n.kind == "rmsnorm" else "LayerNorm"
+    outs = []
+    if n.unit_offset:
+        blk.tensor(gain, [dim], "param", f"weight of the {n.module} ({kind}: the gain is "
+                                         "1 + weight)")
+        g = "c" + gain[1:] if gain.startswith("g") else gain + "_1"
+        blk.op(f"{g}[{over}] = 1 + {gain}[{over}]", comment)
+        comment = None
+        outs.append(g)
+    else:
+        blk.tensor(gain, [dim], "param", f"gain of the {n.module} ({kind})")
+        g = gain
+    stmt = f"{out}[{letters}] = {n.kind}_{over}({x}[{letters}]) * {g}[{over}]"
     if n.bias:
         bias = "c" + gain[1:] if gain.startswith("g") else gain + "_bias"
         blk.tensor(bias, [dim], "param", f"bias of the {n.module} (LayerNorm)")
         stmt += f" + {bias}[{over}]"
     blk.op(stmt, comment)
+    return [*outs, out]
+
+
+def softcap(blk: Block, x: str, letters: str, cap: str, names: tuple[str, str, str],
+            where: str = "", comment: str | None = None) -> str:
+    """``cap * tanh(x / cap)`` in three ops (a function takes one tensor), as
+    transformers computes it; returns the capped tensor's name."""
+    scaled, tanh, capped = names
+    blk.op(f"{scaled}[{letters}] = {x}[{letters}] / {cap}{where}", comment)
+    blk.op(f"{tanh}[{letters}] = tanh({scaled}[{letters}]){where}")
+    blk.op(f"{capped}[{letters}] = {cap} * {tanh}[{letters}]{where}")
+    return capped
 
 
 def attention(d: Declaration, blk: Block, a: Attention, x: str, xn: str, out: str,
@@ -149,9 +179,8 @@ def attention(d: Declaration, blk: Block, a: Attention, x: str, xn: str, out: st
            f"scores ({note})")
     scores = "A"
     if a.softcap is not None:
-        blk.op(f"Ac[b,{h},s,t] = tanh(A[b,{h},s,t] / {a.softcap}) * {a.softcap}{product}",
-               f"soft-capping of the scores at {a.softcap}")
-        scores = "Ac"
+        scores = softcap(blk, "A", f"b,{h},s,t", a.softcap, ("Ad", "At", "Ac"), product,
+                         f"soft-capping of the scores at {a.softcap}")
     blk.op(f"P[b,{h},s,t] = softmax_t({scores}[b,{h},s,t]) {mask}")
     probs = "P"
     if a.dropout is not None:
@@ -163,7 +192,8 @@ def attention(d: Declaration, blk: Block, a: Attention, x: str, xn: str, out: st
     if a.bias[3]:
         blk.tensor("b_o", ["D"], "param", "bias of the output projection")
         stmt += " + b_o[d]"
-    outs += ["A", *(["Ac"] if a.softcap else []), "P", *(["Pd"] if a.dropout else []), "O"]
+    outs += ["A", *(["Ad", "At", "Ac"] if a.softcap else []), "P",
+             *(["Pd"] if a.dropout else []), "O"]
     blk.selective.extend(["A", "P"])
     blk.op(stmt)
     outs.append(out)
@@ -201,59 +231,67 @@ def mlp(blk: Block, m: Mlp, x: str, xn: str, out: str,
     return ["H", "M", out]
 
 
-def moe(blk: Block, m: Moe, x: str, xn: str, out: str) -> list[str]:
-    """Routed experts of ``xn`` added to ``x``: router, top-k weights, dispatch
-    to each expert's slots, a gated MLP per expert, combine."""
+def moe(blk: Block, m: Moe, xn: str) -> tuple[list[str], str]:
+    """Routed experts of ``xn``: router, the k weights, each token repeated for its
+    k experts (``Xp``, a lookup), each pair's gated MLP with its expert's weights
+    (a lookup of the weights inside the product) over the unit axis ``o``, each
+    output weighted.  Returns the ops' outputs and the term that sums the k
+    weighted outputs, for the caller's residual op."""
     f = m.width
-    blk.uses("B", "S", "D", f, "M", "k", "C")
-    blk.tensor("W_r", ["D", "M"], "param", "router (gate): one logit per expert")
-    blk.tensor("W_gate", ["M", "D", f], "param", "gate projections, one per expert")
-    blk.tensor("W_up", ["M", "D", f], "param", "up-projections, one per expert")
-    blk.tensor("W_down", ["M", f, "D"], "param", "down-projections, one per expert")
-    blk.tensor("ex", ["B", "S", "k"], "index", "the k experts a token is routed to (top-k "
-                                                "of the router)")
-    blk.tensor("sl", ["B", "S", "k"], "index", "the slot each of those experts gives the token")
-    blk.tensor("tb", ["M", "C"], "index", "the sequence of the token in each expert slot")
-    blk.tensor("ts", ["M", "C"], "index", "the position of the token in each expert slot")
-    blk.op(f"Rl[b,s,x] = {xn}[b,s,d] W_r[d,x]", "router: a softmax over the experts, the "
-                                                "top k kept (the routing is data: ex, sl, tb, ts)")
-    blk.op("Rp[b,s,x] = softmax_x(Rl[b,s,x])")
+    router, gate_up, down = m.modules
+    blk.uses("B", "S", "D", f, "M", "k", "O")
+    blk.tensor("W_r", ["D", "M"], "param", f"router ({router}): one logit per expert")
+    blk.tensor("W_gate", ["M", "D", f], "param", f"gate projections, one per expert "
+                                                 f"({gate_up}, first half)")
+    blk.tensor("W_up", ["M", "D", f], "param", f"up-projections, one per expert "
+                                               f"({gate_up}, second half)")
+    blk.tensor("W_down", ["M", f, "D"], "param", f"down-projections, one per expert ({down})")
+    blk.tensor("ex", ["B", "S", "k"], "index", "the k experts a token is routed to")
+    blk.tensor("pb", ["B", "S", "k", "O"], "index", "the sequence of each token-expert pair's "
+                                                     "token (b itself: the token repeated k times)")
+    blk.tensor("ps", ["B", "S", "k", "O"], "index", "the position of each pair's token (s)")
+    score = "softmax_x(Rl[b,s,x])" if m.scores == "softmax" else "sigmoid(Rl[b,s,x])"
+    blk.op(f"Rl[b,s,x] = {xn}[b,s,d] W_r[d,x]",
+           f"router: {m.scores} scores, {m.routing} (the routing is data: ex)")
+    blk.op(f"Rp[b,s,x] = {score}")
     blk.op("Gt[b,s,i] = Rp[b,s,ex[b,s,i]]")
     outs = ["Rl", "Rp", "Gt"]
     weight = "Gt"
     if m.renormalize:
-        blk.op("Gs[b,s] = Gt[b,s,i]", "the k weights divided by their sum (norm_topk_prob)")
-        blk.op("Gn[b,s,i] = Gt[b,s,i] / Gs[b,s]")
+        blk.op("Gz[b,s] = Gt[b,s,i]", "the k weights divided by their sum (norm_topk_prob)")
+        blk.op("Gn[b,s,i] = Gt[b,s,i] / Gz[b,s]")
         weight = "Gn"
-        outs += ["Gs", "Gn"]
-    blk.op(f"Xe[x,q,d] = {xn}[tb[x,q], ts[x,q], d]", "dispatch: each expert's C slots "
-                                                      "(C = k B S / M: capacity factor 1)")
-    blk.op("U[x,q,j] = Xe[x,q,d] W_gate[x,d,j]")
-    blk.op("H[x,q,j] = Xe[x,q,d] W_up[x,d,j]")
-    blk.op(f"Mx[x,q,j] = {m.activation}(U[x,q,j]) * H[x,q,j]")
-    blk.op("Ye[x,q,d] = Mx[x,q,j] W_down[x,j,d]")
-    res = f"{x}[b,s,d] + " if x else ""
-    blk.op(f"Yw[b,s,i,d] = {weight}[b,s,i] Ye[ex[b,s,i], sl[b,s,i], d]",
-           "combine: each token's k expert outputs, weighted, then added (elementwise, as "
-           "frameworks run it)")
-    blk.op(f"{out}[b,s,d] = {res}Yw[b,s,i,d]")
-    return [*outs, "Xe", "U", "H", "Mx", "Ye", "Yw", out]
+        outs += ["Gz", "Gn"]
+    if m.scale is not None:
+        blk.op(f"Gs[b,s,i] = {m.scale} {weight}[b,s,i]", "times routed_scaling_factor")
+        weight = "Gs"
+        outs.append("Gs")
+    blk.op(f"Xp[b,s,i,o,d] = {xn}[pb[b,s,i,o], ps[b,s,i,o], d]",
+           "each token repeated for its k experts (repeat_interleave), a row o of one")
+    blk.op("U[b,s,i,o,j] = Xp[b,s,i,o,d] W_gate[ex[b,s,i],d,j]",
+           "each token-expert pair through its expert (batched_mm: a bmm over the k B S pairs)")
+    blk.op("H[b,s,i,o,j] = Xp[b,s,i,o,d] W_up[ex[b,s,i],d,j]")
+    blk.op(f"Mx[b,s,i,o,j] = {m.activation}(U[b,s,i,o,j]) * H[b,s,i,o,j]")
+    blk.op("Ye[b,s,i,o,d] = Mx[b,s,i,o,j] W_down[ex[b,s,i],j,d]")
+    blk.op(f"Yw[b,s,i,o,d] = {weight}[b,s,i] Ye[b,s,i,o,d]",
+           "each pair's output times its weight (elementwise), then summed over the k pairs")
+    return [*outs, "Xp", "U", "H", "Mx", "Ye", "Yw"], "Yw[b,s,i,o,d]"
 
 
 def moe_dims(d: Declaration, experts: int, active: int, experts_key: str,
-             active_key: str) -> None:
+             active_key: str, unit: str = "") -> None:
     d.dim("M", "routed experts in a block", experts, experts_key)
     d.dim("k", "experts each token is routed to (top-k)", active, active_key)
-    d.dim("C", "slots of one expert: k B S / M tokens (capacity factor 1, no token dropped)",
-          equals="k * B * S / M")
+    d.dim("O", "a unit axis (size 1): the rows of batched_mm's per-pair products" + unit,
+          equals="1")
 
 
 def model_head(d: Declaration, final: Norm, tied: bool, tied_key: str,
-               softcap: str | None = None, head_module: str = "lm_head") -> None:
+               cap: str | None = None, head_module: str = "lm_head") -> None:
     """The final norm, the unembedding (tied: the token embedding's transpose)
     and the mean cross-entropy over the B S next tokens."""
     m = d.model
-    norm(m, final, "Xf", "XL", "g_f", "b,s,d", "d", "the final norm")
+    final_outs = norm(m, final, "Xf", "XL", "g_f", "b,s,d", "d", "the final norm")
     if tied:
         m.op("Z[b,s,v] = Xf[b,s,d] W_E[v,d]", f"logits; the unembedding is the token "
                                               f"embedding ({tied_key}: true)")
@@ -261,14 +299,13 @@ def model_head(d: Declaration, final: Norm, tied: bool, tied_key: str,
         m.tensor("W_U", ["D", "V"], "param", f"unembedding ({head_module}; {tied_key}: false)")
         m.op("Z[b,s,v] = Xf[b,s,d] W_U[d,v]", "logits")
     logits = "Z"
-    if softcap is not None:
-        m.op(f"Zc[b,s,v] = tanh(Z[b,s,v] / {softcap}) * {softcap}",
-             f"soft-capping of the logits at {softcap}")
-        logits = "Zc"
+    if cap is not None:
+        logits = softcap(m, "Z", "b,s,v", cap, ("Zd", "Zt", "Zc"), "",
+                         f"soft-capping of the logits at {cap}")
     m.op(f"Loss[] = cross_entropy_mean_v({logits}[b,s,v], y[b,s])",
          "mean cross-entropy of the next token at every position")
-    m.component("final norm", ["Xf"])
-    m.component("output head", ["Z", *(["Zc"] if softcap else [])])
+    m.component("final norm", final_outs)
+    m.component("output head", ["Z", *(["Zd", "Zt", "Zc"] if cap else [])])
     m.component("loss", ["Loss"])
 
 

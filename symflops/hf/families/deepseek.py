@@ -29,21 +29,18 @@ Conventions.  Fused projections (q_b_proj, kv_a_proj_with_mqa, kv_b_proj, the
 experts' gate_up_proj) are written as the parts the code splits them into:
 the same parameters and products.  The routed experts are counted as
 transformers' ``batched_mm`` runs them, each token-expert pair's products
-once: the dispatch form with capacity factor 1, ``C = k B S / M`` slots per
-expert; the combine (weights times outputs, summed over a token's k experts)
-is elementwise.  ``C`` must be whole: the example's B is the least that
-makes ``k B S`` a multiple of M.
+once (:func:`symflops.hf.parts.moe`: exact at every B and S); the combine
+(weights times outputs, summed over a token's k experts) is elementwise.
 """
 
 from __future__ import annotations
 
 from fractions import Fraction
-from math import gcd
 
 from ..config import Config
-from ..emit import Block, Declaration, Dim
-from ..parts import Mlp, Norm, mlp, model_head, norm, token_inputs
-from .common import Family, Options, model_base, rope_keys
+from ..emit import Block, Declaration
+from ..parts import Mlp, Moe, Norm, mlp, model_head, moe, moe_dims, norm, token_inputs
+from .common import Family, Options, include_block, model_base, rope_keys
 
 _READ = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
          "num_key_value_heads", "max_position_embeddings", "q_lora_rank", "kv_lora_rank",
@@ -195,54 +192,18 @@ def _mla(blk: Block, qlora: bool, bias: bool, full_square: bool, dropout: str | 
 
 def _moe(blk: Block, v3: bool, activation: str, renormalize: bool, scale: str | None,
          shared: bool, mlp_bias: bool) -> list[str]:
-    """DeepSeekMoE of ``Yn`` added to ``Y1``, into ``Y``: router, routed experts
-    (dispatch form), shared experts."""
-    blk.uses("B", "S", "D", "Fe", "M", "k", "C", *(("Ns", "Fs") if shared else ()))
-    blk.tensor("W_r", ["D", "M"], "param", "router (gate.weight, kept in fp32; no bias)")
-    blk.tensor("W_gate", ["M", "D", "Fe"], "param", "gate projections, one per expert "
-                                                    "(experts.gate_up_proj, first half)")
-    blk.tensor("W_up", ["M", "D", "Fe"], "param", "up-projections, one per expert "
-                                                  "(experts.gate_up_proj, second half)")
-    blk.tensor("W_down", ["M", "Fe", "D"], "param", "down-projections, one per expert "
-                                                    "(experts.down_proj)")
-    blk.tensor("ex", ["B", "S", "k"], "index", "the k experts a token is routed to")
-    blk.tensor("sl", ["B", "S", "k"], "index", "the slot each of those experts gives the token")
-    blk.tensor("tb", ["M", "C"], "index", "the sequence of the token in each expert slot")
-    blk.tensor("ts", ["M", "C"], "index", "the position of the token in each expert slot")
-    blk.op("Rl[b,s,x] = Yn[b,s,d] W_r[d,x]", "router: one logit per expert (mlp.gate)")
-    if v3:
-        blk.op("Rp[b,s,x] = sigmoid(Rl[b,s,x])",
-               "sigmoid scores; the choice of the k experts adds e_score_correction_bias (a "
-               "buffer) and keeps topk_group of n_group groups: data, the index tensor ex")
-    else:
-        blk.op("Rp[b,s,x] = softmax_x(Rl[b,s,x])",
-               "softmax scores; the k experts (greedy or group-limited top-k) are data, the "
-               "index tensor ex")
-    blk.op("Gt[b,s,i] = Rp[b,s,ex[b,s,i]]")
-    outs = ["Rl", "Rp", "Gt"]
-    weight = "Gt"
-    if renormalize:
-        blk.op("Gz[b,s] = Gt[b,s,i]", "the k weights divided by their sum (norm_topk_prob)")
-        blk.op("Gn[b,s,i] = Gt[b,s,i] / Gz[b,s]")
-        weight = "Gn"
-        outs += ["Gz", "Gn"]
-    if scale is not None:
-        blk.op(f"Gs[b,s,i] = {scale} {weight}[b,s,i]", "routed_scaling_factor")
-        weight = "Gs"
-        outs.append("Gs")
-    blk.op("Xe[x,q,d] = Yn[tb[x,q], ts[x,q], d]",
-           "dispatch: each expert's C slots (C = k B S / M, capacity factor 1: each "
-           "token-expert pair once, as batched_mm multiplies them)")
-    blk.op("U[x,q,j] = Xe[x,q,d] W_gate[x,d,j]")
-    blk.op("H[x,q,j] = Xe[x,q,d] W_up[x,d,j]")
-    blk.op(f"Mx[x,q,j] = {activation}(U[x,q,j]) * H[x,q,j]")
-    blk.op("Ye[x,q,d] = Mx[x,q,j] W_down[x,j,d]")
-    blk.op(f"Yw[b,s,i,d] = {weight}[b,s,i] Ye[ex[b,s,i], sl[b,s,i], d]",
-           "combine: each pair's output times its weight, then the sum over the token's k "
-           "experts (elementwise, as transformers runs it)")
-    blk.op("Yr[b,s,d] = Yw[b,s,i,d]")
-    outs += ["Xe", "U", "H", "Mx", "Ye", "Yw", "Yr"]
-    last = "Y[b,s,d] = Y1[b,s,d] + Yr[b,s,d]"
+    """DeepSeekMoE of ``Yn`` added to ``Y1``, into ``Y``: routed experts
+    (:func:`symflops.hf.parts.moe`), shared experts."""
+    routing = ("the choice of the k experts adds e_score_correction_bias (a buffer) and "
+               "keeps topk_group of n_group groups" if v3 else
+               "the k experts chosen greedily or group-limited")
+    outs, routed = moe(blk, Moe(activation, "Fe", renormalize, "sigmoid" if v3 else "softmax",
+                                scale, routing, ("gate.weight, kept in fp32; no bias",
+                                                 "experts.gate_up_proj", "experts.down_proj")),
+                       "Yn")
+    if shared:
+        blk.uses("Ns", "Fs")
+    last = f"Y[b,s,d] = Y1[b,s,d] + {routed}"
     if shared:
         blk.tensor("W_sgate", ["D", "Fs"], "param", "shared experts' gate_proj")
         blk.tensor("W_sup", ["D", "Fs"], "param", "shared experts' up_proj")
@@ -263,19 +224,6 @@ def _moe(blk: Block, v3: bool, activation: str, renormalize: bool, scale: str | 
         last += " + b_sdown[d]"
     blk.op(last)
     return outs + ["Y"]
-
-
-def _renamed(blk: Block, suffix: str) -> dict[str, str]:
-    """The include binding giving a block's parameters and op outputs new names
-    (two included blocks may not have tensors of one name)."""
-    names = [n for n, line in blk.tensors if "role: param" in line]
-    for line in blk.ops:
-        if line.startswith("- ") and "[" in line.split("=", 1)[0]:
-            out = line.split("[", 1)[0][2:]
-            names.append(out)
-            if "norm_" in line:      # a norm's normalised tensor before its gain
-                names.append(out + "_hat")
-    return {n: n + suffix for n in dict.fromkeys(names) if n not in ("X", "Y")}
 
 
 def _check_groups(c: Config, experts: int, active: int, limited: bool, v3: bool) -> None:
@@ -381,14 +329,7 @@ def build(c: Config, o: Options) -> Declaration:
                   "n_shared_experts")
             d.dim("Fs", "hidden width of the shared experts (n_shared_experts x "
                         "moe_intermediate_size)", equals="Ns * Fe")
-        d.dim("M", "routed experts in an MoE layer", experts, "n_routed_experts")
-        d.dim("k", "experts each token is routed to (top-k)", active, "num_experts_per_tok")
-        d.dim("C", "slots of one expert: k B S / M tokens (capacity factor 1, no token dropped)",
-              equals="k * B * S / M")
-        batch = experts // gcd(experts, active * seq)
-        if batch > 1:
-            d.dims["B"] = Dim("B", "sequences in the micro-batch", batch,
-                              f"{batch} (chosen: the least making k B S a multiple of M)")
+        moe_dims(d, experts, active, "n_routed_experts", "num_experts_per_tok")
     # -- the model
     token_inputs(d)
     m = d.model
@@ -425,10 +366,7 @@ def build(c: Config, o: Options) -> Declaration:
         else:
             repeat = d.dim("L_moe", "the mixture-of-experts layers", count,
                            "num_hidden_layers - first_k_dense_replace")
-        binding = {"X": previous, "Y": nxt}
-        if kind == "dense" and routed:
-            binding.update(_renamed(blk, "_d"))
-        m.include(name, repeat, binding,
+        include_block(d, blk, repeat, previous, nxt, "_d" if kind == "dense" and routed else "",
                   None if len(kinds) == 1 else f"{count} {kind} layers" +
                   (" (their tensors renamed with _d: the MoE layers' have the same names)"
                    if kind == "dense" else ""))

@@ -38,13 +38,13 @@ keeping the causal or windowed mask; under ``exact`` a local layer's products co
 
 from __future__ import annotations
 
-import re
 from fractions import Fraction
 
 from ..config import BY_HAND, Config
 from ..emit import Block, Declaration
-from ..parts import Mlp, mlp, token_inputs
-from .common import Family, Options, model_base, rope_keys
+from ..parts import Mlp, Norm, mlp, norm, token_inputs
+from ..parts import softcap as capped
+from .common import Family, Options, include_block, model_base, rope_keys
 
 _BASE = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
          "num_attention_heads", "num_key_value_heads", "head_dim", "max_position_embeddings",
@@ -131,25 +131,9 @@ def _cap(c: Config, key: str) -> str | None:
 
 def _norm(blk: Block, out: str, x: str, gain: str, letters: str, over: str, dim: str,
           module: str, comment: str | None = None) -> list[str]:
-    """A Gemma RMSNorm: ``c = 1 + g`` (an op: a sum with a tensor is no factor), then
-    ``out = rmsnorm_over(x) * c``."""
-    blk.tensor(gain, [dim], "param", f"weight of the {module} (Gemma RMSNorm: the gain is "
-                                     "1 + weight)")
-    c = "c" + gain[1:]
-    blk.op(f"{c}[{over}] = 1 + {gain}[{over}]", comment)
-    blk.op(f"{out}[{letters}] = rmsnorm_{over}({x}[{letters}]) * {c}[{over}]")
-    return [c, out]
-
-
-def _softcap(blk: Block, x: str, letters: str, cap: str, names: tuple[str, str, str],
-             where: str = "", comment: str | None = None) -> str:
-    """``cap * tanh(x / cap)`` in three ops (a call takes one tensor), as transformers
-    computes it; returns the capped tensor's name."""
-    scaled, tanh, capped = names
-    blk.op(f"{scaled}[{letters}] = {x}[{letters}] / {cap}{where}", comment)
-    blk.op(f"{tanh}[{letters}] = tanh({scaled}[{letters}]){where}")
-    blk.op(f"{capped}[{letters}] = {cap} * {tanh}[{letters}]{where}")
-    return capped
+    """A Gemma RMSNorm: ``rmsnorm_over(x) * (1 + g)``."""
+    return norm(blk, Norm("rmsnorm", unit_offset=True, module=module), out, x, gain, letters,
+                over, comment)
 
 
 def _attention(blk: Block, *, grouped: bool, bias: bool, qk_norm: bool, scale: str,
@@ -206,7 +190,7 @@ def _attention(blk: Block, *, grouped: bool, bias: bool, qk_norm: bool, scale: s
     outs.append("A")
     scores = "A"
     if softcap is not None:
-        scores = _softcap(blk, "A", f"b,{h},s,t", softcap, ("Ad", "At", "Ac"), product,
+        scores = capped(blk, "A", f"b,{h},s,t", softcap, ("Ad", "At", "Ac"), product,
                           f"soft-capping of the scores at {softcap} (attn_logit_softcapping): "
                           "divide, tanh, multiply")
         outs += ["Ad", "At", "Ac"]
@@ -407,11 +391,6 @@ def build(c: Config, o: Options) -> Declaration:
         blk.component("MLP", mouts)
         blk.component("norms and residuals" if sandwich else "norms", norms)
         nxt = "XL" if i == len(order) - 1 else f"X{i + 1}"
-        binding = {"X": previous, "Y": nxt}
-        if i > 0:
-            # a second block's own tensors keep the block's names, which the first block's
-            # already took: give each (parameters, op outputs) a suffix of its kind
-            binding.update(_renamed(blk, "_s" if window else "_f"))
         if len(order) == 1:
             repeat = d.dim("L", "layers (decoder blocks)", count, "num_hidden_layers")
         else:
@@ -421,7 +400,10 @@ def build(c: Config, o: Options) -> Declaration:
                                          "on it)", count, "layer_types" if c.has("layer_types")
                            else "num_hidden_layers, sliding_window_pattern"
                            if t == "gemma3_text" else "num_hidden_layers (alternating)")
-        m.include(name, repeat, binding, None if len(order) == 1 else
+        # a second block's own tensors (parameters, op outputs) would take the names the
+        # first block's already have: its include gives each a suffix of its kind
+        include_block(d, blk, repeat, previous, nxt, ("_s" if window else "_f") if i else "",
+                      None if len(order) == 1 else
                   f"{count} layers of {'sliding-window' if window else 'global'} attention"
                   + ("" if i == 0 else f"; the block's parameters and activations renamed "
                      f"with {'_s' if window else '_f'}, apart from the first block's"))
@@ -437,7 +419,7 @@ def build(c: Config, o: Options) -> Declaration:
         m.op("Z[b,s,v] = Xf[b,s,d] W_U[d,v]", "logits")
     logits = "Z"
     if final_cap is not None:
-        logits = _softcap(m, "Z", "b,s,v", final_cap, ("Zd", "Zt", "Zc"), "",
+        logits = capped(m, "Z", "b,s,v", final_cap, ("Zd", "Zt", "Zc"), "",
                           f"soft-capping of the logits at {final_cap} (final_logit_softcapping)"
                           ": divide, tanh, multiply")
     m.op(f"Loss[] = cross_entropy_mean_v({logits}[b,s,v], y[b,s])",
@@ -446,21 +428,6 @@ def build(c: Config, o: Options) -> Declaration:
     m.component("output head", ["Z", *(["Zd", "Zt", "Zc"] if final_cap else [])])
     m.component("loss", ["Loss"])
     return d
-
-
-_OUTPUT = re.compile(r"- ([A-Za-z_][A-Za-z0-9_]*)\[")
-
-
-def _renamed(blk: Block, suffix: str) -> dict[str, str]:
-    """The parameters and op outputs of ``blk`` (not its input, output, buffers and
-    indices, which are bound or shared), each with ``suffix``."""
-    names = [n for n, line in blk.tensors if "role: param," in line]
-    for line in blk.ops:
-        if mo := _OUTPUT.match(line):
-            names.append(mo.group(1))
-            if "norm_" in line:          # a norm's statement also writes OUT_hat
-                names.append(mo.group(1) + "_hat")
-    return {n: n + suffix for n in dict.fromkeys(names) if n != "Y"}
 
 
 #: the multimodal wrapper's keys, read only to refuse it with its advice.

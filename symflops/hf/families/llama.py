@@ -111,7 +111,9 @@ def build(c: Config, o: Options) -> Declaration:
              "b,s,d", "d", "MLP sub-block: RMSNorm, " + ("routed experts" if experts else
                                                          "gated MLP") + ", residual")
         if experts:
-            mouts = moe(blk, Moe(activation), "Y1", "Yn", "Y")
+            mouts, routed = moe(blk, Moe(activation), "Yn")
+            blk.op(f"Y[b,s,d] = Y1[b,s,d] + {routed}", "the k experts' sum, the residual")
+            mouts.append("Y")
         else:
             mouts = mlp(blk, Mlp(True, activation, mlp_bias), "Y1", "Yn", "Y")
         blk.component("attention", outs)

@@ -24,7 +24,7 @@ What changes a count:
 * ``attention_dropout``; ``tie_word_embeddings``; ``hidden_act``.
 
 Experts are counted as transformers' batched_mm runs them: each token-expert
-pair's products once (``_moe_pairs``).  Each token is repeated k times (a
+pair's products once (:func:`symflops.hf.parts.moe`).  Each token is repeated k times (a
 lookup), each pair multiplied by its expert's weights, over a unit axis ``o``
 (``O = 1``: the row axis of batched_mm's ``(pairs, 1, D) @ (pairs, D, F)``)
 so that the weight gradient sums over it, as PyTorch's bmm of inner size 1
@@ -43,12 +43,12 @@ model does not have.
 
 from __future__ import annotations
 
-import re
 
 from ..config import BY_HAND, Config
 from ..emit import Block, Declaration
-from ..parts import Attention, Mlp, Norm, attention, mlp, model_head, norm, token_inputs
-from .common import Family, Options, decoder_dims, model_base, rope_keys
+from ..parts import Attention, Mlp, Moe, Norm, attention, mlp, model_head, moe, moe_dims, norm, \
+    token_inputs
+from .common import Family, Options, decoder_dims, include_block, model_base, rope_keys
 from .phi3 import dropout_p
 
 _BASE = ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
@@ -72,73 +72,6 @@ IGNORED = {
 }
 TITLES = {"qwen2_moe": "Qwen2-MoE", "qwen3_moe": "Qwen3-MoE"}
 LM = {"qwen2_moe": ("Qwen2MoeForCausalLM",), "qwen3_moe": ("Qwen3MoeForCausalLM",)}
-
-
-def _renamed(blk: Block, suffix: str, keep: set[str]) -> None:
-    """Rename a block's parameters and op outputs (not ``keep``, buffers or
-    index tensors) with ``suffix``, so that two blocks included by one model
-    have distinct tensor names."""
-    roles = {name: re.search(r"role: (\w+)", line).group(1)  # type: ignore[union-attr]
-             for name, line in blk.tensors}
-    outputs = {m.group(1) for line in blk.ops
-               if (m := re.match(r"- (\w+)\[", line))}
-    names = {n for n, r in roles.items() if r == "param"} | outputs
-    names -= keep
-
-    def sub(text: str) -> str:
-        return re.sub(r"\b(\w+)\b(?=\[)", lambda m: m.group(1) + suffix
-                      if m.group(1) in names else m.group(1), text)
-
-    blk.tensors = [(n + suffix if n in names else n, line) for n, line in blk.tensors]
-    blk.ops = [line if line.startswith("#") else sub(line) for line in blk.ops]
-    blk.components = [(c, [o + suffix if o in names else o for o in outs])
-                      for c, outs in blk.components]
-    blk.selective = [o + suffix if o in names else o for o in blk.selective]
-
-
-def _moe_pairs(blk: Block, activation: str, renormalize: bool, xn: str, out: str,
-               x: str) -> list[str]:
-    """Routed experts of ``xn`` (added to ``x`` unless empty) in the pair form of
-    transformers' batched_mm: router, top-k weights, each token repeated k times
-    (``Xp``, a lookup), each pair's gated MLP with its expert's weights (a lookup
-    of the weights inside the product) over the unit axis ``o``, weighted, and
-    summed over the k pairs with the residual."""
-    blk.uses("B", "S", "D", "F", "M", "k", "O")
-    blk.tensor("W_r", ["D", "M"], "param", "router (gate.weight): one logit per expert")
-    blk.tensor("W_gate", ["M", "D", "F"], "param", "gate projections, one per expert "
-                                                   "(experts.gate_up_proj, first half)")
-    blk.tensor("W_up", ["M", "D", "F"], "param", "up-projections, one per expert "
-                                                 "(experts.gate_up_proj, second half)")
-    blk.tensor("W_down", ["M", "F", "D"], "param", "down-projections, one per expert "
-                                                   "(experts.down_proj)")
-    blk.tensor("ex", ["B", "S", "k"], "index", "the k experts a token is routed to (top-k of "
-                                                "the router)")
-    blk.tensor("pb", ["B", "S", "k", "O"], "index", "the sequence of each token-expert pair's "
-                                                     "token (b itself: the token repeated k times)")
-    blk.tensor("ps", ["B", "S", "k", "O"], "index", "the position of each pair's token (s)")
-    blk.op(f"Rl[b,s,x] = {xn}[b,s,d] W_r[d,x]", "router: a softmax over the experts, the top k "
-                                                "kept (the routing is data: ex)")
-    blk.op("Rp[b,s,x] = softmax_x(Rl[b,s,x])")
-    blk.op("Gt[b,s,i] = Rp[b,s,ex[b,s,i]]")
-    outs = ["Rl", "Rp", "Gt"]
-    weight = "Gt"
-    if renormalize:
-        blk.op("Gz[b,s] = Gt[b,s,i]", "the k weights divided by their sum (norm_topk_prob)")
-        blk.op("Gn[b,s,i] = Gt[b,s,i] / Gz[b,s]")
-        weight = "Gn"
-        outs += ["Gz", "Gn"]
-    blk.op(f"Xp[b,s,i,o,d] = {xn}[pb[b,s,i,o], ps[b,s,i,o], d]",
-           "each token repeated for its k experts (repeat_interleave), a row o of one")
-    blk.op("U[b,s,i,o,j] = Xp[b,s,i,o,d] W_gate[ex[b,s,i],d,j]",
-           "each token-expert pair through its expert (batched_mm: a bmm over the k B S pairs)")
-    blk.op("H[b,s,i,o,j] = Xp[b,s,i,o,d] W_up[ex[b,s,i],d,j]")
-    blk.op(f"Mx[b,s,i,o,j] = {activation}(U[b,s,i,o,j]) * H[b,s,i,o,j]")
-    blk.op("Ye[b,s,i,o,d] = Mx[b,s,i,o,j] W_down[ex[b,s,i],j,d]")
-    blk.op(f"Yw[b,s,i,o,d] = {weight}[b,s,i] Ye[b,s,i,o,d]",
-           "each pair's output times its weight (elementwise), then summed over the k pairs")
-    res = f"{x}[b,s,d] + " if x else ""
-    blk.op(f"{out}[b,s,d] = {res}Yw[b,s,i,o,d]")
-    return [*outs, "Xp", "U", "H", "Mx", "Ye", "Yw", out]
 
 
 def _shared_expert(d: Declaration, blk: Block, activation: str, xn: str) -> list[str]:
@@ -223,11 +156,8 @@ def build(c: Config, o: Options) -> Declaration:
             raise c.error("num_experts_per_tok", f"num_experts_per_tok = {active} exceeds "
                                                  f"{experts_key} = {experts}",
                           "a token is routed to at most every expert")
-        d.dim("M", "routed experts in a sparse block", experts, experts_key)
-        d.dim("k", "experts each token is routed to (top-k)", active, "num_experts_per_tok")
-        d.dim("O", "a unit axis (size 1): the rows of batched_mm's per-pair products"
-              + (" and the one output of the shared expert gate" if t == "qwen2_moe" else ""),
-              equals="1")
+        moe_dims(d, experts, active, experts_key, "num_experts_per_tok",
+                 " and the one output of the shared expert gate" if t == "qwen2_moe" else "")
         d.dim("F", "hidden width of one routed expert", c.integer("moe_intermediate_size"),
               "moe_intermediate_size")
         if t == "qwen2_moe":
@@ -259,18 +189,18 @@ def build(c: Config, o: Options) -> Declaration:
         if kind == "dense":
             mouts = mlp(blk, Mlp(True, activation, width="Fd"), "Y1", "Yn", "Y")
         elif t == "qwen3_moe":
-            mouts = _moe_pairs(blk, activation, renormalize, "Yn", "Y", "Y1")
+            mouts, routed = moe(blk, Moe(activation, renormalize=renormalize), "Yn")
+            blk.op(f"Y[b,s,d] = Y1[b,s,d] + {routed}", "the k experts' sum, the residual")
+            mouts.append("Y")
         else:
-            mouts = _moe_pairs(blk, activation, renormalize, "Yn", "Yr", "")
+            mouts, routed = moe(blk, Moe(activation, renormalize=renormalize), "Yn")
             mouts += _shared_expert(d, blk, activation, "Yn")
-            blk.op("Y[b,s,d] = Y1[b,s,d] + Yr[b,s,d] + Gsh[b,s] Ys[b,s,d]",
+            blk.op(f"Y[b,s,d] = Y1[b,s,d] + {routed} + Gsh[b,s] Ys[b,s,d]",
                    "the routed experts' sum, the gated shared expert, the residual")
             mouts.append("Y")
         blk.component("attention", outs)
         blk.component("experts" if kind == "sparse" else "MLP", mouts)
         blk.component("norms", ["Xn", "Yn"])
-        if kind == "dense" and len(kinds) == 2:
-            _renamed(blk, "_d", {"X", "Y"})
         nxt = "XL" if i == len(kinds) - 1 else f"X{i + 1}"
         repeat = d.dim("L" if len(kinds) == 1 else f"L_{kind}",
                        "layers (decoder blocks)" if len(kinds) == 1 else
@@ -278,8 +208,11 @@ def build(c: Config, o: Options) -> Declaration:
                        "depend on the order)", count,
                        "num_hidden_layers" if len(kinds) == 1 else
                        "num_hidden_layers, mlp_only_layers, decoder_sparse_step")
-        m.include(name, repeat, {"X": previous, "Y": nxt},
-                  None if len(kinds) == 1 else f"{count} {kind} layers")
+        include_block(d, blk, repeat, previous, nxt,
+                      "_d" if kind == "dense" and len(kinds) == 2 else "",
+                      None if len(kinds) == 1 else f"{count} {kind} layers" +
+                      (" (their tensors renamed with _d: the sparse layers' have the same "
+                       "names)" if kind == "dense" and len(kinds) == 2 else ""))
         previous = nxt
     model_head(d, Norm("rmsnorm", module="norm"), c.flag("tie_word_embeddings", False),
                "tie_word_embeddings")
