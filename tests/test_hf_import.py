@@ -77,7 +77,13 @@ QWEN3_06B = {"model_type": "qwen3", "architectures": ["Qwen3ForCausalLM"], "hidd
 QWEN25_WINDOWED = {**QWEN25_05B, "use_sliding_window": True, "max_window_layers": 20,
                    "sliding_window": 4096}
 
-CHECKPOINTS = {"openai-community/gpt2": GPT2_SMALL, "Qwen2.5-0.5B, windowed": QWEN25_WINDOWED, "meta-llama/Llama-2-7b-hf": LLAMA2_7B,
+# Llama-3.2-1B trained with attention dropout 0.1; Qwen3-0.6B with attention_bias
+LLAMA32_DROPOUT = {**LLAMA32_1B, "attention_dropout": 0.1}
+QWEN3_BIAS = {**QWEN3_06B, "attention_bias": True}
+
+CHECKPOINTS = {"Llama-3.2-1B, attention dropout": LLAMA32_DROPOUT,
+               "Qwen3-0.6B, attention_bias": QWEN3_BIAS,
+               "openai-community/gpt2": GPT2_SMALL, "Qwen2.5-0.5B, windowed": QWEN25_WINDOWED, "meta-llama/Llama-2-7b-hf": LLAMA2_7B,
                "meta-llama/Llama-3.2-1B": LLAMA32_1B, "mistralai/Mistral-7B-v0.1": MISTRAL_7B,
                "mistralai/Mixtral-8x7B-v0.1": MIXTRAL_8X7B, "Qwen/Qwen2.5-0.5B": QWEN25_05B,
                "Qwen/Qwen3-0.6B": QWEN3_06B}
@@ -190,7 +196,6 @@ def test_no_model_type_is_refused_not_guessed():
     (MISTRAL_7B, {"attention_bias": True}, "key 'attention_bias' is not one"),
     (LLAMA2_7B, {"hidden_act": "gelu_fast"}, "'hidden_act' = \"gelu_fast\" names an activation"),
     (GPT2_SMALL, {"activation_function": "quick_gelu"}, "'activation_function' = \"quick_gelu\""),
-    (LLAMA2_7B, {"attention_dropout": 0.1}, "key 'attention_dropout' is not 0"),
     (MIXTRAL_8X7B, {"output_router_logits": True}, "no load-balancing loss"),
     (MIXTRAL_8X7B, {"router_jitter_noise": 0.01}, "key 'router_jitter_noise' is not 0"),
     (MIXTRAL_8X7B, {"num_experts_per_tok": 9}, "exceeds num_local_experts"),
@@ -214,6 +219,15 @@ def test_no_model_type_is_refused_not_guessed():
 def test_a_key_that_may_change_a_count_is_refused_by_name(base, extra, fragment):
     message = error({**base, **extra})
     assert fragment in message and "config.json" in message
+
+
+def test_attention_dropout_and_qwen3_biases():
+    # a dropout of the probabilities: an op with its keep-mask, no parameter
+    text = imported(LLAMA32_DROPOUT).text
+    assert "Pd[b,g,r,s,t] = dropout(P[b,g,r,s,t], 0.1) where t <= s" in text
+    assert params(LLAMA32_DROPOUT) == params(LLAMA32_1B)
+    # Qwen3's attention_bias: q (16 x 128), k and v (8 x 128 each), and o (1024), 28 layers
+    assert params(QWEN3_BIAS) - params(QWEN3_06B) == 28 * (16 * 128 + 2 * 8 * 128 + 1024)
 
 
 def test_keys_that_change_no_count_are_ignored():

@@ -4,6 +4,7 @@ record, and the dims every decoder has."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Callable
 
 from ..config import Config
@@ -123,6 +124,17 @@ def layer_count(d: Declaration, kind: str, count: int, kinds: int) -> str:
     return d.dim(f"L_{kind}", f"layers with {'sliding-window' if kind == 'sliding' else 'full causal'}"
                               " attention (their order is the config's layer_types; counts do "
                               "not depend on it)", count, "layer_types")
+
+
+def dropout(c: Config, key: str, default: str = "0") -> str | None:
+    """A dropout probability as the config writes it (``default``, transformers'
+    default, when absent); None when it is 0: no dropout op."""
+    if c.fraction(key, Fraction(default)) == 0:
+        return None
+    if not c.has(key):
+        return default
+    value = c.data[key]
+    return repr(float(value)) if isinstance(value, float) else str(value)
 
 
 def include_block(d: Declaration, blk: Block, repeat: str, x: str, y: str, suffix: str = "",

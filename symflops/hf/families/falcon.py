@@ -29,8 +29,8 @@ from __future__ import annotations
 from ..config import BY_HAND, Config
 from ..emit import Declaration
 from ..parts import Mlp, Norm, mlp, model_head, norm, token_inputs
-from .common import Family, Options, layer_count, model_base, rope_keys
-from .gpt_neox import _attention, _dropout
+from .common import Family, Options, dropout, layer_count, model_base, rope_keys
+from .gpt_neox import _attention
 
 READ = frozenset(("vocab_size", "hidden_size", "n_embed", "num_hidden_layers",
                   "num_attention_heads", "num_kv_heads", "multi_query",
@@ -113,7 +113,7 @@ def build(c: Config, o: Options) -> Declaration:
                                              "too)", "use an even head width, " + BY_HAND)
     activation = c.activation("activation", "gelu")
     bias = c.flag("bias", False)
-    hidden, attn = _dropout(c, "hidden_dropout"), _dropout(c, "attention_dropout")
+    hidden, attn = dropout(c, "hidden_dropout"), dropout(c, "attention_dropout")
 
     token_inputs(d)
     m = d.model

@@ -5,12 +5,11 @@ unembedding tied to the token embedding."""
 
 from __future__ import annotations
 
-from fractions import Fraction
 
 from ..config import Config
 from ..emit import Declaration
 from ..parts import Attention, Mlp, Norm, attention, mlp, model_head, norm, token_inputs
-from .common import Family, Options, decoder_dims, layer_count, model_base
+from .common import Family, Options, decoder_dims, dropout, layer_count, model_base
 
 READ = frozenset(("n_embd", "n_layer", "n_head", "vocab_size", "n_positions", "n_inner",
                   "activation_function", "embd_pdrop", "attn_pdrop", "resid_pdrop",
@@ -22,12 +21,6 @@ IGNORED = frozenset(("n_ctx", "layer_norm_epsilon", "summary_type", "summary_use
                      "summary_activation", "summary_proj_to_labels", "summary_first_dropout"))
 
 
-def _p(c: Config, key: str) -> str | None:
-    """A dropout probability as written (transformers' default 0.1 when absent;
-    None when 0)."""
-    if c.fraction(key, Fraction(1, 10)) == 0:
-        return None
-    return repr(float(c.data[key])) if c.has(key) else "0.1"
 
 
 def build(c: Config, o: Options) -> Declaration:
@@ -43,7 +36,8 @@ def build(c: Config, o: Options) -> Declaration:
                 "add_cross_attention"):
         c.must_be(key, False, False, "the declaration has no such variant")
     activation = c.activation("activation_function", "gelu_new")
-    embd, attn, resid = _p(c, "embd_pdrop"), _p(c, "attn_pdrop"), _p(c, "resid_pdrop")
+    embd, attn, resid = dropout(c, "embd_pdrop", "0.1"), dropout(c, "attn_pdrop", "0.1"), \
+        dropout(c, "resid_pdrop", "0.1")
     token_inputs(d)
     m = d.model
     m.tensor("pos", ["S"], "index", "the position of each token, integers in [0, P)")

@@ -33,12 +33,11 @@ same matrix products (``2 T D 3D`` forward, as much for each of ``dW`` and
 from __future__ import annotations
 
 import math
-from fractions import Fraction
 
 from ..config import BY_HAND, Config
 from ..emit import Block, Declaration
 from ..parts import AttentionCount, Mlp, Norm, mlp, model_head, norm, token_inputs
-from .common import Family, Options, layer_count, model_base
+from .common import Family, Options, dropout, layer_count, model_base
 
 READ = frozenset(("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
                   "intermediate_size", "hidden_act", "use_parallel_residual", "attention_bias",
@@ -50,13 +49,6 @@ READ = frozenset(("vocab_size", "hidden_size", "num_hidden_layers", "num_attenti
 IGNORED = frozenset(("rotary_emb_base", "rope_theta", "layer_norm_eps", "classifier_dropout"))
 
 
-def _dropout(c: Config, key: str) -> str | None:
-    """A dropout probability as written in the config (None when 0 or absent)."""
-    p = c.fraction(key, Fraction(0))
-    if p == 0:
-        return None
-    value = c.data.get(key)
-    return repr(float(value)) if isinstance(value, float) else str(p)
 
 
 def _attention(blk: Block, *, heads: str, bias: bool, rotary: str | None, count: AttentionCount,
@@ -221,7 +213,7 @@ def build(c: Config, o: Options) -> Declaration:
     activation = c.activation("hidden_act", "gelu")
     parallel = c.flag("use_parallel_residual", True)
     bias = c.flag("attention_bias", True)
-    hidden, attn = _dropout(c, "hidden_dropout"), _dropout(c, "attention_dropout")
+    hidden, attn = dropout(c, "hidden_dropout"), dropout(c, "attention_dropout")
 
     token_inputs(d)
     m = d.model

@@ -12,7 +12,8 @@ experts), residual.  What the families change:
 * ``qwen2``: biases on q, k and v (not o); ``use_sliding_window`` with
   ``max_window_layers`` or ``layer_types`` (which layers are windowed);
 * ``qwen3``: a norm of each query and key head (q_norm, k_norm), ``head_dim``,
-  ``attention_bias``, windows as for qwen2.
+  ``attention_bias`` (q, k, v and o), windows as for qwen2;
+* every family: ``attention_dropout`` (a dropout of the probabilities in training).
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ from ..config import Config
 from ..emit import Declaration
 from ..parts import Attention, Mlp, Moe, Norm, attention, mlp, model_head, moe, moe_dims, norm, \
     token_inputs
-from .common import Family, Options, decoder_dims, layer_count, include_block, layer_kinds, model_base, \
-    rope_keys, window_dim
+from .common import Family, Options, decoder_dims, dropout, include_block, layer_count, \
+    layer_kinds, model_base, rope_keys, window_dim
 
 _BASE = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
          "vocab_size", "max_position_embeddings", "num_key_value_heads", "head_dim",
@@ -55,8 +56,7 @@ LM = {"llama": ("LlamaForCausalLM",), "mistral": ("MistralForCausalLM",),
 def build(c: Config, o: Options) -> Declaration:
     t = c.model_type
     d = model_base(c, o, f"{TITLES[t]} decoder (from {o.source})")
-    c.zero("attention_dropout", "the declaration has no attention dropout, whose masks would "
-                                "add activation memory")
+    attn_p = dropout(c, "attention_dropout")
     grouped = decoder_dims(d, c, heads="num_attention_heads", kv="num_key_value_heads",
                            width="hidden_size", head_dim="head_dim")
     layers = c.integer("num_hidden_layers")
@@ -69,8 +69,7 @@ def build(c: Config, o: Options) -> Declaration:
     elif t == "qwen2":
         bias = (True, True, True, False)
     elif t == "qwen3":
-        ab = c.flag("attention_bias", False)
-        bias = (ab, ab, ab, False)
+        bias = (c.flag("attention_bias", False),) * 4   # q, k, v and o_proj
     experts = None
     if t == "mixtral":
         experts = c.integer("num_local_experts")
@@ -106,7 +105,7 @@ def build(c: Config, o: Options) -> Declaration:
         norm(blk, Norm("rmsnorm", module="input_layernorm"), "Xn", "X", "g1", "b,s,d", "d",
              "attention sub-block: RMSNorm, causal attention, residual")
         outs = attention(d, blk, Attention("g,r" if grouped else "n", bias, qk, window=window,
-                                           count=o.attention), "X", "Xn", "Y1")
+                                           count=o.attention, dropout=attn_p), "X", "Xn", "Y1")
         norm(blk, Norm("rmsnorm", module="post_attention_layernorm"), "Yn", "Y1", "g2",
              "b,s,d", "d", "MLP sub-block: RMSNorm, " + ("routed experts" if experts else
                                                          "gated MLP") + ", residual")

@@ -30,8 +30,7 @@ from fractions import Fraction
 from ..config import Config
 from ..emit import Block, Declaration
 from ..parts import Attention, Mlp, attention, mlp, token_inputs
-from .common import Family, Options, layer_count, model_base
-from .gpt_neox import _dropout
+from .common import Family, Options, dropout, layer_count, model_base
 
 READ = frozenset(("vocab_size", "hidden_size", "num_hidden_layers", "ffn_dim",
                   "max_position_embeddings", "do_layer_norm_before", "_remove_final_layer_norm",
@@ -91,8 +90,8 @@ def build(c: Config, o: Options) -> Declaration:
     affine = c.flag("layer_norm_elementwise_affine", True)
     bias = c.flag("enable_bias", True)
     activation = c.activation("activation_function", "relu")
-    drop = _dropout(c, "dropout") if c.has("dropout") else "0.1"   # OPTConfig's default
-    attn = _dropout(c, "attention_dropout")
+    drop = dropout(c, "dropout", "0.1")   # OPTConfig's default
+    attn = dropout(c, "attention_dropout")
     tied = c.flag("tie_word_embeddings", True)
 
     token_inputs(d)

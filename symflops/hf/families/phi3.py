@@ -33,7 +33,7 @@ from fractions import Fraction
 from ..config import BY_HAND, Config
 from ..emit import Block, Declaration, Dim, quoted
 from ..parts import Attention, Mlp, Norm, attention, mlp, model_head, norm, token_inputs
-from .common import Family, Options, decoder_dims, layer_count, layer_kinds, model_base, \
+from .common import Family, Options, decoder_dims, dropout, layer_count, layer_kinds, model_base, \
     rope_keys, window_dim
 
 READ = frozenset((
@@ -58,13 +58,6 @@ IGNORED = frozenset(rope_keys(
 ))
 
 
-def dropout_p(c: Config, key: str) -> str | None:
-    """A dropout probability as written (None when 0 or absent)."""
-    p = c.fraction(key, Fraction(0))
-    if p == 0:
-        return None
-    value = c.data.get(key)
-    return repr(float(value)) if isinstance(value, float) else str(p)
 
 
 def rotary_fraction(c: Config) -> tuple[Fraction, str]:
@@ -166,7 +159,7 @@ def build(c: Config, o: Options) -> Declaration:
     window = kinds[0][0] == "sliding"
     if window:
         window_dim(d, c)
-    attn_p, resid_p = dropout_p(c, "attention_dropout"), dropout_p(c, "resid_pdrop")
+    attn_p, resid_p = dropout(c, "attention_dropout"), dropout(c, "resid_pdrop")
     token_inputs(d)
     m = d.model
     m.tensor("W_E", ["V", "D"], "param", "token embedding (embed_tokens)")

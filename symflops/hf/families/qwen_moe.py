@@ -48,8 +48,7 @@ from ..config import BY_HAND, Config
 from ..emit import Block, Declaration
 from ..parts import Attention, Mlp, Moe, Norm, attention, mlp, model_head, moe, moe_dims, norm, \
     token_inputs
-from .common import Family, Options, decoder_dims, include_block, model_base, rope_keys
-from .phi3 import dropout_p
+from .common import Family, Options, decoder_dims, dropout, include_block, model_base, rope_keys
 
 _BASE = ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
          "head_dim", "intermediate_size", "vocab_size", "max_position_embeddings",
@@ -139,7 +138,7 @@ def build(c: Config, o: Options) -> Declaration:
                                                      "use_sliding_window)")
         bias = (c.flag("attention_bias", False),) * 4
         qk = Norm("rmsnorm", module="q_norm / k_norm")
-    attn_p = dropout_p(c, "attention_dropout")
+    attn_p = dropout(c, "attention_dropout")
     # the experts
     if t == "qwen3_moe" and c.has("num_experts") and c.has("num_local_experts") \
             and c.data["num_experts"] != c.data["num_local_experts"]:

@@ -25,9 +25,8 @@ from __future__ import annotations
 from ..config import Config
 from ..emit import Declaration
 from ..parts import Attention, Mlp, Norm, attention, mlp, model_head, norm, token_inputs
-from .common import Family, Options, decoder_dims, layer_count, layer_kinds, model_base, \
+from .common import Family, Options, decoder_dims, dropout, layer_count, layer_kinds, model_base, \
     rope_keys, window_dim
-from .phi3 import dropout_p
 
 READ = frozenset((
     "hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
@@ -55,9 +54,9 @@ def build(c: Config, o: Options) -> Declaration:
     window = kinds[0][0] == "sliding"
     if window:
         window_dim(d, c)
-    attn_p = dropout_p(c, "attention_dropout")
-    resid_p = dropout_p(c, "residual_dropout")
-    embd_p = dropout_p(c, "embedding_dropout")
+    attn_p = dropout(c, "attention_dropout")
+    resid_p = dropout(c, "residual_dropout")
+    embd_p = dropout(c, "embedding_dropout")
     token_inputs(d)
     m = d.model
     m.tensor("W_E", ["V", "D"], "param", "token embedding (embed_tokens)")
