@@ -190,7 +190,7 @@ def test_no_model_type_is_refused_not_guessed():
 
 @pytest.mark.parametrize("base, extra, fragment", [
     (LLAMA2_7B, {"mystery": {"bits": 4}}, "key 'mystery' is not one"),
-    (LLAMA2_7B, {"auto_map": {"AutoModel": "x.Y"}}, "key 'auto_map' is not one"),
+    (LLAMA2_7B, {"max_sequence_length": 4096}, "key 'max_sequence_length' is not one"),
     (LLAMA2_7B, {"sliding_window": 4096}, "key 'sliding_window' is not one"),
     (GPT2_SMALL, {"hidden_size": 768}, "key 'hidden_size' is not one"),
     (MISTRAL_7B, {"attention_bias": True}, "key 'attention_bias' is not one"),
@@ -233,7 +233,9 @@ def test_attention_dropout_and_qwen3_biases():
 def test_keys_that_change_no_count_are_ignored():
     quiet = {"rope_scaling": {"type": "linear", "factor": 2.0}, "rope_theta": 5e5,
              "pretraining_tp": 2, "torch_dtype": "bfloat16", "id2label": {"0": "a"},
-             "_name_or_path": "x", "temperature": 0.7, "attention_dropout": 0.0}
+             "_name_or_path": "x", "temperature": 0.7, "attention_dropout": 0.0,
+             "auto_map": {"AutoModelForCausalLM": "modeling_x.XForCausalLM"},
+             "quantization_config": {"quant_method": "fp8"}}
     assert params({**LLAMA2_7B, **quiet}) == 6_738_415_616
 
 

@@ -45,6 +45,9 @@ IGNORED = frozenset({
     "remove_invalid_values", "exponential_decay_length_penalty", "suppress_tokens",
     "begin_suppress_tokens", "finetuning_task", "id2label", "label2id", "num_labels",
     "tokenizer_class", "prefix", "task_specific_params", "problem_type",
+    # the remote code (trust_remote_code) a checkpoint offers: symflops counts transformers'
+    # own implementation of the model_type, the model AutoModel builds without it
+    "auto_map",
     # how the checkpoint stores its weights (fp8, int4, ...): parameters are counted as
     # the model's, bytes come from --precision
     "quantization_config",

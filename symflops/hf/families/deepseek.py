@@ -66,8 +66,6 @@ _IGNORED = rope_keys(
     "aux_loss_alpha", "seq_aux", "ep_size",
     # the router's logits returned as an output: no loss is added, no count changes
     "output_router_logits",
-    # the code the hub would run instead of transformers' (trust_remote_code): metadata
-    "auto_map",
 )
 IGNORED = {
     "deepseek_v2": frozenset(_IGNORED),

@@ -38,11 +38,10 @@ READ = frozenset(("vocab_size", "hidden_size", "n_embed", "num_hidden_layers",
                   "bias", "alibi", "ffn_hidden_size", "activation", "tie_word_embeddings",
                   "hidden_dropout", "attention_dropout", "max_position_embeddings",
                   "apply_residual_connection_post_layernorm"))
-#: layer_norm_epsilon: numerics; auto_map: the remote-code classes of the original
-#: checkpoints (transformers builds its own FalconForCausalLM); the rotary keys: the
+#: layer_norm_epsilon: numerics; the rotary keys: the
 #: frequencies (Falcon's rotary reads rope_theta and the scaling type, never a partial
 #: factor: the whole head is rotated).
-IGNORED = frozenset(rope_keys("layer_norm_epsilon", "auto_map"))
+IGNORED = frozenset(rope_keys("layer_norm_epsilon"))
 
 
 def build(c: Config, o: Options) -> Declaration:

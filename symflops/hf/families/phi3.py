@@ -52,12 +52,7 @@ IGNORED = frozenset(rope_keys(
     "original_max_position_embeddings",
     # declared by Phi3Config but never applied by Phi3Model (transformers 5.24): no op
     "embd_pdrop",
-    # the remote code of the published checkpoints; transformers builds its own
-    # Phi3ForCausalLM for model_type phi3 (the remote code runs only with trust_remote_code)
-    "auto_map",
 ))
-
-
 
 
 def rotary_fraction(c: Config) -> tuple[Fraction, str]:
