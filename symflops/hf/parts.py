@@ -309,6 +309,17 @@ def model_head(d: Declaration, final: Norm, tied: bool, tied_key: str,
     m.component("loss", ["Loss"])
 
 
+def rotary_embedding(d: Declaration, note: str = "") -> None:
+    """The inputs, and ``X0``: the token embedding (``embed_tokens``) of a model
+    whose positions are rotary (no parameter)."""
+    token_inputs(d)
+    m = d.model
+    m.tensor("W_E", ["V", "D"], "param", "token embedding (embed_tokens)")
+    m.op("X0[b,s,d] = W_E[tok[b,s], d]", "token embedding (rotary positions add no parameter"
+                                         + (f"; {note}" if note else "") + ")")
+    m.component("embedding", ["X0"])
+
+
 def token_inputs(d: Declaration) -> None:
     m = d.model
     m.tensor("tok", ["B", "S"], "index", "input token ids, integers in [0, V)")

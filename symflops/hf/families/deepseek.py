@@ -39,7 +39,7 @@ from fractions import Fraction
 
 from ..config import Config
 from ..emit import Block, Declaration
-from ..parts import Mlp, Moe, Norm, mlp, model_head, moe, moe_dims, norm, token_inputs
+from ..parts import Mlp, Moe, Norm, mlp, model_head, moe, moe_dims, norm, rotary_embedding
 from .common import Family, Options, include_block, model_base, rope_keys
 
 _READ = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
@@ -329,11 +329,7 @@ def build(c: Config, o: Options) -> Declaration:
                         "moe_intermediate_size)", equals="Ns * Fe")
         moe_dims(d, experts, active, "n_routed_experts", "num_experts_per_tok")
     # -- the model
-    token_inputs(d)
-    m = d.model
-    m.tensor("W_E", ["V", "D"], "param", "token embedding (embed_tokens)")
-    m.op("X0[b,s,d] = W_E[tok[b,s], d]", "token embedding (rotary positions add no parameter)")
-    m.component("embedding", ["X0"])
+    rotary_embedding(d)
     kinds = [(k, n) for k, n in (("dense", dense), ("moe", routed)) if n]
     previous = "X0"
     for i, (kind, count) in enumerate(kinds):

@@ -21,7 +21,7 @@ from __future__ import annotations
 from ..config import Config
 from ..emit import Declaration
 from ..parts import Attention, Mlp, Moe, Norm, attention, mlp, model_head, moe, moe_dims, norm, \
-    token_inputs
+    rotary_embedding
 from .common import Family, Options, decoder_dims, dropout, include_block, layer_count, \
     layer_kinds, model_base, rope_keys, window_dim
 
@@ -90,11 +90,7 @@ def build(c: Config, o: Options) -> Declaration:
     if any(kind == "sliding" for kind, _ in kinds):
         window_dim(d, c)
     qk = Norm("rmsnorm", module="q_norm / k_norm") if t == "qwen3" else None
-    token_inputs(d)
-    m = d.model
-    m.tensor("W_E", ["V", "D"], "param", "token embedding (embed_tokens)")
-    m.op("X0[b,s,d] = W_E[tok[b,s], d]", "token embedding (rotary positions add no parameter)")
-    m.component("embedding", ["X0"])
+    rotary_embedding(d)
     previous = "X0"
     for i, (kind, count) in enumerate(kinds):
         window = kind == "sliding"

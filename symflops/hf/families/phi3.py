@@ -32,7 +32,7 @@ from fractions import Fraction
 
 from ..config import BY_HAND, Config
 from ..emit import Block, Declaration, Dim, quoted
-from ..parts import Attention, Mlp, Norm, attention, mlp, model_head, norm, token_inputs
+from ..parts import Attention, Mlp, Norm, attention, mlp, model_head, norm, rotary_embedding
 from .common import Family, Options, decoder_dims, dropout, layer_count, layer_kinds, model_base, \
     rope_keys, window_dim
 
@@ -155,12 +155,8 @@ def build(c: Config, o: Options) -> Declaration:
     if window:
         window_dim(d, c)
     attn_p, resid_p = dropout(c, "attention_dropout"), dropout(c, "resid_pdrop")
-    token_inputs(d)
+    rotary_embedding(d, "embd_pdrop is not applied by transformers")
     m = d.model
-    m.tensor("W_E", ["V", "D"], "param", "token embedding (embed_tokens)")
-    m.op("X0[b,s,d] = W_E[tok[b,s], d]", "token embedding (rotary positions add no parameter; "
-                                         "embd_pdrop is not applied by transformers)")
-    m.component("embedding", ["X0"])
     blk = d.block("layer", "Phi-3 decoder block" + (" (sliding window)" if window else ""))
     blk.tensor("X", ["B", "S", "D"], "input", "the block's input (the residual stream)")
     norm(blk, Norm("rmsnorm", module="input_layernorm"), "Xn", "X", "g1", "b,s,d", "d",

@@ -47,7 +47,7 @@ from __future__ import annotations
 from ..config import BY_HAND, Config
 from ..emit import Block, Declaration
 from ..parts import Attention, Mlp, Moe, Norm, attention, mlp, model_head, moe, moe_dims, norm, \
-    token_inputs
+    rotary_embedding
 from .common import Family, Options, decoder_dims, dropout, include_block, model_base, rope_keys
 
 _BASE = ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
@@ -166,11 +166,7 @@ def build(c: Config, o: Options) -> Declaration:
         d.dim("Fd", "MLP hidden width of a dense layer", c.integer("intermediate_size"),
               "intermediate_size")
     renormalize = c.flag("norm_topk_prob", False)
-    token_inputs(d)
-    m = d.model
-    m.tensor("W_E", ["V", "D"], "param", "token embedding (embed_tokens)")
-    m.op("X0[b,s,d] = W_E[tok[b,s], d]", "token embedding (rotary positions add no parameter)")
-    m.component("embedding", ["X0"])
+    rotary_embedding(d)
     kinds = [(k, n) for k, n in (("dense", dense), ("sparse", sparse)) if n]
     previous = "X0"
     for i, (kind, count) in enumerate(kinds):
