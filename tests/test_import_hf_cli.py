@@ -88,3 +88,16 @@ def test_render_a_config_s_sheet(tmp_path):
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("# Llama decoder (from config.json)")
     assert "Llama-3.2-1B" in result.stdout        # the numbers table at the config's values
+
+
+def test_a_plan_longer_than_a_learned_position_table_is_refused(tmp_path):
+    """GPT-2 small has 1,024 learned positions (n_positions): a plan of 2,048-token
+    sequences, or a decoding context of 2,048, is not a run the model can do."""
+    from test_hf_import import GPT2_SMALL
+
+    path = config(tmp_path, GPT2_SMALL, "gpt2")
+    for args in (["--seq", "2048"], ["--seq", "1024", "--context", "2048", "--decode-batch", "1"]):
+        result = cli("plan", "--hf-config", str(path), "--tokens", "1e9", *args)
+        assert result.returncode == 2 and "Traceback" not in result.stderr
+        assert "longer than the 1,024 positions the model has (n_positions" in result.stderr
+    assert cli("plan", "--hf-config", str(path), "--tokens", "1e9", "--seq", "1024").returncode == 0

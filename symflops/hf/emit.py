@@ -97,6 +97,9 @@ class Declaration:
     blocks: list[Block] = field(default_factory=list)
     example: str = "config"
     notes: list[str] = field(default_factory=list)            # comment lines at the end
+    #: the longest sequence the model takes and the config key that sets it (a learned
+    #: position table's rows), for the planner; None: any length (rotary positions)
+    longest: tuple[int, str] | None = None
 
     def dim(self, name: str, description: str, value: int | None = None, key: str = "",
             equals: str | None = None) -> str:

@@ -30,6 +30,8 @@ class Imported:
     dims: dict[str, int]  # the config's dims (the example's values)
     file: str            # the config file it was written from
     attention: AttentionCount = "exact"
+    #: the longest sequence the model takes, and the key that sets it (None: any)
+    longest: tuple[int, str] | None = None
 
     @property
     def command(self) -> str:
@@ -62,7 +64,7 @@ def import_data(data: Any, path: str = "config.json", text: str = "",
     d = family.build(c, Options(attention, name, os.path.basename(path)))
     return Imported(d.text(), model_type, name,
                     {n: v.value for n, v in d.dims.items() if v.value is not None}, path,
-                    attention)
+                    attention, d.longest)
 
 
 def import_config(path: str | os.PathLike[str], attention: AttentionCount = "exact") -> Imported:

@@ -129,6 +129,20 @@ def model_from_import(imported: Any, recompute: str, precision: Precision) -> Mo
 
 # --- the whole plan -------------------------------------------------------------
 
+def _check_longest(model: Model, *lengths: int | None) -> None:
+    """A model whose positions are a learned table takes at most its rows."""
+    longest = getattr(model.declaration, "longest", None)
+    if longest is None:
+        return
+    limit, key = longest
+    for n in lengths:
+        if n is not None and n > limit:
+            raise SymflopsError(
+                f"{model.declaration.file}: a sequence of {show_exact(n)} tokens is longer "
+                f"than the {show_exact(limit)} positions the model has ({key})",
+                hint=f"plan with --seq (and --context) at most {show_exact(limit)}")
+
+
 @dataclass(frozen=True)
 class Plan:
     model: Model
@@ -154,6 +168,7 @@ def make_plan(model: Model, precision: Precision, *, run: Run | None = None,
     accelerator's; the decoding context to ``seq_len``."""
     if run is not None and seq_len is None:
         seq_len = run.longest
+    _check_longest(model, seq_len, context if decode else None)
     accelerators = throughput.accelerators if throughput is not None else 1
     if dp is None:
         dp = accelerators

@@ -27,6 +27,7 @@ def build(c: Config, o: Options) -> Declaration:
     d = model_base(c, o, f"GPT-2 decoder (from {o.source})")
     decoder_dims(d, c, heads="n_head", kv=None, width="n_embd", head_dim=None,
                  context="n_positions")
+    d.longest = (c.integer("n_positions"), "n_positions, the rows of its learned position table")
     d.dim("P", "rows of the learned position table (n_positions)", c.integer("n_positions"),
           "n_positions")
     width = c.integer("n_embd")

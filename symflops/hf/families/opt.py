@@ -80,6 +80,7 @@ def build(c: Config, o: Options) -> Declaration:
     d.dim("F", "MLP hidden width", c.integer("ffn_dim", 3072), "ffn_dim")
     d.dim("P", "rows of the learned position table: max_position_embeddings + 2 (the offset "
                "of 2)", positions + 2, "max_position_embeddings + 2")
+    d.longest = (positions, "max_position_embeddings; its learned position table has 2 rows more")
     proj = c.integer("word_embed_proj_dim", width)
     projected = proj != width
     if projected:
