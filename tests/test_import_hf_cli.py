@@ -101,3 +101,16 @@ def test_a_plan_longer_than_a_learned_position_table_is_refused(tmp_path):
         assert result.returncode == 2 and "Traceback" not in result.stderr
         assert "longer than the 1,024 positions the model has (n_positions" in result.stderr
     assert cli("plan", "--hf-config", str(path), "--tokens", "1e9", "--seq", "1024").returncode == 0
+
+
+def test_a_sum_per_copy_is_bracketed_on_the_sheet(tmp_path):
+    """Qwen3-MoE's parameters per layer, 2DNE + 2DGE + 3DMF + DM + 2D + 2E, have no
+    common factor: the sheet printed 'L x 2DNE + 2DGE + ...', which says L x 2DNE
+    only. The split L x (one layer) + the rest must be bracketed."""
+    from test_hf_misc import QWEN3_30B_A3B
+
+    path = config(tmp_path, QWEN3_30B_A3B, "Qwen3-30B-A3B")
+    result = cli("render", "--hf-config", str(path), "--format", "md")
+    assert result.returncode == 0, result.stderr
+    assert r"= L \times (2DNE + 2DGE + 3DMF + DM + 2D + 2E) + D(2V + 1)$" in result.stdout
+    assert r"L \times 2DNE +" not in result.stdout

@@ -106,6 +106,22 @@ class Equation:
         return all(sympy.expand(a - b) == 0 for a, b in self.links())
 
 
+
+def _is_sum(latex: str) -> bool:
+    """Whether printed LaTeX is a sum at its top level (a + or - outside every
+    bracket and brace, after its first character): a factor must then be
+    wrapped, ``L \\times (2DNE + D)``, never ``L \\times 2DNE + D``."""
+    depth = 0
+    for k, ch in enumerate(latex):
+        if ch in "({[":
+            depth += 1
+        elif ch in ")}]":
+            depth -= 1
+        elif ch in "+-" and depth == 0 and k > 0:
+            return True
+    return False
+
+
 class Printer:
     """Prints equations with the sheet's polynomial printer (``poly``)."""
 
@@ -139,7 +155,7 @@ class Printer:
             return inner
         if not p.terms:
             return r" \times ".join(self.factor(f) for f in p.factors)
-        if wrap:
+        if wrap or _is_sum(inner):
             inner = f"({inner})"
         return r" \times ".join([*(self.factor(f) for f in p.factors), inner])
 
