@@ -169,7 +169,9 @@ def sheet_context(derivation: Derivation, counts: SheetCounts, fmt: Format) -> S
         f["number"] = i + 1
         f["copies"] = poly(copies[i]) if copies[i] != 1 else None
         # a definition is shown once per kind of op (rmsnorm, softmax, ...): the others point to it
-        kind = f"{type(op).__name__}:{getattr(op, 'kind', '')}"
+        # (a masked softmax is not defined as an unmasked one is: the mask's relations count)
+        mask = ",".join(str(f.fn) for f in getattr(op, "conditions", ()))
+        kind = f"{type(op).__name__}:{getattr(op, 'kind', '')}:{mask}"
         f["same_as"] = first_of_kind.setdefault(kind, i + 1) if f["definition"] else None
     for i, f in enumerate(forward):  # a run of ops from one repeated block: said once, at its start
         n = copies[i]
