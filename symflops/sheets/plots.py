@@ -286,8 +286,10 @@ def overtakes(derivation: Derivation, costs: Costs, values: Mapping[str, int],
         raise ValueError(f"{layer.name} declares no tokens: no per-token counts")
     s = dim_symbol(dim)
     others = {dim_symbol(k): v for k, v in values.items() if k != dim}
-    f = sympy.Poly(sympy.expand(substitute(per.beyond_six_n - per.six_n, layer.substitutions)
-                                .subs(others)), s)
+    g = sympy.expand(substitute(per.beyond_six_n - per.six_n, layer.substitutions).subs(others))
+    if g.has(sympy.Min, sympy.Max) or not g.is_polynomial(s):
+        return _piecewise_crossing(g, s)  # a window: min(S, W) pairs per query
+    f = sympy.Poly(g, s)
     roots = [r for r in sympy.real_roots(f) if r >= 1] if f.degree() > 0 else []
     below = not roots and f.eval(1) < 0
     if f.LC() < 0 or (f.degree() < 1 and f.eval(1) < 0):
@@ -298,6 +300,44 @@ def overtakes(derivation: Derivation, costs: Costs, values: Mapping[str, int],
     while f.eval(t) < 0:
         t += 1
     return Crossing(t, False)
+
+
+def _piecewise_crossing(g: sympy.Expr, s: sympy.Symbol) -> Crossing:
+    """:func:`overtakes` for a ``g`` (beyond - 6N) piecewise rational in ``s``
+    (Min and Max of linear forms, a division by ``s``).  Its sign is constant
+    between consecutive candidate points (where two arguments of a Min or Max
+    meet, and the real roots of each piece's numerator), so it is exact to
+    evaluate ``g`` at the integers around each candidate and at one integer in
+    each gap."""
+    atoms = [a for a in g.atoms(sympy.Min, sympy.Max) if a.has(s)]
+    points: set[sympy.Expr] = {sympy.Integer(1)}
+    for a in atoms:
+        for i, x in enumerate(a.args):
+            for y in a.args[i + 1:]:
+                points.update(r for r in sympy.solve(sympy.Eq(x, y), s) if r.is_real)
+
+    def piece(at: sympy.Expr) -> sympy.Expr:
+        """``g`` with each Min/Max replaced by its argument at ``s = at``."""
+        return g.xreplace({a: next(x for x in a.args if x.subs(s, at) == a.subs(s, at))
+                           for a in atoms})
+
+    breaks = sorted(p for p in points if p >= 1)
+    probes = [*breaks, breaks[-1] + 1] + [(x + y) / 2 for x, y in zip(breaks, breaks[1:])]
+    for at in probes:
+        numerator = sympy.numer(sympy.together(piece(at)))
+        if numerator.has(s):
+            points.update(r for r in sympy.real_roots(sympy.Poly(numerator, s)) if r >= 1)
+    marks = sorted({max(1, int(math.floor(p))) for p in points if p >= 1})
+    integers = sorted({t for m in marks for t in (m, m + 1)}
+                      | {(x + y) // 2 for x, y in zip(marks, marks[1:])})
+    value = sympy.lambdify(s, g, modules=[{"Min": min, "Max": max}, "sympy"])
+    negative = [t for t in integers if value(sympy.Integer(t)) < 0]
+    last = integers[-1]
+    if value(sympy.Integer(last)) < 0:  # beyond the last candidate: negative for ever
+        return Crossing(None, len(negative) == len(integers))
+    if not negative:
+        return Crossing(1, False)
+    return Crossing(max(negative) + 1, False)
 
 
 def flops_figure(derivation: Derivation, costs: Costs, values: Mapping[str, int], dim: str,
