@@ -117,13 +117,14 @@ def window_dim(d: Declaration, c: Config) -> None:
           c.integer("sliding_window"), "sliding_window")
 
 
-def layer_count(d: Declaration, kind: str, count: int, kinds: int) -> str:
-    """The dim repeating the blocks of one kind: L, or L_full / L_sliding."""
+def layer_count(d: Declaration, kind: str, count: int, kinds: int,
+                key: str = "num_hidden_layers") -> str:
+    """The dim repeating the blocks of one kind: L, or L_full / L_sliding;
+    ``key``: the config key (or keys) that give the count."""
     if kinds == 1:
-        return d.dim("L", "layers (decoder blocks)", count, "num_hidden_layers")
+        return d.dim("L", "layers (decoder blocks)", count, key)
     return d.dim(f"L_{kind}", f"layers with {'sliding-window' if kind == 'sliding' else 'full causal'}"
-                              " attention (their order is the config's layer_types; counts do "
-                              "not depend on it)", count, "layer_types")
+                              " attention (counts do not depend on the layers' order)", count, key)
 
 
 def dropout(c: Config, key: str, default: str = "0") -> str | None:

@@ -73,7 +73,7 @@ def build(c: Config, o: Options) -> Declaration:
     blk.component("attention", outs)
     blk.component("MLP", mouts)
     blk.component("norms", ["Xn", "Yn"])
-    m.include("layer", layer_count(d, "all", c.integer("n_layer"), 1), {"X": "X0", "Y": "XL"})
+    m.include("layer", layer_count(d, "all", c.integer("n_layer"), 1, "n_layer"), {"X": "X0", "Y": "XL"})
     model_head(d, Norm("layernorm", bias=True, module="ln_f"),
                c.flag("tie_word_embeddings", True), "tie_word_embeddings")
     return d

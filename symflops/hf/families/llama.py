@@ -115,7 +115,9 @@ def build(c: Config, o: Options) -> Declaration:
         blk.component("experts" if experts else "MLP", mouts)
         blk.component("norms", ["Xn", "Yn"])
         nxt = "XL" if i == len(kinds) - 1 else f"X{i + 1}"
-        repeat = layer_count(d, kind, count, len(kinds))
+        repeat = layer_count(d, kind, count, len(kinds), "num_hidden_layers" if len(kinds) == 1
+                             else "layer_types" if c.has("layer_types")
+                             else "num_hidden_layers, use_sliding_window, max_window_layers")
         include_block(d, blk, repeat, previous, nxt, "_sw" if i else "",
                       None if len(kinds) == 1 else f"the {count} layers of {kind} attention"
                       + (" (their tensors renamed _sw)" if i else ""))
