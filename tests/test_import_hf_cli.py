@@ -88,7 +88,7 @@ def test_render_a_config_s_sheet(tmp_path):
     path = config(tmp_path)
     result = cli("render", "--hf-config", str(path), "--format", "md")
     assert result.returncode == 0, result.stderr
-    assert result.stdout.startswith("# Llama decoder (from config.json)")
+    assert result.stdout.startswith("# Llama decoder (from Llama-3.2-1B/config.json)")
     assert "Llama-3.2-1B" in result.stdout        # the numbers table at the config's values
 
 

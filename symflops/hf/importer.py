@@ -49,6 +49,14 @@ def example_name(path: str) -> str:
     return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in name)[:60] or "config"
 
 
+def shown_path(path: str) -> str:
+    """The config's name in a title: ``Llama-2-7b-hf/config.json`` (its directory
+    names the checkpoint), else the file's name."""
+    base = os.path.basename(path)
+    parent = os.path.basename(os.path.dirname(path))
+    return f"{parent}/{base}" if base == "config.json" and parent else base
+
+
 def import_data(data: Any, path: str = "config.json", text: str = "",
                 attention: AttentionCount = "exact") -> Imported:
     """The declaration of a parsed config (``text``: the file, for positions)."""
@@ -61,7 +69,7 @@ def import_data(data: Any, path: str = "config.json", text: str = "",
     check_keys(c, family.read, family.ignored)
     check_common(c, family.lm_classes)
     name = example_name(path)
-    d = family.build(c, Options(attention, name, os.path.basename(path)))
+    d = family.build(c, Options(attention, name, shown_path(path)))
     return Imported(d.text(), model_type, name,
                     {n: v.value for n, v in d.dims.items() if v.value is not None}, path,
                     attention, d.longest)
