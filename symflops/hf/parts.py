@@ -46,6 +46,8 @@ class Attention:
     softcap: str | None = None        # tanh soft-capping of the scores at this value
     count: AttentionCount = "exact"
     dropout: str | None = None        # dropout of the probabilities (GPT-2)
+    residual_dropout: str | None = None   # dropout of the output before the residual
+    residual_note: str = "resid_pdrop"    # the key behind it, for the comment
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,22 @@ class Mlp:
     activation: str                   # a symflops function name
     bias: bool = False
     width: str = "F"
+    residual_dropout: str | None = None   # dropout of the output before the residual
+    residual_note: str = "resid_pdrop"    # the key behind it, for the comment
+
+
+def _residual(out: str, x: str, p: str | None, branch: str) -> tuple[str, bool]:
+    """Where a branch writes: ``out`` itself, or (dropped out before the residual
+    ``x``) ``branch``, which :func:`_dropped` then adds."""
+    if p is None or not x:
+        return out, False
+    return branch, True
+
+
+def _dropped(blk: Block, out: str, x: str, branch: str, p: str, note: str) -> str:
+    blk.op(f"{out}[b,s,d] = {x}[b,s,d] + dropout({branch}[b,s,d], {p})",
+           f"residual dropout ({note})")
+    return out
 
 
 @dataclass(frozen=True)
@@ -187,8 +205,9 @@ def attention(d: Declaration, blk: Block, a: Attention, x: str, xn: str, out: st
         blk.op(f"Pd[b,{h},s,t] = dropout(P[b,{h},s,t], {a.dropout}) {mask}")
         probs = "Pd"
     blk.op(f"O[b,s,{h},e] = {probs}[b,{h},s,t] V[b,t,{k},e]{product}")
-    stmt = f"{out}[b,s,d] = {x}[b,s,d] + O[b,s,{h},e] W_o[{h},e,d]" if x else \
-        f"{out}[b,s,d] = O[b,s,{h},e] W_o[{h},e,d]"
+    branch, dropped = _residual(out, x, a.residual_dropout, "Ya")
+    stmt = f"{branch}[b,s,d] = {x}[b,s,d] + O[b,s,{h},e] W_o[{h},e,d]" if x and not dropped \
+        else f"{branch}[b,s,d] = O[b,s,{h},e] W_o[{h},e,d]"
     if a.bias[3]:
         blk.tensor("b_o", ["D"], "param", "bias of the output projection")
         stmt += " + b_o[d]"
@@ -196,7 +215,10 @@ def attention(d: Declaration, blk: Block, a: Attention, x: str, xn: str, out: st
              *(["Pd"] if a.dropout else []), "O"]
     blk.selective.extend(["A", "P"])
     blk.op(stmt)
-    outs.append(out)
+    outs.append(branch)
+    if dropped:
+        outs.append(_dropped(blk, out, x, branch, a.residual_dropout,  # type: ignore[arg-type]
+                             a.residual_note))
     return outs
 
 
@@ -213,7 +235,14 @@ def mlp(blk: Block, m: Mlp, x: str, xn: str, out: str,
         blk.tensor(b, [dim], "param", f"bias of the {w} product")
         return f" + {b}[{letter}]"
 
-    res = f"{x}[b,s,d] + " if x else ""
+    final, dropped = _residual(out, x, m.residual_dropout, "Ym")
+    res = f"{x}[b,s,d] + " if x and not dropped else ""
+    last = out
+    out = final
+
+    def tail() -> list[str]:  # after the branch's ops
+        return ([_dropped(blk, last, x, final, m.residual_dropout,  # type: ignore[arg-type]
+                          m.residual_note)] if dropped else [])
     if m.gated:
         blk.tensor("W_gate", ["D", f], "param", f"gate projection ({names[0]})")
         blk.tensor("W_up", ["D", f], "param", f"up-projection ({names[1]})")
@@ -222,13 +251,13 @@ def mlp(blk: Block, m: Mlp, x: str, xn: str, out: str,
         blk.op(f"H[b,s,j] = {xn}[b,s,d] W_up[d,j]{bias('W_up', f, 'j')}")
         blk.op(f"M[b,s,j] = {m.activation}(U[b,s,j]) * H[b,s,j]")
         blk.op(f"{out}[b,s,d] = {res}M[b,s,j] W_down[j,d]{bias('W_down', 'D', 'd')}")
-        return ["U", "H", "M", out]
+        return ["U", "H", "M", out, *tail()]
     blk.tensor("W_in", ["D", f], "param", f"up-projection ({names[1]})")
     blk.tensor("W_out", [f, "D"], "param", f"down-projection ({names[2]})")
     blk.op(f"H[b,s,j] = {xn}[b,s,d] W_in[d,j]{bias('W_in', f, 'j')}")
     blk.op(f"M[b,s,j] = {m.activation}(H[b,s,j])")
     blk.op(f"{out}[b,s,d] = {res}M[b,s,j] W_out[j,d]{bias('W_out', 'D', 'd')}")
-    return ["H", "M", out]
+    return ["H", "M", out, *tail()]
 
 
 def moe(blk: Block, m: Moe, xn: str) -> tuple[list[str], str]:

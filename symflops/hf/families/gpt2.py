@@ -57,19 +57,12 @@ def build(c: Config, o: Options) -> Declaration:
     norm(blk, ln, "Xn", "X", "g1", "b,s,d", "d", "attention sub-block: LayerNorm, causal "
                                                  "attention, residual")
     outs = attention(d, blk, Attention("n", (True,) * 4, rotary=False, count=o.attention,
-                                       dropout=attn), "" if resid else "X", "Xn",
-                     "Ya" if resid else "Y1", ("c_attn", "c_attn", "c_attn", "c_proj"))
-    if resid:
-        blk.op(f"Y1[b,s,d] = X[b,s,d] + dropout(Ya[b,s,d], {resid})", "residual dropout "
-                                                                       "(resid_pdrop)")
-        outs.append("Y1")
+                                       dropout=attn, residual_dropout=resid), "X", "Xn", "Y1",
+                     ("c_attn", "c_attn", "c_attn", "c_proj"))
     norm(blk, Norm("layernorm", bias=True, module="ln_2"), "Yn", "Y1", "g2", "b,s,d", "d",
          "MLP sub-block: LayerNorm, GELU MLP, residual")
-    mouts = mlp(blk, Mlp(False, activation, True), "" if resid else "Y1", "Yn",
-                "Ym" if resid else "Y", ("c_fc", "c_fc", "c_proj"))
-    if resid:
-        blk.op(f"Y[b,s,d] = Y1[b,s,d] + dropout(Ym[b,s,d], {resid})")
-        mouts.append("Y")
+    mouts = mlp(blk, Mlp(False, activation, True, residual_dropout=resid), "Y1", "Yn", "Y",
+                ("c_fc", "c_fc", "c_proj"))
     blk.component("attention", outs)
     blk.component("MLP", mouts)
     blk.component("norms", ["Xn", "Yn"])

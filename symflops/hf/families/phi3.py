@@ -179,13 +179,9 @@ def build(c: Config, o: Options) -> Declaration:
          "d", "MLP sub-block: RMSNorm, gated MLP, residual.  gate_up_proj is one linear of 2F "
               "outputs, chunked: W_gate, W_up\nare its two halves (the same parameters and "
               "FLOPs)")
-    mouts = mlp(blk, Mlp(True, activation), "" if resid_p else "Y1", "Yn",
-                "Ym" if resid_p else "Y",
+    mouts = mlp(blk, Mlp(True, activation, residual_dropout=resid_p,
+                         residual_note="resid_pdrop: resid_mlp_dropout"), "Y1", "Yn", "Y",
                 ("gate_up_proj, first half", "gate_up_proj, second half", "down_proj"))
-    if resid_p:
-        blk.op(f"Y[b,s,d] = Y1[b,s,d] + dropout(Ym[b,s,d], {resid_p})",
-               "residual dropout (resid_pdrop: resid_mlp_dropout)")
-        mouts.append("Y")
     blk.component("attention", outs)
     blk.component("MLP", mouts)
     blk.component("norms", ["Xn", "Yn"])

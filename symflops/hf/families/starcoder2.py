@@ -76,20 +76,14 @@ def build(c: Config, o: Options) -> Declaration:
     norm(blk, ln, "Xn", "X", "g1", "b,s,d", "d", "attention sub-block: LayerNorm, causal "
                                                  "attention, residual")
     outs = attention(d, blk, Attention("g,r" if grouped else "n", (bias,) * 4, window=window,
-                                       count=o.attention, dropout=attn_p),
-                     "" if resid_p else "X", "Xn", "Ya" if resid_p else "Y1")
-    if resid_p:
-        blk.op(f"Y1[b,s,d] = X[b,s,d] + dropout(Ya[b,s,d], {resid_p})",
-               "residual dropout of the attention output (residual_dropout)")
-        outs.append("Y1")
+                                       count=o.attention, dropout=attn_p,
+                                       residual_dropout=resid_p,
+                                       residual_note="residual_dropout"), "X", "Xn", "Y1")
     norm(blk, Norm("layernorm", bias=True, module="post_attention_layernorm"), "Yn", "Y1",
          "g2", "b,s,d", "d", "MLP sub-block: LayerNorm, c_fc, GELU, c_proj, residual")
-    mouts = mlp(blk, Mlp(False, activation, bias), "" if resid_p else "Y1", "Yn",
-                "Ym" if resid_p else "Y", ("c_fc", "c_fc", "c_proj"))
-    if resid_p:
-        blk.op(f"Y[b,s,d] = Y1[b,s,d] + dropout(Ym[b,s,d], {resid_p})",
-               "residual dropout of the MLP output (residual_dropout)")
-        mouts.append("Y")
+    mouts = mlp(blk, Mlp(False, activation, bias, residual_dropout=resid_p,
+                         residual_note="residual_dropout"), "Y1", "Yn", "Y",
+                ("c_fc", "c_fc", "c_proj"))
     blk.component("attention", outs)
     blk.component("MLP", mouts)
     blk.component("norms", ["Xn", "Yn"])
