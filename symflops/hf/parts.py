@@ -48,6 +48,7 @@ class Attention:
     dropout: str | None = None        # dropout of the probabilities (GPT-2)
     residual_dropout: str | None = None   # dropout of the output before the residual
     residual_note: str = "resid_pdrop"    # the key behind it, for the comment
+    tables: tuple[str, str] = ("cos", "sin")   # the rotary tables (one pair per layer kind)
 
 
 @dataclass(frozen=True)
@@ -170,21 +171,22 @@ def attention(d: Declaration, blk: Block, a: Attention, x: str, xn: str, out: st
     proj("V", "W_v", k, "t", a.bias[2], ks)
     q, kk = "Q", "K"
     if a.qk_norm is not None:
-        norm(blk, a.qk_norm, "Qn", "Q", "g_q", f"b,s,{h},e", "e",
-             "each query head normalised over its width (q_norm)")
-        norm(blk, a.qk_norm, "Kn", "K", "g_k", f"b,t,{k},e", "e", "and each key head (k_norm)")
+        outs += norm(blk, a.qk_norm, "Qn", "Q", "g_q", f"b,s,{h},e", "e",
+                     "each query head normalised over its width (q_norm)")
+        outs += norm(blk, a.qk_norm, "Kn", "K", "g_k", f"b,t,{k},e", "e",
+                     "and each key head (k_norm)")
         q, kk = "Qn", "Kn"
-        outs += ["Qn", "Kn"]
     if a.rotary:
-        blk.tensor("cos", ["S", "E"], "buffer", "rotary table cos(position * frequency), "
-                                                 "each frequency twice (rotate-half layout)")
-        blk.tensor("sin", ["S", "E"], "buffer", "rotary table sin(position * frequency), "
-                                                 "negative on the first half (rotate-half)")
+        cos, sin = a.tables
+        blk.tensor(cos, ["S", "E"], "buffer", "rotary table cos(position * frequency), "
+                                               "each frequency twice (rotate-half layout)")
+        blk.tensor(sin, ["S", "E"], "buffer", "rotary table sin(position * frequency), "
+                                               "negative on the first half (rotate-half)")
         blk.tensor("rot", ["E"], "index", "rotate-half partner of each entry: e + E/2 on "
                                           "the first half, e - E/2 on the second")
-        blk.op(f"Qr[b,s,{h},e] = {q}[b,s,{h},e] cos[s,e] + {q}[b,s,{h},rot[e]] sin[s,e]",
+        blk.op(f"Qr[b,s,{h},e] = {q}[b,s,{h},e] {cos}[s,e] + {q}[b,s,{h},rot[e]] {sin}[s,e]",
                "rotary positions (RoPE, rotate-half): x cos + rotate_half(x) sin, elementwise")
-        blk.op(f"Kr[b,t,{k},e] = {kk}[b,t,{k},e] cos[t,e] + {kk}[b,t,{k},rot[e]] sin[t,e]")
+        blk.op(f"Kr[b,t,{k},e] = {kk}[b,t,{k},e] {cos}[t,e] + {kk}[b,t,{k},rot[e]] {sin}[t,e]")
         q, kk = "Qr", "Kr"
         outs += ["Qr", "Kr"]
     mask = "where t <= s" + (", s - t < W" if a.window else "")

@@ -42,7 +42,7 @@ from fractions import Fraction
 
 from ..config import BY_HAND, Config
 from ..emit import Block, Declaration
-from ..parts import Mlp, Norm, mlp, norm, token_inputs
+from ..parts import Attention, Mlp, Norm, attention, mlp, norm, token_inputs
 from ..parts import softcap as capped
 from .common import Family, Options, include_block, model_base, rope_keys
 
@@ -134,87 +134,6 @@ def _norm(blk: Block, out: str, x: str, gain: str, letters: str, over: str, dim:
     """A Gemma RMSNorm: ``rmsnorm_over(x) * (1 + g)``."""
     return norm(blk, Norm("rmsnorm", unit_offset=True, module=module), out, x, gain, letters,
                 over, comment)
-
-
-def _attention(blk: Block, *, grouped: bool, bias: bool, qk_norm: bool, scale: str,
-               window: bool, softcap: str | None, dropout: str | None, full_square: bool,
-               x: str, xn: str, out: str, cos: str, sin: str) -> list[str]:
-    """Gemma's causal self-attention of ``xn`` (added to ``x`` unless ``x`` is empty),
-    into ``out``; returns the ops' outputs."""
-    h, k = ("g,r", "g") if grouped else ("n", "n")
-    qs, ks = (["G", "R"], ["G"]) if grouped else (["N"], ["N"])
-    blk.uses("B", "S", "D", "N", "E", *(("G", "R") if grouped else ()))
-    if window:
-        blk.uses("W")
-    blk.tensor("W_q", ["D", *qs, "E"], "param", "query projection (q_proj)")
-    blk.tensor("W_k", ["D", *ks, "E"], "param", "key projection (k_proj)")
-    blk.tensor("W_v", ["D", *ks, "E"], "param", "value projection (v_proj)")
-    blk.tensor("W_o", [*qs, "E", "D"], "param", "output projection (o_proj)")
-    outs: list[str] = []
-    for name, w, letters, pos, shape, module in (("Q", "W_q", h, "s", qs, "q_proj"),
-                                                 ("K", "W_k", k, "t", ks, "k_proj"),
-                                                 ("V", "W_v", k, "t", ks, "v_proj")):
-        stmt = f"{name}[b,{pos},{letters},e] = {xn}[b,{pos},d] {w}[d,{letters},e]"
-        if bias:
-            b = "b" + w[1:]
-            blk.tensor(b, [*shape, "E"], "param", f"bias of the {module} (attention_bias)")
-            stmt += f" + {b}[{letters},e]"
-        blk.op(stmt)
-        outs.append(name)
-    q, kk = "Q", "K"
-    if qk_norm:
-        outs += _norm(blk, "Qn", "Q", "g_q", f"b,s,{h},e", "e", "E", "q_norm",
-                      "each query head normalised over its width (q_norm), before the "
-                      "rotary embedding")
-        outs += _norm(blk, "Kn", "K", "g_k", f"b,t,{k},e", "e", "E", "k_norm",
-                      "and each key head (k_norm)")
-        q, kk = "Qn", "Kn"
-    blk.tensor(cos, ["S", "E"], "buffer", "rotary table cos(position * frequency), each "
-                                          "frequency twice (rotate-half layout)")
-    blk.tensor(sin, ["S", "E"], "buffer", "rotary table sin(position * frequency), negative "
-                                          "on the first half (rotate-half)")
-    blk.tensor("rot", ["E"], "index", "rotate-half partner of each entry: e + E/2 on the "
-                                      "first half, e - E/2 on the second")
-    blk.op(f"Qr[b,s,{h},e] = {q}[b,s,{h},e] {cos}[s,e] + {q}[b,s,{h},rot[e]] {sin}[s,e]",
-           "rotary positions (RoPE, rotate-half): x cos + rotate_half(x) sin, elementwise")
-    blk.op(f"Kr[b,t,{k},e] = {kk}[b,t,{k},e] {cos}[t,e] + {kk}[b,t,{k},rot[e]] {sin}[t,e]")
-    outs += ["Qr", "Kr"]
-    mask = " where t <= s" + (", s - t < W" if window else "")
-    product = "" if full_square else mask
-    note = ("both products over the full S x S square, as eager attention runs them; the "
-            "softmax masks" if full_square else
-            "causal: the products count only the pairs t <= s"
-            + (" within the window" if window else ""))
-    blk.op(f"A[b,{h},s,t] = Qr[b,s,{h},e] Kr[b,t,{k},e] / {scale}{product}",
-           f"scores ({note})")
-    outs.append("A")
-    scores = "A"
-    if softcap is not None:
-        scores = capped(blk, "A", f"b,{h},s,t", softcap, ("Ad", "At", "Ac"), product,
-                          f"soft-capping of the scores at {softcap} (attn_logit_softcapping): "
-                          "divide, tanh, multiply")
-        outs += ["Ad", "At", "Ac"]
-    blk.op(f"P[b,{h},s,t] = softmax_t({scores}[b,{h},s,t]){mask}",
-           "the sliding window: key t within sliding_window positions of query s"
-           if window else None)
-    outs.append("P")
-    probs = "P"
-    if dropout is not None:
-        blk.op(f"Pd[b,{h},s,t] = dropout(P[b,{h},s,t], {dropout}){mask}",
-               "dropout of the probabilities in training (attention_dropout)")
-        probs = "Pd"
-        outs.append("Pd")
-    blk.op(f"O[b,s,{h},e] = {probs}[b,{h},s,t] V[b,t,{k},e]{product}")
-    outs.append("O")
-    res = f"{x}[b,s,d] + " if x else ""
-    stmt = f"{out}[b,s,d] = {res}O[b,s,{h},e] W_o[{h},e,d]"
-    if bias:
-        blk.tensor("b_o", ["D"], "param", "bias of the o_proj (attention_bias)")
-        stmt += " + b_o[d]"
-    blk.op(stmt)
-    blk.selective.extend(["A", "P"])
-    outs.append(out)
-    return outs
 
 
 # -- reading ---------------------------------------------------------------------------
@@ -366,10 +285,13 @@ def build(c: Config, o: Options) -> Declaration:
             cos, sin = ("cos_l", "sin_l") if window else ("cos_g", "sin_g")
         else:
             cos, sin = "cos", "sin"
-        outs = _attention(blk, grouped=grouped, bias=bias, qk_norm=t == "gemma3_text",
-                          scale=scale, window=window, softcap=attn_cap, dropout=dropout,
-                          full_square=o.attention == "full-square", x="" if sandwich else "X",
-                          xn="Xn", out="Ao" if sandwich else "Y1", cos=cos, sin=sin)
+        qk = Norm("rmsnorm", unit_offset=True, module="q_norm / k_norm") \
+            if t == "gemma3_text" else None
+        outs = attention(d, blk, Attention("g,r" if grouped else "n", (bias,) * 4, qk,
+                                           scale=scale, window=window, softcap=attn_cap,
+                                           count=o.attention, dropout=dropout,
+                                           tables=(cos, sin)),
+                         "" if sandwich else "X", "Xn", "Ao" if sandwich else "Y1")
         if sandwich:
             norms += _norm(blk, "An", "Ao", "g2", "b,s,d", "d", "D", "post_attention_layernorm",
                            "the attention output normalised (post_attention_layernorm), then "
