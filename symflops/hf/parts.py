@@ -130,7 +130,7 @@ def norm(blk: Block, n: Norm, out: str, x: str, gain: str, letters: str, over: s
     return [*outs, out]
 
 
-def softcap(blk: Block, x: str, letters: str, cap: str, names: tuple[str, str, str],
+def softcap_op(blk: Block, x: str, letters: str, cap: str, names: tuple[str, str, str],
             where: str = "", comment: str | None = None) -> str:
     """``cap * tanh(x / cap)`` in three ops (a function takes one tensor), as
     transformers computes it; returns the capped tensor's name."""
@@ -189,39 +189,58 @@ def attention(d: Declaration, blk: Block, a: Attention, x: str, xn: str, out: st
         blk.op(f"Kr[b,t,{k},e] = {kk}[b,t,{k},e] {cos}[t,e] + {kk}[b,t,{k},rot[e]] {sin}[t,e]")
         q, kk = "Qr", "Kr"
         outs += ["Qr", "Kr"]
-    mask = "where t <= s" + (", s - t < W" if a.window else "")
-    product = "" if a.count == "full-square" else f" {mask}"
-    note = ("both products over the full S x S square, as eager attention runs them; the "
-            "softmax masks" if a.count == "full-square" else
-            "causal: the products count only the pairs t <= s" +
-            (" within the window" if a.window else ""))
-    blk.op(f"A[b,{h},s,t] = {q}[b,s,{h},e] {kk}[b,t,{k},e] / {a.scale}{product}",
-           f"scores ({note})")
-    scores = "A"
-    if a.softcap is not None:
-        scores = softcap(blk, "A", f"b,{h},s,t", a.softcap, ("Ad", "At", "Ac"), product,
-                         f"soft-capping of the scores at {a.softcap}")
-    blk.op(f"P[b,{h},s,t] = softmax_t({scores}[b,{h},s,t]) {mask}")
-    probs = "P"
-    if a.dropout is not None:
-        blk.op(f"Pd[b,{h},s,t] = dropout(P[b,{h},s,t], {a.dropout}) {mask}")
-        probs = "Pd"
-    blk.op(f"O[b,s,{h},e] = {probs}[b,{h},s,t] V[b,t,{k},e]{product}")
+    outs += mixing(blk, h, k, q, kk, "V", a.scale, a.count, window=a.window,
+                   softcap=a.softcap, dropout=a.dropout)
     branch, dropped = _residual(out, x, a.residual_dropout, "Ya")
     stmt = f"{branch}[b,s,d] = {x}[b,s,d] + O[b,s,{h},e] W_o[{h},e,d]" if x and not dropped \
         else f"{branch}[b,s,d] = O[b,s,{h},e] W_o[{h},e,d]"
     if a.bias[3]:
         blk.tensor("b_o", ["D"], "param", "bias of the output projection")
         stmt += " + b_o[d]"
-    outs += ["A", *(["Ad", "At", "Ac"] if a.softcap else []), "P",
-             *(["Pd"] if a.dropout else []), "O"]
-    blk.selective.extend(["A", "P"])
     blk.op(stmt)
     outs.append(branch)
     if dropped:
         outs.append(_dropped(blk, out, x, branch, a.residual_dropout,  # type: ignore[arg-type]
                              a.residual_note))
     return outs
+
+
+def mixing(blk: Block, h: str, k: str, q: str, kk: str, v: str, scale: str,
+           count: AttentionCount, *, window: bool = False, softcap: str | None = None,
+           dropout: str | None = None, extra: str = "", extra_note: str = "",
+           value: str = "e") -> list[str]:
+    """The heart of causal attention, written once for every family: the scores
+    ``A = q kk / scale (+ extra)``, soft-capped or not, the masked softmax ``P``,
+    dropped out or not, and the mixing ``O = P v`` (its letter ``value``).  The
+    two products carry the where-clause under ``count="exact"`` (the pairs
+    ``t <= s``, within the window ``s - t < W``), none under ``"full-square"``;
+    the softmax always does.  Returns the ops' outputs; A and P are the ops a
+    selective recomputation runs again."""
+    mask = "where t <= s" + (", s - t < W" if window else "")
+    product = "" if count == "full-square" else f" {mask}"
+    note = ("both products over the full S x S square, as eager attention runs them; the "
+            "softmax masks" if count == "full-square" else
+            "causal: the products count only the pairs t <= s"
+            + (" within the window" if window else ""))
+    blk.op(f"A[b,{h},s,t] = {q}[b,s,{h},e] {kk}[b,t,{k},e] / {scale}{extra}{product}",
+           f"scores ({note}{extra_note})")
+    outs, scores = ["A"], "A"
+    if softcap is not None:
+        scores = softcap_op(blk, "A", f"b,{h},s,t", softcap, ("Ad", "At", "Ac"), product,
+                            f"soft-capping of the scores at {softcap}: divide, tanh, multiply")
+        outs += ["Ad", "At", "Ac"]
+    blk.op(f"P[b,{h},s,t] = softmax_t({scores}[b,{h},s,t]) {mask}",
+           "the sliding window: key t within W positions of query s" if window else None)
+    outs.append("P")
+    probs = "P"
+    if dropout is not None:
+        blk.op(f"Pd[b,{h},s,t] = dropout(P[b,{h},s,t], {dropout}) {mask}",
+               "dropout of the probabilities in training (attention_dropout)")
+        probs = "Pd"
+        outs.append("Pd")
+    blk.op(f"O[b,s,{h},{value}] = {probs}[b,{h},s,t] {v}[b,t,{k},{value}]{product}")
+    blk.selective.extend(["A", "P"])
+    return [*outs, "O"]
 
 
 def mlp(blk: Block, m: Mlp, x: str, xn: str, out: str,
@@ -331,7 +350,7 @@ def model_head(d: Declaration, final: Norm, tied: bool, tied_key: str,
         m.op("Z[b,s,v] = Xf[b,s,d] W_U[d,v]", "logits")
     logits = "Z"
     if cap is not None:
-        logits = softcap(m, "Z", "b,s,v", cap, ("Zd", "Zt", "Zc"), "",
+        logits = softcap_op(m, "Z", "b,s,v", cap, ("Zd", "Zt", "Zc"), "",
                          f"soft-capping of the logits at {cap}")
     m.op(f"Loss[] = cross_entropy_mean_v({logits}[b,s,v], y[b,s])",
          "mean cross-entropy of the next token at every position")

@@ -39,7 +39,8 @@ from fractions import Fraction
 
 from ..config import Config
 from ..emit import Block, Declaration
-from ..parts import Mlp, Moe, Norm, mlp, model_head, moe, moe_dims, norm, rotary_embedding
+from ..parts import Mlp, Moe, Norm, mixing, mlp, model_head, moe, moe_dims, norm, \
+    rotary_embedding
 from .common import Family, Options, include_block, model_base, rope_keys
 
 _READ = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
@@ -170,22 +171,11 @@ def _mla(blk: Block, qlora: bool, bias: bool, full_square: bool, dropout: str | 
            "the rotary key's gradient sums over the heads)")
     outs += ["Qc", "Qp1", "Qp2", "Qr1", "Qr2", "Qh", "Ckv", "Ckvn", "Kc", "Vh", "Kp1", "Kp2",
              "Kr1", "Kr2", "Kh"]
-    mask = "where t <= s"
-    product = "" if full_square else f" {mask}"
-    note = ("both products over the full S x S square, as eager attention runs them; the "
-            "softmax masks" if full_square else "causal: the products count only the pairs t <= s")
-    blk.op(f"A[b,n,s,t] = Qh[b,s,n,e] Kh[b,t,n,e] / sqrt(En + 2*Er){product}",
-           f"scores ({note}); the scale, YaRN's mscale included, is a constant")
-    blk.op(f"P[b,n,s,t] = softmax_t(A[b,n,s,t]) {mask}")
-    probs = "P"
-    if dropout is not None:
-        blk.op(f"Pd[b,n,s,t] = dropout(P[b,n,s,t], {dropout}) {mask}",
-               "dropout of the probabilities (attention_dropout, in training)")
-        probs = "Pd"
-    blk.op(f"O[b,s,n,f] = {probs}[b,n,s,t] Vh[b,t,n,f]{product}")
+    outs += mixing(blk, "n", "n", "Qh", "Kh", "Vh", "sqrt(En + 2*Er)",
+                   "full-square" if full_square else "exact", dropout=dropout,
+                   extra_note="; the scale, YaRN's mscale included, is a constant", value="f")
     blk.op("Y1[b,s,d] = X[b,s,d] + O[b,s,n,f] W_o[n,f,d]" + (" + b_o[d]" if bias else ""))
-    blk.selective.extend(["A", "P"])
-    return outs + ["A", "P", *(["Pd"] if dropout else []), "O", "Y1"]
+    return outs + ["Y1"]
 
 
 def _moe(blk: Block, v3: bool, activation: str, renormalize: bool, scale: str | None,

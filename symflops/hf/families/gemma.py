@@ -43,7 +43,7 @@ from fractions import Fraction
 from ..config import BY_HAND, Config
 from ..emit import Block, Declaration
 from ..parts import Attention, Mlp, Norm, attention, mlp, norm, token_inputs
-from ..parts import softcap as capped
+from ..parts import softcap_op
 from .common import Family, Options, include_block, model_base, rope_keys
 
 _BASE = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
@@ -341,7 +341,7 @@ def build(c: Config, o: Options) -> Declaration:
         m.op("Z[b,s,v] = Xf[b,s,d] W_U[d,v]", "logits")
     logits = "Z"
     if final_cap is not None:
-        logits = capped(m, "Z", "b,s,v", final_cap, ("Zd", "Zt", "Zc"), "",
+        logits = softcap_op(m, "Z", "b,s,v", final_cap, ("Zd", "Zt", "Zc"), "",
                           f"soft-capping of the logits at {final_cap} (final_logit_softcapping)"
                           ": divide, tanh, multiply")
     m.op(f"Loss[] = cross_entropy_mean_v({logits}[b,s,v], y[b,s])",

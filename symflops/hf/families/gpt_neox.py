@@ -36,7 +36,7 @@ import math
 
 from ..config import BY_HAND, Config
 from ..emit import Block, Declaration
-from ..parts import AttentionCount, Mlp, Norm, mlp, model_head, norm, token_inputs
+from ..parts import AttentionCount, Mlp, Norm, mixing, mlp, model_head, norm, token_inputs
 from .common import Family, Options, dropout, layer_count, model_base
 
 READ = frozenset(("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
@@ -114,34 +114,21 @@ def _attention(blk: Block, *, heads: str, bias: bool, rotary: str | None, count:
             blk.op(f"Ke[b,t,{k},e] = concat_e(Ka[b,t,{k},u], Kp[b,t,{k},p])")
             q, kk = "Qe", "Ke"
             outs += ["Qe", "Ke"]
-    mask = "where t <= s"
-    product = "" if count == "full-square" else f" {mask}"
-    note = ("both products over the full S x S square, as eager attention runs them; the "
-            "softmax masks" if count == "full-square" else
-            "causal: the products count only the pairs t <= s")
-    stmt = f"A[b,{h},s,t] = {q}[b,s,{h},e] {kk}[b,t,{k},e] / sqrt(E)"
+    extra, extra_note = "", ""
     if alibi:
         blk.tensor("alibi", [*qs, "S"], "buffer", "ALiBi bias: each head's slope times the key "
                                                   "position (build_alibi_tensor)")
-        stmt += f" + alibi[{h},t] / sqrt(E)"
-        note += "; ALiBi adds each head's slope times the key position (elementwise)"
-    blk.op(stmt + product, f"scores ({note})")
-    blk.op(f"P[b,{h},s,t] = softmax_t(A[b,{h},s,t]) {mask}")
-    probs = "P"
-    if dropout is not None:
-        blk.op(f"Pd[b,{h},s,t] = dropout(P[b,{h},s,t], {dropout}) {mask}",
-               "dropout of the probabilities (attention_dropout)")
-        probs = "Pd"
-    blk.op(f"O[b,s,{h},e] = {probs}[b,{h},s,t] V[b,t,{k},e]{product}")
+        extra = f" + alibi[{h},t] / sqrt(E)"
+        extra_note = "; ALiBi adds each head's slope times the key position (elementwise)"
+    outs += mixing(blk, h, k, q, kk, "V", "sqrt(E)", count, dropout=dropout, extra=extra,
+                   extra_note=extra_note)
     blk.tensor("W_o", [*qs, "E", "D"], "param", f"output projection ({dense})")
     stmt = f"{out}[b,s,d] = O[b,s,{h},e] W_o[{h},e,d]"
     if bias:
         blk.tensor("b_o", ["D"], "param", f"{dense} bias")
         stmt += " + b_o[d]"
     blk.op(stmt)
-    blk.selective.extend(["A", "P"])
-    outs += ["A", "P", *(["Pd"] if dropout else []), "O", out]
-    return outs
+    return [*outs, out]
 
 
 def rotary_width(c: Config, head: int, factor: float, key: str) -> int:
