@@ -33,6 +33,21 @@ LLAMA2_7B = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidd
              "rms_norm_eps": 1e-05, "rope_scaling": None, "tie_word_embeddings": False,
              "torch_dtype": "float16", "vocab_size": 32000, "pretraining_tp": 1,
              "bos_token_id": 1, "eos_token_id": 2, "initializer_range": 0.02, "use_cache": True}
+# huggyllama/llama-7b (Llama 1): 6,738,415,616 parameters, as Llama 2's sizes at 2,048 positions
+LLAMA1_7B = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_act": "silu",
+             "hidden_size": 4096, "intermediate_size": 11008, "max_position_embeddings": 2048,
+             "num_attention_heads": 32, "num_hidden_layers": 32, "rms_norm_eps": 1e-06,
+             "tie_word_embeddings": False, "torch_dtype": "float16", "vocab_size": 32000,
+             "bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 0, "use_cache": True,
+             "initializer_range": 0.02}
+# meta-llama/Meta-Llama-3-8B: grouped keys and values (8 of 32), a vocabulary of 128,256
+LLAMA3_8B = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_act": "silu",
+             "hidden_size": 4096, "intermediate_size": 14336, "max_position_embeddings": 8192,
+             "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 8,
+             "rms_norm_eps": 1e-05, "rope_theta": 500000.0, "tie_word_embeddings": False,
+             "torch_dtype": "bfloat16", "vocab_size": 128256, "attention_bias": False,
+             "attention_dropout": 0.0, "bos_token_id": 128000, "eos_token_id": 128001,
+             "pretraining_tp": 1, "mlp_bias": False, "rope_scaling": None}
 # meta-llama/Llama-3.2-1B: tied embeddings, head_dim given, llama3 rope scaling
 LLAMA32_1B = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 2048,
               "intermediate_size": 8192, "num_hidden_layers": 16, "num_attention_heads": 32,
@@ -81,7 +96,8 @@ QWEN25_WINDOWED = {**QWEN25_05B, "use_sliding_window": True, "max_window_layers"
 LLAMA32_DROPOUT = {**LLAMA32_1B, "attention_dropout": 0.1}
 QWEN3_BIAS = {**QWEN3_06B, "attention_bias": True}
 
-CHECKPOINTS = {"Llama-3.2-1B, attention dropout": LLAMA32_DROPOUT,
+CHECKPOINTS = {"huggyllama/llama-7b": LLAMA1_7B, "meta-llama/Meta-Llama-3-8B": LLAMA3_8B,
+               "Llama-3.2-1B, attention dropout": LLAMA32_DROPOUT,
                "Qwen3-0.6B, attention_bias": QWEN3_BIAS,
                "openai-community/gpt2": GPT2_SMALL, "Qwen2.5-0.5B, windowed": QWEN25_WINDOWED, "meta-llama/Llama-2-7b-hf": LLAMA2_7B,
                "meta-llama/Llama-3.2-1B": LLAMA32_1B, "mistralai/Mistral-7B-v0.1": MISTRAL_7B,
@@ -111,6 +127,8 @@ def test_the_hugging_face_model_agrees_exactly(checkpoint):
 @pytest.mark.parametrize("checkpoint, published", [
     ("openai-community/gpt2", 124_439_808),        # the model card's 124M, to the parameter
     ("meta-llama/Llama-2-7b-hf", 6_738_415_616),
+    ("huggyllama/llama-7b", 6_738_415_616),
+    ("meta-llama/Meta-Llama-3-8B", 8_030_261_248),   # the model card's 8.03B
     ("mistralai/Mixtral-8x7B-v0.1", 46_702_792_704),
     ("Qwen/Qwen2.5-0.5B", 494_032_768),           # the model card's 0.49B
 ])
