@@ -273,3 +273,22 @@ def test_qwen_windowed_layers_follow_max_window_layers():
     p_c, f_c = symflops_counts(QWEN25_05B, S, "exact")
     assert p_w == p_c == 494_032_768
     assert f_c - f_w == 4 * 6 * 2 * 14 * 64 * (S * (S + 1) // 2 - (W * (W + 1) // 2 + (S - W) * W))
+
+
+def test_a_layer_count_beyond_any_model_is_refused_in_bounded_time():
+    """Families lay their layers out one by one (which are windowed, which dense):
+    10**12 layers made Mistral's import run out of memory (exit 70) and Gemma 2's
+    and Qwen3-MoE's run for ever. Every family now refuses it by its key."""
+    import time
+
+    from test_hf_deepseek import DEEPSEEK_V3
+    from test_hf_gemma import GEMMA2_2B
+    from test_hf_misc import QWEN3_30B_A3B
+    from test_hf_neox import PYTHIA_1_4B
+
+    for config in (MISTRAL_7B, LLAMA2_7B, GEMMA2_2B, QWEN3_30B_A3B, DEEPSEEK_V3, PYTHIA_1_4B,
+                   {**GPT2_SMALL, "n_layer": 10**12}):
+        start = time.monotonic()
+        message = error({**config, "num_hidden_layers": 10**12} if "n_layer" not in config
+                        else config)
+        assert "layers is beyond 100,000" in message and time.monotonic() - start < 5

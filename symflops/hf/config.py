@@ -29,6 +29,11 @@ from ..core.errors import Span, SymflopsError
 from .json_file import key_name, span_at
 
 MAX_VALUE = 10**12           # a dimension beyond this is surely a mistake
+#: a layer count beyond this is surely a mistake (the deepest published models have
+#: about a hundred): families lay out their layers one by one (which are windowed,
+#: which dense), so the count also bounds the import's time and memory
+MAX_LAYERS = 10**5
+LAYER_KEYS = frozenset({"num_hidden_layers", "n_layer", "num_layers"})
 
 #: keys of every config that change no count symflops reports.
 IGNORED = frozenset({
@@ -115,6 +120,9 @@ class Config:
         if value > MAX_VALUE:
             raise self.error(key, f"key {key!r} = {value} is beyond 10^12",
                              f"check {key}: no model has a dimension this large")
+        if key in LAYER_KEYS and value > MAX_LAYERS:
+            raise self.error(key, f"key {key!r} = {value:,} layers is beyond {MAX_LAYERS:,}",
+                             f"check {key}: no model has this many layers")
         return value
 
     def optional_integer(self, key: str) -> int | None:
