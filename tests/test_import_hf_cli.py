@@ -116,3 +116,14 @@ def test_a_sum_per_copy_is_bracketed_on_the_sheet(tmp_path):
     assert result.returncode == 0, result.stderr
     assert r"= L \times (2DNE + 2DGE + 3DMF + DM + 2D + 2E) + D(2V + 1)$" in result.stdout
     assert r"L \times 2DNE +" not in result.stdout
+
+
+def test_the_components_of_two_kinds_of_layer_say_whose_they_are(tmp_path):
+    """A model of windowed and full-attention layers had two rows 'attention' (and two
+    of each other component) in its sheet's table and figure; each now names its layers."""
+    from test_hf_import import QWEN25_WINDOWED
+
+    result = cli("import-hf", str(config(tmp_path, QWEN25_WINDOWED, "qwen")))
+    assert '"attention (full-attention layers)": [' in result.stdout
+    assert '"attention (sliding-window layers)": [' in result.stdout
+    assert '"attention": [' not in result.stdout

@@ -23,6 +23,11 @@ def quoted(text: str) -> str:
     return json.dumps(text, ensure_ascii=False)
 
 
+#: how a component of each kind of block is labelled when a model has two kinds
+KINDS = {"full": "full-attention layers", "sliding": "sliding-window layers",
+         "dense": "dense layers", "moe": "MoE layers", "sparse": "MoE layers"}
+
+
 @dataclass(frozen=True)
 class Dim:
     name: str
@@ -137,8 +142,12 @@ class Declaration:
         out.append(f"{indent}tensors:")
         out += [f"{indent}  {n}: {line}" for n, line in b.tensors]
         if b.components:
+            # two kinds of block: each component says whose it is ("attention (sliding)")
+            kind = b.name.removeprefix("layer_")
+            label = f" ({KINDS.get(kind, kind)})" if not top and len(self.blocks) > 1 else ""
             out.append(f"{indent}components:")
-            out += [f"{indent}  {quoted(n)}: [{', '.join(ops)}]" for n, ops in b.components]
+            out += [f"{indent}  {quoted(n + label)}: [{', '.join(ops)}]"
+                    for n, ops in b.components]
         out.append(f"{indent}ops:")
         out += [f"{indent}  {line}" for line in b.ops]
         return out
