@@ -370,6 +370,21 @@ def rotary_embedding(d: Declaration, note: str = "") -> None:
     m.component("embedding", ["X0"])
 
 
+def embedding(d: Declaration, rhs: str, comment: str, p: str | None = None,
+              pre: str = "X0e", dropout_comment: str = "", plain: str | None = None) -> None:
+    """``X0[b,s,d] = rhs`` (the embeddings' sum), dropped out with probability ``p``
+    through ``pre`` when it is given; ``plain``: the comment without dropout, when
+    it differs from ``comment``."""
+    m = d.model
+    if p is None:
+        m.op(f"X0[b,s,d] = {rhs}", comment if plain is None else plain)
+        m.component("embedding", ["X0"])
+        return
+    m.op(f"{pre}[b,s,d] = {rhs}", comment)
+    m.op(f"X0[b,s,d] = dropout({pre}[b,s,d], {p})", dropout_comment)
+    m.component("embedding", [pre, "X0"])
+
+
 def token_inputs(d: Declaration) -> None:
     m = d.model
     m.tensor("tok", ["B", "S"], "index", "input token ids, integers in [0, V)")

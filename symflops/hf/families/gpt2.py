@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from ..config import Config
 from ..emit import Declaration
-from ..parts import Attention, Mlp, Norm, attention, mlp, model_head, norm, token_inputs
+from ..parts import Attention, Mlp, Norm, attention, embedding, mlp, model_head, norm, \
+    token_inputs
 from .common import Family, Options, decoder_dims, dropout, layer_count, model_base
 
 READ = frozenset(("n_embd", "n_layer", "n_head", "vocab_size", "n_positions", "n_inner",
@@ -44,13 +45,8 @@ def build(c: Config, o: Options) -> Declaration:
     m.tensor("pos", ["S"], "index", "the position of each token, integers in [0, P)")
     m.tensor("W_E", ["V", "D"], "param", "token embedding (wte)")
     m.tensor("W_P", ["P", "D"], "param", "learned position embedding (wpe)")
-    if embd:
-        m.op("X0p[b,s,d] = W_E[tok[b,s], d] + W_P[pos[s], d]", "token and position embeddings")
-        m.op(f"X0[b,s,d] = dropout(X0p[b,s,d], {embd})", "embedding dropout (embd_pdrop)")
-        m.component("embedding", ["X0p", "X0"])
-    else:
-        m.op("X0[b,s,d] = W_E[tok[b,s], d] + W_P[pos[s], d]", "token and position embeddings")
-        m.component("embedding", ["X0"])
+    embedding(d, "W_E[tok[b,s], d] + W_P[pos[s], d]", "token and position embeddings", embd,
+              "X0p", "embedding dropout (embd_pdrop)")
     blk = d.block("layer", "GPT-2 decoder block")
     blk.tensor("X", ["B", "S", "D"], "input", "the block's input (the residual stream)")
     ln = Norm("layernorm", bias=True, module="ln_1")

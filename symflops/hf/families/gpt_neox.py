@@ -36,7 +36,8 @@ import math
 
 from ..config import BY_HAND, Config
 from ..emit import Block, Declaration
-from ..parts import AttentionCount, Mlp, Norm, mixing, mlp, model_head, norm, token_inputs
+from ..parts import AttentionCount, Mlp, Norm, embedding, mixing, mlp, model_head, norm, \
+    token_inputs
 from .common import Family, Options, dropout, layer_count, model_base
 
 READ = frozenset(("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
@@ -206,13 +207,8 @@ def build(c: Config, o: Options) -> Declaration:
     m = d.model
     m.tensor("W_E", ["V", "D"], "param", "token embedding (embed_in; rotary positions add "
                                          "no parameter)")
-    if hidden:
-        m.op("X0e[b,s,d] = W_E[tok[b,s], d]", "token embedding")
-        m.op(f"X0[b,s,d] = dropout(X0e[b,s,d], {hidden})", "emb_dropout (hidden_dropout)")
-        m.component("embedding", ["X0e", "X0"])
-    else:
-        m.op("X0[b,s,d] = W_E[tok[b,s], d]", "token embedding (embed_in)")
-        m.component("embedding", ["X0"])
+    embedding(d, "W_E[tok[b,s], d]", "token embedding", hidden, "X0e",
+              "emb_dropout (hidden_dropout)", plain="token embedding (embed_in)")
 
     blk = d.block("layer", "GPT-NeoX decoder block (" + ("parallel" if parallel else
                                                          "sequential") + " residual)")

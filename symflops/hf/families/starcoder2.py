@@ -24,7 +24,8 @@ from __future__ import annotations
 
 from ..config import Config
 from ..emit import Declaration
-from ..parts import Attention, Mlp, Norm, attention, mlp, model_head, norm, token_inputs
+from ..parts import Attention, Mlp, Norm, attention, embedding, mlp, model_head, norm, \
+    token_inputs
 from .common import Family, Options, decoder_dims, dropout, layer_count, layer_kinds, model_base, \
     rope_keys, window_dim
 
@@ -60,16 +61,8 @@ def build(c: Config, o: Options) -> Declaration:
     token_inputs(d)
     m = d.model
     m.tensor("W_E", ["V", "D"], "param", "token embedding (embed_tokens)")
-    if embd_p:
-        m.op("Xe[b,s,d] = W_E[tok[b,s], d]", "token embedding (rotary positions add no "
-                                             "parameter)")
-        m.op(f"X0[b,s,d] = dropout(Xe[b,s,d], {embd_p})", "embedding dropout "
-                                                           "(embedding_dropout)")
-        m.component("embedding", ["Xe", "X0"])
-    else:
-        m.op("X0[b,s,d] = W_E[tok[b,s], d]", "token embedding (rotary positions add no "
-                                             "parameter)")
-        m.component("embedding", ["X0"])
+    embedding(d, "W_E[tok[b,s], d]", "token embedding (rotary positions add no parameter)",
+              embd_p, "Xe", "embedding dropout (embedding_dropout)")
     blk = d.block("layer", "StarCoder2 decoder block" + (" (sliding window)" if window else ""))
     blk.tensor("X", ["B", "S", "D"], "input", "the block's input (the residual stream)")
     ln = Norm("layernorm", bias=True, module="input_layernorm")
