@@ -16,7 +16,7 @@ import pytest
 
 from symflops.cli import run as cli_run
 from symflops.core.errors import SymflopsError
-from symflops.planner.hardware import PRESETS, preset
+from symflops.core.hardware import PRESETS, preset
 from symflops.planner.compute import (compute, rate, run_from_phases, run_from_steps,
                                       run_from_tokens, timing)
 from symflops.planner.memory import inference, memory

@@ -21,7 +21,7 @@ from fractions import Fraction
 
 from ..core.errors import SymflopsError
 from ..core.numbers import read_number
-from ..planner.hardware import PRESETS, preset
+from ..core.hardware import PRESETS, preset
 from ..planner.compute import rate, run_from_phases, run_from_steps, run_from_tokens
 from ..planner.plan import (Plan, make_plan, model_from_declaration, model_from_import,
                             model_from_params)

@@ -51,7 +51,7 @@ from typing import Any, Mapping
 from ..core.errors import SymflopsError
 from ..count.precision import Precision
 from .compute import Compute, Rate, Run, Time, compute, timing, token_flops
-from .hardware import Accelerator
+from ..core.hardware import Accelerator
 from .memory import Inference, Memory, inference, memory
 from .records import Formula, Model, Number, TokenFlops, check_recompute, show_exact
 

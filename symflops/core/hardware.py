@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
-from ..core.errors import SymflopsError
+from .errors import SymflopsError
 
 
 @dataclass(frozen=True)
