@@ -219,13 +219,33 @@ def test_other_errors():
 
 
 def test_presets_are_dense_figures():
+    # The datasheets' dense bf16 peaks, capacities and HBM bandwidths (see the sources in
+    # symflops/core/hardware.py); B200 from DGX B200's 1,440 GB and 64 TB/s for 8 GPUs.
     assert {name: (a.peak_flops, a.memory_bytes, a.bandwidth) for name, a in PRESETS.items()} == {
         "a100-80gb-sxm": (312 * 10**12, 80 * 10**9, 2039 * 10**9),
         "h100-sxm": (989 * 10**12, 80 * 10**9, 3350 * 10**9),
         "h200": (989 * 10**12, 141 * 10**9, 4800 * 10**9),
+        "b200": (2250 * 10**12, 1440 * 10**9 // 8, 64 * 10**12 // 8),
         "mi300x": (Fraction(13074, 10) * 10**12, 192 * 10**9, 5300 * 10**9),
+        "tpu-v5e": (197 * 10**12, 16 * 10**9, 819 * 10**9),
+        "tpu-v5p": (459 * 10**12, 95 * 10**9, 2765 * 10**9),
     }
     assert all("dense" in a.source for a in PRESETS.values())
+    assert all(a.peak("bf16") == a.peak_flops for a in PRESETS.values())
+
+
+def test_preset_ratios_are_the_scaling_book_s():
+    # How to Scale Your Model (jax-ml/scaling-book at 0819a7d): a bf16 matmul is compute-bound
+    # on TPU v5e above B = 1.97e14 / 8.2e11 = 240; on H100 above 9.89e14 / 3.35e12 = 295;
+    # data parallelism on TPU v5p above 4.59e14 / 1.8e11 = 2550 tokens per chip; within an
+    # H100 node above 990e12 / 450e9 = 2200.
+    assert round(preset("v5e").peak("bf16") / preset("v5e").bandwidth) == 241  # 819 GB/s: 240.5
+    assert int(preset("h100").peak("bf16") / preset("h100").bandwidth) == 295
+    assert int(preset("v5p").peak("bf16") / preset("v5p").scale_up.ring) == 2550
+    assert round(preset("h100").peak("bf16") / preset("h100").scale_up.ring) == 2198  # 989/450
+    assert preset("v5e").scale_up.ring == 9 * 10**10  # the AllGather example's 9e10 B/s
+    with pytest.raises(SymflopsError, match="no fp8 peak.*bf16, int8"):
+        preset("v5e").peak("fp8")
 
 
 # --- the command --------------------------------------------------------------------
