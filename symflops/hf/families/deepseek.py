@@ -29,7 +29,7 @@ Conventions.  Fused projections (q_b_proj, kv_a_proj_with_mqa, kv_b_proj, the
 experts' gate_up_proj) are written as the parts the code splits them into:
 the same parameters and products.  The routed experts are counted as
 transformers' ``batched_mm`` runs them, each token-expert pair's products
-once (:func:`symflops.hf.parts.moe`: exact at every B and S); the combine
+once (:func:`symflops.hf.experts.moe`: exact at every B and S); the combine
 (weights times outputs, summed over a token's k experts) is elementwise.
 """
 
@@ -39,7 +39,8 @@ from fractions import Fraction
 
 from ..config import Config
 from ..emit import Block, Declaration
-from ..parts import Mlp, Moe, Norm, mixing, mlp, model_head, moe, moe_dims, norm, \
+from ..experts import Moe, moe, moe_dims
+from ..parts import Mlp, Norm, mixing, mlp, model_head, norm, \
     rotary_embedding
 from .common import Family, Options, include_block, model_base, rope_keys
 
@@ -181,7 +182,7 @@ def _mla(blk: Block, qlora: bool, bias: bool, full_square: bool, dropout: str | 
 def _moe(blk: Block, v3: bool, activation: str, renormalize: bool, scale: str | None,
          shared: bool, mlp_bias: bool) -> list[str]:
     """DeepSeekMoE of ``Yn`` added to ``Y1``, into ``Y``: routed experts
-    (:func:`symflops.hf.parts.moe`), shared experts."""
+    (:func:`symflops.hf.experts.moe`), shared experts."""
     routing = ("the choice of the k experts adds e_score_correction_bias (a buffer) and "
                "keeps topk_group of n_group groups" if v3 else
                "the k experts chosen greedily or group-limited")

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 from ..config import Config
 from ..emit import Declaration
-from ..parts import Attention, Mlp, Moe, Norm, attention, mlp, model_head, moe, moe_dims, norm, \
+from ..experts import Moe, moe, moe_dims
+from ..parts import Attention, Mlp, Norm, attention, mlp, model_head, norm, \
     rotary_embedding
 from .common import Family, Options, decoder_dims, dropout, include_block, layer_count, \
     layer_kinds, model_base, rope_keys, window_dim
