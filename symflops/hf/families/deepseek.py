@@ -37,11 +37,11 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+from ..attention import mixing
 from ..config import Config
 from ..emit import Block, Declaration
 from ..experts import Moe, moe, moe_dims
-from ..parts import Mlp, Norm, mixing, mlp, model_head, norm, \
-    rotary_embedding
+from ..parts import Mlp, Norm, mlp, model_head, norm, rotary_embedding
 from .common import Family, Options, include_block, model_base, rope_keys
 
 _READ = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",

@@ -40,10 +40,10 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+from ..attention import Attention, attention
 from ..config import BY_HAND, Config
 from ..emit import Block, Declaration
-from ..parts import Attention, Mlp, Norm, attention, mlp, norm, token_inputs
-from ..parts import softcap_op
+from ..parts import Mlp, Norm, mlp, norm, softcap_op, token_inputs
 from .common import Family, Options, include_block, model_base, rope_keys
 
 _BASE = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",

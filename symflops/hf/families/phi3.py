@@ -30,9 +30,10 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 
+from ..attention import Attention, attention
 from ..config import BY_HAND, Config
 from ..emit import Block, Declaration, Dim, quoted
-from ..parts import Attention, Mlp, Norm, attention, mlp, model_head, norm, rotary_embedding
+from ..parts import Mlp, Norm, mlp, model_head, norm, rotary_embedding
 from .common import Family, Options, decoder_dims, dropout, layer_count, layer_kinds, model_base, \
     rope_keys, window_dim
 

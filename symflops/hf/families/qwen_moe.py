@@ -44,11 +44,11 @@ model does not have.
 from __future__ import annotations
 
 
+from ..attention import Attention, attention
 from ..config import BY_HAND, Config
 from ..emit import Block, Declaration
 from ..experts import Moe, moe, moe_dims
-from ..parts import Attention, Mlp, Norm, attention, mlp, model_head, norm, \
-    rotary_embedding
+from ..parts import Mlp, Norm, mlp, model_head, norm, rotary_embedding
 from .common import Family, Options, decoder_dims, dropout, include_block, model_base, rope_keys
 
 _BASE = ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
