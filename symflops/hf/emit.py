@@ -50,6 +50,7 @@ class Block:
     selective: list[str] = field(default_factory=list)
     roles: dict[str, str] = field(default_factory=dict)         # tensor -> role
     outputs: list[str] = field(default_factory=list)            # op outputs, in order
+    label: str | None = None      # its layers, in its components' names (default: KINDS)
 
     def tensor(self, name: str, shape: list[str], role: str, description: str) -> None:
         self.roles[name] = role
@@ -144,7 +145,8 @@ class Declaration:
         if b.components:
             # two kinds of block: each component says whose it is ("attention (sliding)")
             kind = b.name.removeprefix("layer_")
-            label = f" ({KINDS.get(kind, kind)})" if not top and len(self.blocks) > 1 else ""
+            label = f" ({b.label or KINDS.get(kind, kind)})" \
+                if not top and len(self.blocks) > 1 else ""
             out.append(f"{indent}components:")
             out += [f"{indent}  {quoted(n + label)}: [{', '.join(ops)}]"
                     for n, ops in b.components]

@@ -29,6 +29,7 @@ class Norm:
     bias: bool = False          # LayerNorm's additive bias
     unit_offset: bool = False   # the gain is applied as (1 + g) (Gemma)
     module: str = "norm"        # the Hugging Face module, for the description
+    affine: bool = True         # False: no gain (Llama 4's L2 norm of the queries and keys)
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,7 @@ class Mlp:
     width: str = "F"
     residual_dropout: str | None = None   # dropout of the output before the residual
     residual_note: str = "resid_pdrop"    # the key behind it, for the comment
+    residual_scale: str | None = None     # the output times this before the residual
 
 
 def residual_target(out: str, x: str, p: str | None, branch: str) -> tuple[str, bool]:
@@ -68,28 +70,36 @@ def shape_of(letters: str) -> list[str]:
 
 
 def norm(blk: Block, n: Norm, out: str, x: str, gain: str, letters: str, over: str,
-         comment: str | None = None) -> list[str]:
-    """``out = norm_over(x) * gain (+ bias)``, the gain over ``over`` alone; with
-    ``unit_offset`` (Gemma) the gain is ``1 + gain``, an op of its own (a sum
-    with a tensor is no factor of a product).  Returns the ops' outputs."""
-    dim = shape_of(over)[0] if over != "e" else "E"
+         comment: str | None = None, gain_over: str | None = None) -> list[str]:
+    """``out = norm_over(x) * gain (+ bias)``: the statistics over the letter ``over``
+    (or several, ``"g,r,e"``: joint), the gain over ``gain_over`` (default ``over``;
+    Cohere's per-head gains are over ``"n,e"`` while each head is normalised over
+    ``"e"``); with ``unit_offset`` (Gemma) the gain is ``1 + gain``, an op of its own
+    (a sum with a tensor is no factor of a product); without ``affine``, no gain.
+    Returns the ops' outputs."""
+    g_over = gain_over or over
+    dims = shape_of(g_over)
     kind = "RMSNorm" if n.kind == "rmsnorm" else "LayerNorm"
+    call = f"{n.kind}_{over}" if "," not in over else f"{n.kind}_{{{over}}}"
+    if not n.affine:
+        blk.op(f"{out}[{letters}] = {call}({x}[{letters}])", comment)
+        return [out]
     outs = []
     if n.unit_offset:
-        blk.tensor(gain, [dim], "param", f"weight of the {n.module} ({kind}: the gain is "
-                                         "1 + weight)")
+        blk.tensor(gain, dims, "param", f"weight of the {n.module} ({kind}: the gain is "
+                                        "1 + weight)")
         g = "c" + gain[1:] if gain.startswith("g") else gain + "_1"
-        blk.op(f"{g}[{over}] = 1 + {gain}[{over}]", comment)
+        blk.op(f"{g}[{g_over}] = 1 + {gain}[{g_over}]", comment)
         comment = None
         outs.append(g)
     else:
-        blk.tensor(gain, [dim], "param", f"gain of the {n.module} ({kind})")
+        blk.tensor(gain, dims, "param", f"gain of the {n.module} ({kind})")
         g = gain
-    stmt = f"{out}[{letters}] = {n.kind}_{over}({x}[{letters}]) * {g}[{over}]"
+    stmt = f"{out}[{letters}] = {call}({x}[{letters}]) * {g}[{g_over}]"
     if n.bias:
         bias = "c" + gain[1:] if gain.startswith("g") else gain + "_bias"
-        blk.tensor(bias, [dim], "param", f"bias of the {n.module} (LayerNorm)")
-        stmt += f" + {bias}[{over}]"
+        blk.tensor(bias, dims, "param", f"bias of the {n.module} (LayerNorm)")
+        stmt += f" + {bias}[{g_over}]"
     blk.op(stmt, comment)
     return [*outs, out]
 
@@ -116,10 +126,13 @@ def mlp(blk: Block, m: Mlp, x: str, xn: str, out: str,
             return ""
         b = "b" + w[1:]
         blk.tensor(b, [dim], "param", f"bias of the {w} product")
-        return f" + {b}[{letter}]"
+        scaled = f"{m.residual_scale} " if m.residual_scale and dim == "D" else ""
+        return f" + {scaled}{b}[{letter}]"
 
     final, dropped = residual_target(out, x, m.residual_dropout, "Ym")
     res = f"{x}[b,s,d] + " if x and not dropped else ""
+    if m.residual_scale:
+        res += f"{m.residual_scale} "
     last = out
     out = final
 
@@ -144,36 +157,53 @@ def mlp(blk: Block, m: Mlp, x: str, xn: str, out: str,
 
 
 def model_head(d: Declaration, final: Norm, tied: bool, tied_key: str,
-               cap: str | None = None, head_module: str = "lm_head") -> None:
-    """The final norm, the unembedding (tied: the token embedding's transpose)
-    and the mean cross-entropy over the B S next tokens."""
+               cap: str | None = None, head_module: str = "lm_head", bias: bool = False,
+               scale: tuple[str, str, str] | None = None) -> None:
+    """The final norm, the unembedding (tied: the token embedding's transpose;
+    ``bias``: lm_head's bias), the logits scaled (``scale``: ``("*", value, key)``
+    or ``("/", value, key)``, Cohere's logit_scale, Granite's logits_scaling) or
+    soft-capped, and the mean cross-entropy over the B S next tokens."""
     m = d.model
     final_outs = norm(m, final, "Xf", "XL", "g_f", "b,s,d", "d", "the final norm")
+    plus = ""
+    if bias:
+        m.tensor("b_U", ["V"], "param", f"bias of the unembedding ({head_module})")
+        plus = " + b_U[v]"
     if tied:
-        m.op("Z[b,s,v] = Xf[b,s,d] W_E[v,d]", f"logits; the unembedding is the token "
-                                              f"embedding ({tied_key}: true)")
+        m.op(f"Z[b,s,v] = Xf[b,s,d] W_E[v,d]{plus}", f"logits; the unembedding is the token "
+                                                     f"embedding ({tied_key}: true)")
     else:
         m.tensor("W_U", ["D", "V"], "param", f"unembedding ({head_module}; {tied_key}: false)")
-        m.op("Z[b,s,v] = Xf[b,s,d] W_U[d,v]", "logits")
-    logits = "Z"
+        m.op(f"Z[b,s,v] = Xf[b,s,d] W_U[d,v]{plus}", "logits")
+    logits, head = "Z", ["Z"]
+    if scale is not None:
+        how, value, key = scale
+        m.op(f"Zs[b,s,v] = Z[b,s,v] / {value}" if how == "/" else
+             f"Zs[b,s,v] = {value} Z[b,s,v]",
+             f"the logits {'divided by' if how == '/' else 'times'} {key} ({value})")
+        logits = "Zs"
+        head.append("Zs")
     if cap is not None:
-        logits = softcap_op(m, "Z", "b,s,v", cap, ("Zd", "Zt", "Zc"), "",
-                         f"soft-capping of the logits at {cap}")
+        logits = softcap_op(m, logits, "b,s,v", cap, ("Zd", "Zt", "Zc"), "",
+                            f"soft-capping of the logits at {cap}")
+        head += ["Zd", "Zt", "Zc"]
     m.op(f"Loss[] = cross_entropy_mean_v({logits}[b,s,v], y[b,s])",
          "mean cross-entropy of the next token at every position")
     m.component("final norm", final_outs)
-    m.component("output head", ["Z", *(["Zd", "Zt", "Zc"] if cap else [])])
+    m.component("output head", head)
     m.component("loss", ["Loss"])
 
 
-def rotary_embedding(d: Declaration, note: str = "") -> None:
+def rotary_embedding(d: Declaration, note: str = "", scale: str | None = None) -> None:
     """The inputs, and ``X0``: the token embedding (``embed_tokens``) of a model
-    whose positions are rotary (no parameter)."""
+    whose positions are rotary (no parameter); ``scale``: a constant it is
+    multiplied by (Granite's embedding_multiplier)."""
     token_inputs(d)
     m = d.model
     m.tensor("W_E", ["V", "D"], "param", "token embedding (embed_tokens)")
-    m.op("X0[b,s,d] = W_E[tok[b,s], d]", "token embedding (rotary positions add no parameter"
-                                         + (f"; {note}" if note else "") + ")")
+    m.op("X0[b,s,d] = W_E[tok[b,s], d]" + (f" * {scale}" if scale else ""),
+         "token embedding" + (f" times embedding_multiplier ({scale})" if scale else "")
+         + " (rotary positions add no parameter" + (f"; {note}" if note else "") + ")")
     m.component("embedding", ["X0"])
 
 

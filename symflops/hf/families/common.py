@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Callable
 
-from ..config import Config
-from ..emit import Block, Declaration
+from ..config import BY_HAND, Config
+from ..emit import Block, Declaration, Dim
 from ..parts import AttentionCount
 
 
@@ -53,19 +53,23 @@ def model_base(c: Config, o: Options, title: str) -> Declaration:
 
 def decoder_dims(d: Declaration, c: Config, *, heads: str, kv: str | None, width: str,
                  head_dim: str | None, vocab: str = "vocab_size",
-                 context: str = "max_position_embeddings") -> bool:
-    """V, S, D, N (and G, R when key/value heads are grouped), E; whether grouped."""
-    d.dim("V", "vocabulary size", c.integer(vocab), vocab)
-    d.dim("S", "sequence length (the context)", c.integer(context), context)
-    w = c.integer(width)
+                 context: str = "max_position_embeddings",
+                 defaults: dict[str, int] | None = None) -> bool:
+    """V, S, D, N (and G, R when key/value heads are grouped), E; whether grouped.
+    ``defaults``: the config class's defaults of absent keys (a ``head_dim``
+    default is used instead of ``hidden_size / num_attention_heads``)."""
+    dflt = defaults or {}
+    d.dim("V", "vocabulary size", c.integer(vocab, dflt.get(vocab)), vocab)
+    d.dim("S", "sequence length (the context)", c.integer(context, dflt.get(context)), context)
+    w = c.integer(width, dflt.get(width))
     d.dim("D", "model width (d_model)", w, width)
-    n = c.integer(heads)
-    g = c.integer(kv, n) if kv is not None else n
+    n = c.integer(heads, dflt.get(heads))
+    g = c.integer(kv, dflt.get(kv, n)) if kv is not None else n
     if n % g:
         raise c.error(kv or heads, f"{heads} = {n} is not a multiple of {kv} = {g}",
                       "each key/value head serves a whole group of query heads")
-    if head_dim is not None and c.has(head_dim):
-        e = c.integer(head_dim)
+    if head_dim is not None and (c.has(head_dim) or head_dim in dflt):
+        e = c.integer(head_dim, dflt.get(head_dim))
         key = head_dim
     else:
         e = c.divide(width, w, heads, n, f"give {head_dim or 'head_dim'} explicitly, or "
@@ -146,3 +150,46 @@ def include_block(d: Declaration, blk: Block, repeat: str, x: str, y: str, suffi
     if suffix:
         binding.update({n: n + suffix for n in blk.own() if n not in ("X", "Y")})
     d.model.include(blk.name, repeat, binding, comment)
+
+
+def rotary_fraction(c: Config, default: Fraction = Fraction(1)) -> tuple[Fraction, str]:
+    """``partial_rotary_factor``, at the top level or inside ``rope_parameters`` /
+    ``rope_scaling`` (``default`` when absent), and the key that gives it."""
+    found: tuple[str, object] | None = None
+    for key in ("partial_rotary_factor", "rope_parameters", "rope_scaling"):
+        value = c.data.get(key)
+        if isinstance(value, dict):
+            value = value.get("partial_rotary_factor")
+        if value is not None and found is None:
+            found = (key, value)
+    if found is None:
+        return default, "partial_rotary_factor"
+    key, value = found
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+        where = "" if key == "partial_rotary_factor" else f" (in key {key!r})"
+        raise c.error(key, f"partial_rotary_factor{where} must be a number in (0, 1], found "
+                           f"{value!r}", "write it as e.g. 0.75")
+    return (Fraction(repr(value)) if isinstance(value, float) else Fraction(value)), key
+
+
+def partial_rotary(d: Declaration, c: Config, key: str, width: int, rotated: int) -> bool:
+    """Whether only the first ``rotated`` of a head's ``width`` entries rotate (the
+    rest pass through, as transformers' apply_rotary_pos_emb concatenates them);
+    if so, the head width becomes ``E = E_r + E_p`` (the rotary tables ``S x E_r``,
+    :func:`symflops.hf.attention.attention` with ``partial``)."""
+    if rotated == width:
+        return False
+    if rotated < 2 or rotated % 2 or rotated > width:
+        where = "" if key in ("partial_rotary_factor", "rotary_dim") else f" (in key {key!r})"
+        raise c.error(key, f"{key if key == 'rotary_dim' else 'partial_rotary_factor'}{where} "
+                           f"rotates {rotated} of a head's {width} entries: an even number "
+                           "from 2 to the head width is needed",
+                      f"check {key} and head_dim, " + BY_HAND)
+    head = d.dims["E"]
+    d.dims["E"] = Dim("E", head.description + " (E_r rotated + E_p passed through)",
+                      equals="E_r + E_p")
+    d.dim("E_r", "entries of a head the rotary embedding rotates", rotated,
+          "int(head width * partial_rotary_factor)" if key != "rotary_dim" else "rotary_dim")
+    d.dim("E_p", "entries of a head passed through unrotated", width - rotated,
+          "head width - E_r")
+    return True

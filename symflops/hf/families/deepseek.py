@@ -40,7 +40,7 @@ from fractions import Fraction
 from ..attention import mixing
 from ..config import Config
 from ..emit import Block, Declaration
-from ..experts import Moe, moe, moe_dims
+from ..experts import Moe, moe, moe_dims, shared_mlp
 from ..parts import Mlp, Norm, mlp, model_head, norm, rotary_embedding
 from .common import Family, Options, include_block, model_base, rope_keys
 
@@ -194,19 +194,11 @@ def _moe(blk: Block, v3: bool, activation: str, renormalize: bool, scale: str | 
         blk.uses("Ns", "Fs")
     last = f"Y[b,s,d] = Y1[b,s,d] + {routed}"
     if shared:
-        blk.tensor("W_sgate", ["D", "Fs"], "param", "shared experts' gate_proj")
-        blk.tensor("W_sup", ["D", "Fs"], "param", "shared experts' up_proj")
-        blk.tensor("W_sdown", ["Fs", "D"], "param", "shared experts' down_proj")
-        if mlp_bias:
-            blk.tensor("b_sgate", ["Fs"], "param", "bias of the shared gate_proj (mlp_bias)")
-            blk.tensor("b_sup", ["Fs"], "param", "bias of the shared up_proj (mlp_bias)")
-        bg, bu = (" + b_sgate[j]", " + b_sup[j]") if mlp_bias else ("", "")
-        blk.op(f"Us[b,s,j] = Yn[b,s,d] W_sgate[d,j]{bg}",
-               "shared experts: one gated MLP, n_shared_experts * moe_intermediate_size wide")
-        blk.op(f"Hs[b,s,j] = Yn[b,s,d] W_sup[d,j]{bu}")
-        blk.op(f"Ms[b,s,j] = {activation}(Us[b,s,j]) * Hs[b,s,j]")
-        last += " + Ms[b,s,j] W_sdown[j,d]"
-        outs += ["Us", "Hs", "Ms"]
+        souts, term = shared_mlp(blk, activation, "Yn", bias=mlp_bias,
+                                 comment="shared experts: one gated MLP, n_shared_experts * "
+                                         "moe_intermediate_size wide")
+        last += f" + {term}"
+        outs += souts
     if mlp_bias:
         # with n_shared_experts 0 the (empty) shared MLP keeps its down_proj bias
         blk.tensor("b_sdown", ["D"], "param", "bias of the shared down_proj (mlp_bias)")
