@@ -65,3 +65,22 @@ def symflops_counts(config: Mapping[str, Any], seq: int = 32, attention: str = "
     at = {k: sympy.Integer(v) for k, v in {**imported.dims, "B": 1, "S": seq}.items()}
     total = sympy.expand(s.model.per_token.flops.total * layer.tokens)  # per token x B S
     return number(s.model.parameters.total, at), number(total, at)
+
+
+def imported(config: Mapping[str, Any], attention: str = "full-square") -> Any:
+    """What ``symflops import-hf`` writes for ``config`` (an :class:`Imported`)."""
+    from symflops.hf.importer import import_data
+
+    text = json.dumps(dict(config), indent=1)
+    return import_data(json.loads(text), "config.json", text, attention)
+
+
+def causal_surplus(seq: int, width: int, heads: int, window: int | None = None) -> int:
+    """The matrix FLOPs the full square adds to one layer's causal attention: its
+    two products and their four gradients, 2 FLOPs per multiply-add, over the
+    pairs outside the mask (``12 N E`` per pair: scores 2E forward, 2E for each of
+    dQ and dK; the mixing likewise), the pairs a query sees being ``S(S+1)/2``, or
+    ``m(m+1)/2 + (S - m) W`` (``m = min(S, W)``) within a window of W."""
+    m = seq if window is None else min(seq, window)
+    seen = m * (m + 1) // 2 + (seq - m) * (window or 0)
+    return 12 * heads * width * (seq * seq - seen)

@@ -193,3 +193,32 @@ def partial_rotary(d: Declaration, c: Config, key: str, width: int, rotated: int
     d.dim("E_p", "entries of a head passed through unrotated", width - rotated,
           "head width - E_r")
     return True
+
+
+def types_of(c: Config, layers: int, allowed: tuple[str, ...], default: list[str],
+             key: str = "layer_types") -> list[str]:
+    """Each layer's type: ``layer_types`` (one of ``allowed`` per layer) when the
+    config gives it, else ``default`` (the config class's rule)."""
+    given = c.strings(key, allowed, layers)
+    return list(given) if given is not None else default
+
+
+def routed_experts(c: Config, keys: tuple[str, ...], default: int | None,
+                   active_default: int | None,
+                   active_key: str = "num_experts_per_tok") -> tuple[int, int, str]:
+    """The routed experts (the first of ``keys`` given; the others are aliases and
+    must agree) and the experts a token is routed to; refuses the load-balancing
+    loss (``output_router_logits``), which no count includes."""
+    given = [k for k in keys if c.has(k)]
+    values = {c.integer(k) for k in given}
+    if len(values) > 1:
+        raise c.error(given[1], f"{' and '.join(given)} (the same setting) disagree",
+                      "give the number of routed experts once")
+    key = given[0] if given else keys[0]
+    experts = c.integer(key, default)
+    active = c.integer(active_key, active_default)
+    if active > experts:
+        raise c.error(active_key, f"{active_key} = {active} exceeds {key} = {experts}",
+                      "a token is routed to at most every expert")
+    c.must_be("output_router_logits", False, False, "symflops counts no load-balancing loss")
+    return experts, active, key
