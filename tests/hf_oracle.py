@@ -42,7 +42,10 @@ def hf_counts(config: Mapping[str, Any], seq: int = 32) -> tuple[int, int]:
     params = sum(p.numel() for p in model.parameters())
     ids = torch.zeros((1, seq), dtype=torch.long, device="meta")
     with FlopCounterMode(display=False) as counter:
-        model(input_ids=ids, labels=ids).loss.backward()
+        # use_cache=True whatever the config says (SmolLM3-3B publishes false): without a
+        # cache transformers looks for packed sequences in the position ids, a check of
+        # their values the meta device cannot run; the cache adds no matrix product
+        model(input_ids=ids, labels=ids, use_cache=True).loss.backward()
     return params, counter.get_total_flops()
 
 

@@ -222,3 +222,16 @@ def routed_experts(c: Config, keys: tuple[str, ...], default: int | None,
                       "a token is routed to at most every expert")
     c.must_be("output_router_logits", False, False, "symflops counts no load-balancing loss")
     return experts, active, key
+
+
+def number_text(value: Fraction, written: object = None) -> str:
+    """A positive number as declaration text, exactly: as the config ``written``
+    it when it is a float there (16.0), else 30, 30.5, or 61/3 in brackets."""
+    if isinstance(written, float) and Fraction(repr(written)) == value:
+        return repr(written)
+    if value.denominator == 1:
+        return str(value.numerator)
+    as_float = float(value)
+    if Fraction(repr(as_float)) == value:
+        return repr(as_float)
+    return f"({value.numerator}/{value.denominator})"

@@ -42,7 +42,7 @@ from ..config import Config
 from ..emit import Block, Declaration
 from ..experts import Moe, moe, moe_dims, shared_mlp
 from ..parts import Mlp, Norm, mlp, model_head, norm, rotary_embedding
-from .common import Family, Options, include_block, model_base, rope_keys
+from .common import Family, Options, include_block, model_base, number_text, rope_keys
 
 _READ = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
          "num_key_value_heads", "max_position_embeddings", "q_lora_rank", "kv_lora_rank",
@@ -89,14 +89,6 @@ DEFAULTS = {  # the config classes' defaults (transformers 5.24)
                         topk_method="noaux_tc", norm_topk_prob=True, scoring="sigmoid",
                         experts=256, shared=1, moe_width=2048, q_lora=1536),
 }
-
-
-def _constant(c: Config, key: str, value: Fraction) -> str:
-    """A positive number as the declaration writes it (as in the config)."""
-    raw = c.data.get(key)
-    if isinstance(raw, float):
-        return repr(raw)
-    return str(value) if value.denominator == 1 else repr(float(value))
 
 
 def _experts(c: Config, default: int) -> int:
@@ -263,7 +255,7 @@ def build(c: Config, o: Options) -> Declaration:
     d.dim("E", "per-head value width", c.integer("v_head_dim", 128), "v_head_dim")
     bias = c.flag("attention_bias", False)
     drop = c.fraction("attention_dropout", Fraction(0))
-    dropout = None if drop == 0 else _constant(c, "attention_dropout", drop)
+    dropout = None if drop == 0 else number_text(drop, c.data.get("attention_dropout"))
     # -- layers and MLPs
     layers = c.integer("num_hidden_layers")
     dense = min(c.integer("first_k_dense_replace", dflt["first_k_dense_replace"], minimum=0),
@@ -301,7 +293,7 @@ def build(c: Config, o: Options) -> Declaration:
             renormalize = False
         _check_groups(c, experts, active, limited, v3)
         factor = c.number("routed_scaling_factor", dflt["routed_scaling_factor"])
-        scale = None if factor == 1 else _constant(c, "routed_scaling_factor", factor)
+        scale = None if factor == 1 else number_text(factor, c.data.get("routed_scaling_factor"))
         shared = c.integer("n_shared_experts", dflt["shared"], minimum=0)
         d.dim("Fe", "hidden width of one routed expert",
               c.integer("moe_intermediate_size", dflt["moe_width"]), "moe_intermediate_size")
