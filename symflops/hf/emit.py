@@ -15,6 +15,7 @@ unescaped.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 
 
@@ -122,6 +123,19 @@ class Declaration:
 
     # -- layout ------------------------------------------------------------
 
+    def _closure(self, used: list[str]) -> list[str]:
+        """The dims ``used`` and those their formulas name, in the model's order."""
+        want = set(used)
+        more = list(used)
+        while more:
+            d = self.dims.get(more.pop())
+            if d is not None and d.equals:
+                for name in re.findall(r"[A-Za-z_]\w*", d.equals):
+                    if name in self.dims and name not in want:
+                        want.add(name)
+                        more.append(name)
+        return [n for n in self.dims if n in want]
+
     def _dims_lines(self, names: list[str], indent: str) -> list[str]:
         out = [f"{indent}dims:"]
         for n in names:
@@ -164,7 +178,7 @@ class Declaration:
             lines.append("blocks:")
             for b in self.blocks:
                 lines.append(f"  {b.name}:")
-                names = [n for n in self.dims if n in b.dims]
+                names = self._closure(b.dims)
                 lines += self._body(b, "    ", names, False)
         values = {n: d.value for n, d in self.dims.items() if d.value is not None}
         lines += [f"# {n}" if n else "#" for n in self.notes]

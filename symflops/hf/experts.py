@@ -126,13 +126,18 @@ def _routing(blk: Block, m: Moe, xn: str) -> list[str]:
         blk.op("Gt[b,s,i] = Rp[b,s,ex[b,s,i]]")
         outs = ["Rl", "Rp", "Gt"]
     elif kind == "sparsemixer":
-        blk.op("Rr[b,s,i,x] = Rl[b,s,x]",
-               "the sparse mixer, one round per expert kept (two): the logits of each round "
-               "masked (masked_fill: the experts far\nbelow the round's best, and the first "
-               "round's choice in the second, get minus infinity; the masks are data, as ex is)")
-        blk.op("Rp[b,s,i,x] = softmax_x(Rr[b,s,i,x])", "each round's softmax over the experts")
-        blk.op("Gt[b,s,i] = Rp[b,s,i,ex[b,s,i]]", "read at the round's expert")
-        outs = ["Rl", "Rr", "Rp", "Gt"]
+        blk.tensor("e1", ["B", "S", "O"], "index", "the sparse mixer's first expert of a token")
+        blk.tensor("e2", ["B", "S", "O"], "index", "its second expert (the second round's)")
+        blk.op("P1[b,s,x] = softmax_x(Rl[b,s,x])",
+               "the sparse mixer's first round: a softmax over the experts of the logits, those "
+               "far below the best masked\n(masked_fill to minus infinity: the mask is data, "
+               "computed without gradient, as ex is), read at the round's expert")
+        blk.op("G1[b,s,o] = P1[b,s,e1[b,s,o]]")
+        blk.op("P2[b,s,x] = softmax_x(Rl[b,s,x])",
+               "the second round: the same with the first round's expert masked too")
+        blk.op("G2[b,s,u] = P2[b,s,e2[b,s,u]]")
+        blk.op("Gt[b,s,i] = concat_i(G1[b,s,o], G2[b,s,u])", "the two rounds' weights")
+        outs = ["Rl", "P1", "G1", "P2", "G2", "Gt"]
     else:
         blk.op("Gl[b,s,i] = Rl[b,s,ex[b,s,i]]", "the logits of the k experts chosen")
         blk.op("Gt[b,s,i] = softmax_i(Gl[b,s,i])" if kind == "topk-softmax" else

@@ -235,3 +235,29 @@ def number_text(value: Fraction, written: object = None) -> str:
     if Fraction(repr(as_float)) == value:
         return repr(as_float)
     return f"({value.numerator}/{value.denominator})"
+
+
+def check_expert_groups(c: Config, experts: int, active: int, limited: bool, v3: bool,
+                        experts_key: str = "n_routed_experts",
+                        defaults: tuple[int, int] = (8, 4)) -> None:
+    """The group-limited routing (DeepSeek-V2's group_limited_greedy, DeepSeek-V3's
+    and GLM-4.5's groups scored by their two best experts, ``v3``) must be able to
+    run; it changes no count.  ``defaults``: n_group and topk_group when absent
+    (``v3``: DeepSeek-V3's 8 and 4)."""
+    if not limited:
+        return
+    groups = c.integer("n_group", defaults[0] if v3 else None)
+    kept = c.integer("topk_group", defaults[1] if v3 else None)
+    size = c.divide(experts_key, experts, "n_group", groups,
+                    "the experts are split into n_group equal groups")
+    if kept > groups:
+        raise c.error("topk_group", f"topk_group = {kept} exceeds n_group = {groups}",
+                      "keep at most n_group groups")
+    if v3 and size < 2:
+        raise c.error("n_group", f"n_group = {groups} leaves groups of {size} expert, and "
+                                 "DeepSeek-V3 scores a group by its two best experts",
+                      "use groups of at least two experts")
+    if kept * size < active:
+        raise c.error("topk_group", f"topk_group = {kept} groups of {size} experts hold fewer "
+                                    f"than num_experts_per_tok = {active}",
+                      "keep enough groups for the k experts of a token")

@@ -42,7 +42,8 @@ from ..config import Config
 from ..emit import Block, Declaration
 from ..experts import Moe, moe, moe_dims, shared_mlp
 from ..parts import Mlp, Norm, mlp, model_head, norm, rotary_embedding
-from .common import Family, Options, include_block, model_base, number_text, rope_keys
+from .common import Family, Options, check_expert_groups, include_block, model_base, number_text, \
+    rope_keys
 
 _READ = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
          "num_key_value_heads", "max_position_embeddings", "q_lora_rank", "kv_lora_rank",
@@ -199,27 +200,6 @@ def _moe(blk: Block, v3: bool, activation: str, renormalize: bool, scale: str | 
     return outs + ["Y"]
 
 
-def _check_groups(c: Config, experts: int, active: int, limited: bool, v3: bool) -> None:
-    """The group-limited routing must be able to run (it changes no count)."""
-    if not limited:
-        return
-    groups = c.integer("n_group", 8 if v3 else None)
-    kept = c.integer("topk_group", 4 if v3 else None)
-    size = c.divide("n_routed_experts", experts, "n_group", groups,
-                    "the experts are split into n_group equal groups")
-    if kept > groups:
-        raise c.error("topk_group", f"topk_group = {kept} exceeds n_group = {groups}",
-                      "keep at most n_group groups")
-    if v3 and size < 2:
-        raise c.error("n_group", f"n_group = {groups} leaves groups of {size} expert, and "
-                                 "DeepSeek-V3 scores a group by its two best experts",
-                      "use groups of at least two experts")
-    if kept * size < active:
-        raise c.error("topk_group", f"topk_group = {kept} groups of {size} experts hold fewer "
-                                    f"than num_experts_per_tok = {active}",
-                      "keep enough groups for the k experts of a token")
-
-
 def build(c: Config, o: Options) -> Declaration:
     t = c.model_type
     v3 = t == "deepseek_v3"
@@ -291,7 +271,7 @@ def build(c: Config, o: Options) -> Declaration:
                       "transformers' DeepSeek-V2 router ignores it, DeepSeek's own code "
                       "renormalises the weights: the two disagree")
             renormalize = False
-        _check_groups(c, experts, active, limited, v3)
+        check_expert_groups(c, experts, active, limited, v3)
         factor = c.number("routed_scaling_factor", dflt["routed_scaling_factor"])
         scale = None if factor == 1 else number_text(factor, c.data.get("routed_scaling_factor"))
         shared = c.integer("n_shared_experts", dflt["shared"], minimum=0)
