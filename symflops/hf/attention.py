@@ -226,12 +226,12 @@ def mixing(blk: Block, h: str, k: str, q: str, kk: str, v: str, scale: str,
                "the sink a learned logit\nper head (attention sinks; transformers appends it "
                "as a column of the scores and drops it after the softmax)"
                + (f"; {window_note}" if window_note else ""))
-        blk.op(f"Zk[b,{h},s] = Ex[b,{h},s,t] {mask}")
+        blk.op(f"Sk[b,{h},s] = Ex[b,{h},s,t] {mask}")
         blk.op(f"Es[{h}] = exp({sinks}[{h}])")
-        blk.op(f"Z[b,{h},s] = Zk[b,{h},s] + Es[{h}]")
-        blk.op(f"P[b,{h},s,t] = Ex[b,{h},s,t] / Z[b,{h},s] {mask}")
-        outs += ["Ex", "Zk", "Es", "Z", "P"]
-        blk.selective.extend(["A", "Ex", "Zk", "Z", "P"])
+        blk.op(f"Sd[b,{h},s] = Sk[b,{h},s] + Es[{h}]")
+        blk.op(f"P[b,{h},s,t] = Ex[b,{h},s,t] / Sd[b,{h},s] {mask}")
+        outs += ["Ex", "Sk", "Es", "Sd", "P"]
+        blk.selective.extend(["A", "Ex", "Sk", "Sd", "P"])
     probs = "P"
     if dropout is not None:
         blk.op(f"Pd[b,{h},s,t] = dropout(P[b,{h},s,t], {dropout}) {mask}",
