@@ -87,6 +87,9 @@ def attention(d: Declaration, blk: Block, a: Attention, x: str, xn: str, out: st
     if a.qk_norm is not None and a.qk_norm_after_rotary:
         q, kk = _qk_norm(blk, a, h, k, q, kk, outs)
     if a.query_scale is not None:
+        blk.tensor(a.query_scale, ["S"], "buffer", "attention temperature of each position "
+                                                   "(attn_temperature_tuning): 1 + attn_scale "
+                                                   "log1p(floor((s + 1) / floor_scale))")
         blk.op(f"Qt[b,s,{h},e] = {q}[b,s,{h},e] {a.query_scale}[s]",
                "the queries scaled per position (a buffer: attention temperature tuning)")
         q = "Qt"
@@ -272,4 +275,22 @@ def _chunked(blk: Block, h: str, k: str, q: str, kk: str, v: str, scale: str,
 
 def _chunked_exact(blk: Block, h: str, k: str, q: str, kk: str, v: str, scale: str,
                    multiplier: str | None) -> list[str]:
-    raise NotImplementedError
+    """Chunked causal attention counted exactly: the positions viewed as (chunk c,
+    offset u) pairs, ``s = C c + u`` (a view: no FLOP; ``Nc = S / C`` chunks, which
+    must be whole), causal inside a chunk (``w <= u``: ``Nc C (C + 1) / 2`` pairs),
+    nothing across chunks; the output viewed back as positions."""
+    blk.uses("C", "Nc")
+    factor = f"{multiplier} " if multiplier else ""
+    divisor = "" if multiplier else f" / {scale}"
+    blk.op(f"Qc[b,c,u,{h},e] = {q}[b,C*c+u,{h},e]",
+           "chunked attention, exactly: position s = C c + u viewed as (chunk c, offset u) "
+           "(Nc = S / C chunks: S must be a\nmultiple of C); a query sees the keys of its own "
+           "chunk up to itself, Nc C (C + 1) / 2 pairs")
+    blk.op(f"Kc[b,c,w,{k},e] = {kk}[b,C*c+w,{k},e]")
+    blk.op(f"Vc[b,c,w,{k},e] = {v}[b,C*c+w,{k},e]")
+    blk.op(f"A[b,{h},c,u,w] = {factor}Qc[b,c,u,{h},e] Kc[b,c,w,{k},e]{divisor} where w <= u")
+    blk.op(f"P[b,{h},c,u,w] = softmax_w(A[b,{h},c,u,w]) where w <= u")
+    blk.op(f"Oc[b,c,u,{h},e] = P[b,{h},c,u,w] Vc[b,c,w,{k},e] where w <= u")
+    blk.op(f"O[b,C*c+u,{h},e] = Oc[b,c,u,{h},e]", "back to positions (a view)")
+    blk.selective.extend(["A", "P"])
+    return ["Qc", "Kc", "Vc", "A", "P", "Oc", "O"]

@@ -107,6 +107,8 @@ class Declaration:
     #: the longest sequence the model takes and the config key that sets it (a learned
     #: position table's rows), for the planner; None: any length (rotary positions)
     longest: tuple[int, str] | None = None
+    #: whether transformers runs the experts otherwise than the model defines them
+    executed_differs: bool = False
 
     def dim(self, name: str, description: str, value: int | None = None, key: str = "",
             equals: str | None = None) -> str:

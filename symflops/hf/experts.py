@@ -187,23 +187,24 @@ def _every_expert(blk: Block, m: Moe, xn: str) -> tuple[list[str], str]:
     score (zero for an expert not among the k chosen), one bmm per weight over the
     M experts' copies of all B S tokens, then summed over the experts."""
     f = m.width
-    blk.uses("B", "S", "D", f, "M", "k")
+    blk.uses("B", "S", "D", f, "M")
     _weights(blk, m, xn)
-    blk.tensor("ex", ["B", "S", "k"], "index", "the k experts a token is routed to (their "
-                                                "sigmoid scores kept, the others' minus "
-                                                "infinity, so zero)")
     blk.op(f"Rl[b,s,x] = {xn}[b,s,d] W_r[d,x]",
            "router: the k largest logits kept, the others minus infinity (scatter: data), then "
            "a sigmoid of every expert's")
     blk.op("Rs[b,s,x] = sigmoid(Rl[b,s,x])",
            "the M scores of a token, zero but for its k experts")
-    blk.op(f"Xs[b,s,x,d] = Rs[b,s,x] {xn}[b,s,d]",
-           "every token repeated for every expert, times its score (routed_in): as eager runs "
-           "it, every expert\nprocesses every token, M / k times the pairs the routing keeps")
+    blk.tensor("rb", ["B", "S", "M"], "index", "the sequence of each token's copy for an expert "
+                                               "(b itself: the token repeated M times)")
+    blk.tensor("rs", ["B", "S", "M"], "index", "the position of each copy's token (s)")
+    blk.op(f"Xr[b,s,x,d] = {xn}[rb[b,s,x], rs[b,s,x], d]",
+           "every token repeated for every expert (repeat: as eager runs it, every expert "
+           "processes every token,\nM / k times the pairs the routing keeps)")
+    blk.op("Xs[b,s,x,d] = Rs[b,s,x] Xr[b,s,x,d]", "each copy times its expert's score (routed_in)")
     blk.op("U[b,s,x,j] = Xs[b,s,x,d] W_gate[x,d,j]",
            "each expert on all B S tokens (torch.bmm over the M experts)")
     blk.op("H[b,s,x,j] = Xs[b,s,x,d] W_up[x,d,j]")
-    outs = ["Rl", "Rs", "Xs", "U", "H", *_gate(blk, m, "b,s,x,j")]
+    outs = ["Rl", "Rs", "Xr", "Xs", "U", "H", *_gate(blk, m, "b,s,x,j")]
     blk.op("Ye[b,s,x,d] = Mx[b,s,x,j] W_down[x,j,d]")
     return [*outs, "Ye"], "Ye[b,s,x,d]"
 

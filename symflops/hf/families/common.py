@@ -5,11 +5,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Callable
+from typing import Callable, Literal
 
 from ..config import BY_HAND, Config
 from ..emit import Block, Declaration, Dim
 from ..parts import AttentionCount
+
+
+#: how routed experts are counted: as the model defines them (each token's k
+#: experts) or as transformers 5.24 runs them in eager mode where that differs
+#: (Llama 4: every expert on every token)
+ExpertsCount = Literal["model", "executed"]
 
 
 @dataclass(frozen=True)
@@ -17,6 +23,7 @@ class Options:
     attention: AttentionCount = "exact"
     name: str = "config"          # the configuration's name in ``examples:``
     source: str = "config.json"   # the config file, for the title and comments
+    experts: ExpertsCount = "model"
 
 
 @dataclass(frozen=True)
