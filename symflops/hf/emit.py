@@ -109,6 +109,9 @@ class Declaration:
     longest: tuple[int, str] | None = None
     #: whether transformers runs the experts otherwise than the model defines them
     executed_differs: bool = False
+    #: the number every sequence length must be a multiple of, and the key that sets it
+    #: (Llama 4's chunks, counted exactly); None: any length
+    multiple: tuple[int, str] | None = None
 
     def dim(self, name: str, description: str, value: int | None = None, key: str = "",
             equals: str | None = None) -> str:

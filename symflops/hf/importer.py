@@ -36,6 +36,8 @@ class Imported:
     #: whether transformers runs this model's experts otherwise than it defines them
     #: (then ``--experts executed`` writes the form it runs)
     executed_differs: bool = False
+    #: the number every sequence length must be a multiple of, and the key (None: any)
+    multiple: tuple[int, str] | None = None
 
     @property
     def command(self) -> str:
@@ -77,7 +79,8 @@ def import_data(data: Any, path: str = "config.json", text: str = "",
     d = family.build(c, Options(attention, name, shown_path(path), experts))
     return Imported(d.text(), model_type, name,
                     {n: v.value for n, v in d.dims.items() if v.value is not None}, path,
-                    attention, d.longest, experts, d.executed_differs)
+                    attention, d.longest, experts, d.executed_differs,
+                    d.multiple)
 
 
 def import_config(path: str | os.PathLike[str], attention: AttentionCount = "exact",
