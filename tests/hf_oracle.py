@@ -87,3 +87,13 @@ def causal_surplus(seq: int, width: int, heads: int, window: int | None = None) 
     m = seq if window is None else min(seq, window)
     seen = m * (m + 1) // 2 + (seq - m) * (window or 0)
     return 12 * heads * width * (seq * seq - seen)
+
+
+def at_layers(config: Mapping[str, Any], layers: int = 2, **changes: Any) -> dict[str, Any]:
+    """The config at ``layers`` layers, every other size as published: its lists of
+    one entry per layer cut to their first ``layers`` (unless ``changes`` gives them)."""
+    out = {**config, "num_hidden_layers": layers, **changes}
+    for key in ("layer_types", "no_rope_layers", "attn_type_list"):
+        if key in config and key not in changes and isinstance(config[key], list):
+            out[key] = config[key][:layers]
+    return out

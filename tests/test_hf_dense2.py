@@ -9,80 +9,98 @@ import pytest
 
 from symflops.core.errors import SymflopsError
 
-from hf_oracle import causal_surplus, hf_counts, imported, symflops_counts
+from hf_oracle import at_layers, causal_surplus, hf_counts, imported, symflops_counts
 
 # CohereForAI/c4ai-command-r-v01 config.json
-COMMAND_R = {"architectures": ["CohereForCausalLM"], "attention_bias": False, "attention_dropout": 0.0,
-  "bos_token_id": 5, "eos_token_id": 255001, "hidden_act": "silu", "hidden_size": 8192,
-  "initializer_range": 0.02, "intermediate_size": 22528, "layer_norm_eps": 1e-05, "logit_scale": 0.0625,
-  "max_position_embeddings": 8192, "model_type": "cohere", "num_attention_heads": 64,
-  "num_hidden_layers": 40, "num_key_value_heads": 64, "pad_token_id": 0, "rope_theta": 8000000.0,
-  "torch_dtype": "float16", "transformers_version": "4.38.2", "use_cache": True, "use_qk_norm": False,
-  "vocab_size": 256000}
+COMMAND_R = {
+    "architectures": ["CohereForCausalLM"], "attention_bias": False, "attention_dropout": 0.0,
+    "bos_token_id": 5, "eos_token_id": 255001, "hidden_act": "silu", "hidden_size": 8192,
+    "initializer_range": 0.02, "intermediate_size": 22528, "layer_norm_eps": 1e-05,
+    "logit_scale": 0.0625, "max_position_embeddings": 8192, "model_type": "cohere",
+    "num_attention_heads": 64, "num_hidden_layers": 40, "num_key_value_heads": 64,
+    "pad_token_id": 0, "rope_theta": 8000000.0, "torch_dtype": "float16",
+    "transformers_version": "4.38.2", "use_cache": True, "use_qk_norm": False,
+    "vocab_size": 256000}
 # CohereForAI/c4ai-command-r-plus config.json (grouped heads, use_qk_norm)
-COMMAND_R_PLUS = {"architectures": ["CohereForCausalLM"], "attention_bias": False, "attention_dropout": 0.0,
-  "bos_token_id": 5, "eos_token_id": 255001, "hidden_act": "silu", "hidden_size": 12288,
-  "initializer_range": 0.02, "intermediate_size": 33792, "layer_norm_eps": 1e-05,
-  "logit_scale": 0.8333333333333334, "max_position_embeddings": 8192, "model_type": "cohere",
-  "num_attention_heads": 96, "num_hidden_layers": 64, "num_key_value_heads": 8, "pad_token_id": 0,
-  "rope_theta": 75000000.0, "torch_dtype": "float16", "transformers_version": "4.40.0.dev0",
-  "use_cache": True, "use_qk_norm": True, "vocab_size": 256000}
+COMMAND_R_PLUS = {
+    "architectures": ["CohereForCausalLM"], "attention_bias": False, "attention_dropout": 0.0,
+    "bos_token_id": 5, "eos_token_id": 255001, "hidden_act": "silu", "hidden_size": 12288,
+    "initializer_range": 0.02, "intermediate_size": 33792, "layer_norm_eps": 1e-05,
+    "logit_scale": 0.8333333333333334, "max_position_embeddings": 8192, "model_type": "cohere",
+    "num_attention_heads": 96, "num_hidden_layers": 64, "num_key_value_heads": 8,
+    "pad_token_id": 0, "rope_theta": 75000000.0, "torch_dtype": "float16",
+    "transformers_version": "4.40.0.dev0", "use_cache": True, "use_qk_norm": True,
+    "vocab_size": 256000}
 # CohereForAI/c4ai-command-r7b-12-2024 config.json (cohere2: with the keys of Cohere's own code)
-COMMAND_R7B = {"architectures": ["Cohere2ForCausalLM"], "attention_bias": False, "attention_dropout": 0.0,
-  "bos_token_id": 5, "cache_implementation": "hybrid", "eos_token_id": 255001, "head_dim": 128,
-  "hidden_act": "silu", "hidden_size": 4096, "initializer_range": 0.02, "intermediate_size": 14336,
-  "layer_norm_eps": 1e-05, "layer_switch": 4, "logit_scale": 0.25, "max_position_embeddings": 8192,
-  "model_type": "cohere2", "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 8,
-  "order_of_interleaved_layers": "local_attn_first", "pad_token_id": 0, "position_embedding_type": "rope_gptj",
-  "rope_scaling": None, "rope_theta": 50000, "rotary_pct": 1.0, "sliding_window": 4096,
-  "sliding_window_pattern": 4, "torch_dtype": "bfloat16", "transformers_version": "4.48.0.dev0",
-  "use_cache": True, "use_embedding_sharing": True, "use_gated_activation": True, "vocab_size": 256000}
+COMMAND_R7B = {
+    "architectures": ["Cohere2ForCausalLM"], "attention_bias": False, "attention_dropout": 0.0,
+    "bos_token_id": 5, "cache_implementation": "hybrid", "eos_token_id": 255001, "head_dim": 128,
+    "hidden_act": "silu", "hidden_size": 4096, "initializer_range": 0.02,
+    "intermediate_size": 14336, "layer_norm_eps": 1e-05, "layer_switch": 4, "logit_scale": 0.25,
+    "max_position_embeddings": 8192, "model_type": "cohere2", "num_attention_heads": 32,
+    "num_hidden_layers": 32, "num_key_value_heads": 8,
+    "order_of_interleaved_layers": "local_attn_first", "pad_token_id": 0,
+    "position_embedding_type": "rope_gptj", "rope_scaling": None, "rope_theta": 50000,
+    "rotary_pct": 1.0, "sliding_window": 4096, "sliding_window_pattern": 4,
+    "torch_dtype": "bfloat16", "transformers_version": "4.48.0.dev0", "use_cache": True,
+    "use_embedding_sharing": True, "use_gated_activation": True, "vocab_size": 256000}
 # microsoft/phi-2 config.json
-PHI2 = {"_name_or_path": "microsoft/phi-2", "architectures": ["PhiForCausalLM"], "attention_dropout": 0.0,
-  "bos_token_id": 50256, "embd_pdrop": 0.0, "eos_token_id": 50256, "hidden_act": "gelu_new",
-  "hidden_size": 2560, "initializer_range": 0.02, "intermediate_size": 10240, "layer_norm_eps": 1e-05,
-  "max_position_embeddings": 2048, "model_type": "phi", "num_attention_heads": 32, "num_hidden_layers": 32,
-  "num_key_value_heads": 32, "partial_rotary_factor": 0.4, "qk_layernorm": False, "resid_pdrop": 0.1,
-  "rope_scaling": None, "rope_theta": 10000.0, "tie_word_embeddings": False, "torch_dtype": "float16",
-  "transformers_version": "4.37.0", "use_cache": True, "vocab_size": 51200}
+PHI2 = {
+    "_name_or_path": "microsoft/phi-2", "architectures": ["PhiForCausalLM"],
+    "attention_dropout": 0.0, "bos_token_id": 50256, "embd_pdrop": 0.0, "eos_token_id": 50256,
+    "hidden_act": "gelu_new", "hidden_size": 2560, "initializer_range": 0.02,
+    "intermediate_size": 10240, "layer_norm_eps": 1e-05, "max_position_embeddings": 2048,
+    "model_type": "phi", "num_attention_heads": 32, "num_hidden_layers": 32,
+    "num_key_value_heads": 32, "partial_rotary_factor": 0.4, "qk_layernorm": False,
+    "resid_pdrop": 0.1, "rope_scaling": None, "rope_theta": 10000.0, "tie_word_embeddings": False,
+    "torch_dtype": "float16", "transformers_version": "4.37.0", "use_cache": True,
+    "vocab_size": 51200}
 # HuggingFaceTB/SmolLM3-3B config.json (every fourth layer NoPE)
-SMOLLM3_3B = {"architectures": ["SmolLM3ForCausalLM"], "attention_bias": False, "attention_dropout": 0.0,
-  "bos_token_id": None, "eos_token_id": 128012, "hidden_act": "silu", "hidden_size": 2048,
-  "initializer_range": 0.02, "intermediate_size": 11008, "layer_types": ["full_attention"] * 36,
-  "max_position_embeddings": 65536, "max_window_layers": 28, "mlp_bias": False, "model_type": "smollm3",
-  "no_rope_layer_interval": 4, "no_rope_layers": [1, 1, 1, 0] * 9, "num_attention_heads": 16,
-  "num_hidden_layers": 36, "num_key_value_heads": 4, "pad_token_id": 128004, "pretraining_tp": 2,
-  "rms_norm_eps": 1e-06, "rope_scaling": None, "rope_theta": 5000000.0, "sliding_window": None,
-  "torch_dtype": "bfloat16", "transformers_version": "4.54.0.dev0", "use_cache": False,
-  "use_sliding_window": False, "vocab_size": 128256}
+SMOLLM3_3B = {
+    "architectures": ["SmolLM3ForCausalLM"], "attention_bias": False, "attention_dropout": 0.0,
+    "bos_token_id": None, "eos_token_id": 128012, "hidden_act": "silu", "hidden_size": 2048,
+    "initializer_range": 0.02, "intermediate_size": 11008, "layer_types": ["full_attention"] * 36,
+    "max_position_embeddings": 65536, "max_window_layers": 28, "mlp_bias": False,
+    "model_type": "smollm3", "no_rope_layer_interval": 4, "no_rope_layers": [1, 1, 1, 0] * 9,
+    "num_attention_heads": 16, "num_hidden_layers": 36, "num_key_value_heads": 4,
+    "pad_token_id": 128004, "pretraining_tp": 2, "rms_norm_eps": 1e-06, "rope_scaling": None,
+    "rope_theta": 5000000.0, "sliding_window": None, "torch_dtype": "bfloat16",
+    "transformers_version": "4.54.0.dev0", "use_cache": False, "use_sliding_window": False,
+    "vocab_size": 128256}
 # ibm-granite/granite-3.3-2b-instruct config.json
-GRANITE_33_2B = {"architectures": ["GraniteForCausalLM"], "attention_bias": False, "attention_dropout": 0.1,
-  "attention_multiplier": 0.015625, "bos_token_id": 0, "embedding_multiplier": 12.0, "eos_token_id": 0,
-  "hidden_act": "silu", "hidden_size": 2048, "initializer_range": 0.02, "intermediate_size": 8192,
-  "logits_scaling": 8.0, "max_position_embeddings": 131072, "mlp_bias": False, "model_type": "granite",
-  "num_attention_heads": 32, "num_hidden_layers": 40, "num_key_value_heads": 8, "pad_token_id": 0,
-  "residual_multiplier": 0.22, "rms_norm_eps": 1e-05, "rope_scaling": None, "rope_theta": 10000000.0,
-  "tie_word_embeddings": True, "torch_dtype": "bfloat16", "transformers_version": "4.49.0",
-  "use_cache": True, "vocab_size": 49159}
+GRANITE_33_2B = {
+    "architectures": ["GraniteForCausalLM"], "attention_bias": False, "attention_dropout": 0.1,
+    "attention_multiplier": 0.015625, "bos_token_id": 0, "embedding_multiplier": 12.0,
+    "eos_token_id": 0, "hidden_act": "silu", "hidden_size": 2048, "initializer_range": 0.02,
+    "intermediate_size": 8192, "logits_scaling": 8.0, "max_position_embeddings": 131072,
+    "mlp_bias": False, "model_type": "granite", "num_attention_heads": 32, "num_hidden_layers": 40,
+    "num_key_value_heads": 8, "pad_token_id": 0, "residual_multiplier": 0.22,
+    "rms_norm_eps": 1e-05, "rope_scaling": None, "rope_theta": 10000000.0,
+    "tie_word_embeddings": True, "torch_dtype": "bfloat16", "transformers_version": "4.49.0",
+    "use_cache": True, "vocab_size": 49159}
 # THUDM/GLM-4-9B-0414 config.json
-GLM4_9B_0414 = {"architectures": ["Glm4ForCausalLM"], "attention_bias": True, "attention_dropout": 0.0,
-  "eos_token_id": [151329, 151336, 151338], "head_dim": 128, "hidden_act": "silu", "hidden_size": 4096,
-  "initializer_range": 0.02, "intermediate_size": 13696, "max_position_embeddings": 32768,
-  "model_type": "glm4", "num_attention_heads": 32, "num_hidden_layers": 40, "num_key_value_heads": 2,
-  "pad_token_id": 151329, "partial_rotary_factor": 0.5, "rms_norm_eps": 1e-05, "rope_theta": 10000.0,
-  "tie_word_embeddings": False, "torch_dtype": "bfloat16", "transformers_version": "4.52.0.dev0",
-  "use_cache": True, "vocab_size": 151552}
+GLM4_9B_0414 = {
+    "architectures": ["Glm4ForCausalLM"], "attention_bias": True, "attention_dropout": 0.0,
+    "eos_token_id": [151329, 151336, 151338], "head_dim": 128, "hidden_act": "silu",
+    "hidden_size": 4096, "initializer_range": 0.02, "intermediate_size": 13696,
+    "max_position_embeddings": 32768, "model_type": "glm4", "num_attention_heads": 32,
+    "num_hidden_layers": 40, "num_key_value_heads": 2, "pad_token_id": 151329,
+    "partial_rotary_factor": 0.5, "rms_norm_eps": 1e-05, "rope_theta": 10000.0,
+    "tie_word_embeddings": False, "torch_dtype": "bfloat16", "transformers_version": "4.52.0.dev0",
+    "use_cache": True, "vocab_size": 151552}
 # LGAI-EXAONE/EXAONE-4.0-32B config.json (three sliding-window layers, then a global one)
-EXAONE4_32B = {"architectures": ["Exaone4ForCausalLM"], "attention_dropout": 0.0, "bos_token_id": 1,
-  "eos_token_id": 361, "head_dim": 128, "hidden_act": "silu", "hidden_size": 5120, "initializer_range": 0.02,
-  "intermediate_size": 27392, "layer_types": (["sliding_attention"] * 3 + ["full_attention"]) * 16,
-  "max_position_embeddings": 131072, "model_type": "exaone4", "num_attention_heads": 40,
-  "num_hidden_layers": 64, "num_key_value_heads": 8, "pad_token_id": 0, "rms_norm_eps": 1e-05,
-  "rope_scaling": {"factor": 16.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
+EXAONE4_32B = {
+    "architectures": ["Exaone4ForCausalLM"], "attention_dropout": 0.0, "bos_token_id": 1,
+    "eos_token_id": 361, "head_dim": 128, "hidden_act": "silu", "hidden_size": 5120,
+    "initializer_range": 0.02, "intermediate_size": 27392,
+    "layer_types": (["sliding_attention"] * 3 + ["full_attention"]) * 16,
+    "max_position_embeddings": 131072, "model_type": "exaone4", "num_attention_heads": 40,
+    "num_hidden_layers": 64, "num_key_value_heads": 8, "pad_token_id": 0, "rms_norm_eps": 1e-05,
+    "rope_scaling": {"factor": 16.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
                    "original_max_position_embeddings": 8192, "rope_type": "llama3"},
-  "rope_theta": 1000000, "sliding_window": 4096, "sliding_window_pattern": "LLLG",
-  "tie_word_embeddings": False, "torch_dtype": "bfloat16", "transformers_version": "4.54.0",
-  "use_cache": True, "vocab_size": 102400}
+    "rope_theta": 1000000, "sliding_window": 4096, "sliding_window_pattern": "LLLG",
+    "tie_word_embeddings": False, "torch_dtype": "bfloat16", "transformers_version": "4.54.0",
+    "use_cache": True, "vocab_size": 102400}
 # baidu/ERNIE-4.5-0.3B-PT config.json
 ERNIE45_03B = {"architectures": ["Ernie4_5ForCausalLM"], "bos_token_id": 1, "eos_token_id": 2,
   "head_dim": 128, "hidden_act": "silu", "hidden_size": 1024, "intermediate_size": 3072,
@@ -92,36 +110,27 @@ ERNIE45_03B = {"architectures": ["Ernie4_5ForCausalLM"], "bos_token_id": 1, "eos
   "use_cache": False, "vocab_size": 103424}
 
 
-def at(config, layers=2, **changes):
-    """The config at ``layers`` layers, every other size as published."""
-    out = {**config, "num_hidden_layers": layers, **changes}
-    for key in ("layer_types", "no_rope_layers"):
-        if key in config and key not in changes:
-            out[key] = config[key][:layers]
-    return out
-
-
 ORACLE = {
-    "c4ai-command-r-v01": at(COMMAND_R),
-    "c4ai-command-r-plus": at(COMMAND_R_PLUS),
+    "c4ai-command-r-v01": at_layers(COMMAND_R),
+    "c4ai-command-r-plus": at_layers(COMMAND_R_PLUS),
     # the published pattern puts the first global layer fourth: a pattern of 2 gives one
     # sliding-window layer (rotary) and one global layer (NoPE) at two layers
-    "c4ai-command-r7b-12-2024": at(COMMAND_R7B, sliding_window_pattern=2, layer_switch=2),
-    "phi-2": at(PHI2),
-    "phi-2 qk_layernorm, tied, embedding dropout": at(PHI2, qk_layernorm=True,
+    "c4ai-command-r7b-12-2024": at_layers(COMMAND_R7B, sliding_window_pattern=2, layer_switch=2),
+    "phi-2": at_layers(PHI2),
+    "phi-2 qk_layernorm, tied, embedding dropout": at_layers(PHI2, qk_layernorm=True,
                                                       tie_word_embeddings=True, embd_pdrop=0.1),
     # layers 3 (NoPE) and 0: both kinds of layer
-    "SmolLM3-3B": at(SMOLLM3_3B, no_rope_layers=[1, 0]),
-    "SmolLM3-3B windowed NoPE layers, biases": at(
+    "SmolLM3-3B": at_layers(SMOLLM3_3B, no_rope_layers=[1, 0]),
+    "SmolLM3-3B windowed NoPE layers, biases": at_layers(
         SMOLLM3_3B, 4, no_rope_layers=[1, 0, 1, 0], use_sliding_window=True, sliding_window=8,
         layer_types=["full_attention", "sliding_attention"] * 2, attention_bias=True,
         mlp_bias=True, tie_word_embeddings=False),
-    "granite-3.3-2b-instruct": at(GRANITE_33_2B),
-    "granite-3.3-2b-instruct biases": at(GRANITE_33_2B, attention_bias=True, mlp_bias=True),
-    "GLM-4-9B-0414": at(GLM4_9B_0414),
-    "EXAONE-4.0-32B": at(EXAONE4_32B, layer_types=["sliding_attention", "full_attention"]),
-    "ERNIE-4.5-0.3B-PT": at(ERNIE45_03B),
-    "ERNIE-4.5-0.3B-PT use_bias": at(ERNIE45_03B, use_bias=True),
+    "granite-3.3-2b-instruct": at_layers(GRANITE_33_2B),
+    "granite-3.3-2b-instruct biases": at_layers(GRANITE_33_2B, attention_bias=True, mlp_bias=True),
+    "GLM-4-9B-0414": at_layers(GLM4_9B_0414),
+    "EXAONE-4.0-32B": at_layers(EXAONE4_32B, layer_types=["sliding_attention", "full_attention"]),
+    "ERNIE-4.5-0.3B-PT": at_layers(ERNIE45_03B),
+    "ERNIE-4.5-0.3B-PT use_bias": at_layers(ERNIE45_03B, use_bias=True),
 }
 
 
@@ -176,14 +185,14 @@ def test_published_parameter_counts():
 
 
 @pytest.mark.parametrize("config, windows, heads, width", [
-    (at(COMMAND_R7B, 4, sliding_window=8), [8, 8, 8, None], 32, 128),
-    (at(EXAONE4_32B, sliding_window=8, layer_types=["sliding_attention", "full_attention"]),
+    (at_layers(COMMAND_R7B, 4, sliding_window=8), [8, 8, 8, None], 32, 128),
+    (at_layers(EXAONE4_32B, sliding_window=8, layer_types=["sliding_attention", "full_attention"]),
      [8, None], 40, 128),
     # without layer_types SmolLM3 windows its NoPE layers when use_sliding_window is on
-    (at(SMOLLM3_3B, 4, no_rope_layers=[1, 0, 1, 0], use_sliding_window=True, sliding_window=8,
-        layer_types=None), [None, 8, None, 8], 16, 128),
-    (at(GLM4_9B_0414), [None, None], 32, 128),
-    (at(PHI2), [None, None], 32, 80),
+    (at_layers(SMOLLM3_3B, 4, no_rope_layers=[1, 0, 1, 0], use_sliding_window=True,
+               sliding_window=8, layer_types=None), [None, 8, None, 8], 16, 128),
+    (at_layers(GLM4_9B_0414), [None, None], 32, 128),
+    (at_layers(PHI2), [None, None], 32, 80),
 ])
 def test_exact_counts_the_pairs_a_query_sees(config, windows, heads, width):
     seq = 32
@@ -219,9 +228,9 @@ def test_kinds_and_conventions_as_written():
 
 
 def test_keys_of_cohere_own_code_and_others_that_change_no_count():
-    base = symflops_counts(at(COMMAND_R7B, 4))
+    base = symflops_counts(at_layers(COMMAND_R7B, 4))
     # without the legacy keys, the same model
-    plain = {k: v for k, v in at(COMMAND_R7B, 4).items()
+    plain = {k: v for k, v in at_layers(COMMAND_R7B, 4).items()
              if k not in ("order_of_interleaved_layers", "position_embedding_type", "rotary_pct",
                           "use_gated_activation", "use_embedding_sharing", "layer_switch",
                           "head_dim", "cache_implementation")}

@@ -9,40 +9,38 @@ import pytest
 
 from symflops.core.errors import SymflopsError
 
-from hf_oracle import causal_surplus, hf_counts, imported, symflops_counts
+from hf_oracle import at_layers, causal_surplus, hf_counts, imported, symflops_counts
 
 # openai/gpt-oss-20b config.json
-GPT_OSS_20B = {"architectures": ["GptOssForCausalLM"], "attention_bias": True, "attention_dropout": 0.0,
-  "eos_token_id": 200002, "experts_per_token": 4, "head_dim": 64, "hidden_act": "silu", "hidden_size": 2880,
-  "initial_context_length": 4096, "initializer_range": 0.02, "intermediate_size": 2880,
-  "layer_types": ["sliding_attention", "full_attention"] * 12, "max_position_embeddings": 131072,
-  "model_type": "gpt_oss", "num_attention_heads": 64, "num_experts_per_tok": 4, "num_hidden_layers": 24,
-  "num_key_value_heads": 8, "num_local_experts": 32, "output_router_logits": False, "pad_token_id": 199999,
-  "quantization_config": {"modules_to_not_convert": ["model.layers.*.self_attn", "model.layers.*.mlp.router",
-                                                     "model.embed_tokens", "lm_head"], "quant_method": "mxfp4"},
-  "rms_norm_eps": 1e-05,
-  "rope_scaling": {"beta_fast": 32.0, "beta_slow": 1.0, "factor": 32.0, "original_max_position_embeddings": 4096,
-                   "rope_type": "yarn", "truncate": False},
-  "rope_theta": 150000, "router_aux_loss_coef": 0.9, "sliding_window": 128, "swiglu_limit": 7.0,
-  "tie_word_embeddings": False, "transformers_version": "4.55.0.dev0", "use_cache": True, "vocab_size": 201088}
+GPT_OSS_20B = {
+    "architectures": ["GptOssForCausalLM"], "attention_bias": True, "attention_dropout": 0.0,
+    "eos_token_id": 200002, "experts_per_token": 4, "head_dim": 64, "hidden_act": "silu",
+    "hidden_size": 2880, "initial_context_length": 4096, "initializer_range": 0.02,
+    "intermediate_size": 2880, "layer_types": ["sliding_attention", "full_attention"] * 12,
+    "max_position_embeddings": 131072, "model_type": "gpt_oss", "num_attention_heads": 64,
+    "num_experts_per_tok": 4, "num_hidden_layers": 24, "num_key_value_heads": 8,
+    "num_local_experts": 32, "output_router_logits": False, "pad_token_id": 199999,
+    "quantization_config": {"modules_to_not_convert": [
+        "model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"],
+        "quant_method": "mxfp4"},
+    "rms_norm_eps": 1e-05,
+    "rope_scaling": {"beta_fast": 32.0, "beta_slow": 1.0, "factor": 32.0,
+                     "original_max_position_embeddings": 4096, "rope_type": "yarn",
+                     "truncate": False},
+    "rope_theta": 150000, "router_aux_loss_coef": 0.9, "sliding_window": 128, "swiglu_limit": 7.0,
+    "tie_word_embeddings": False, "transformers_version": "4.55.0.dev0", "use_cache": True,
+    "vocab_size": 201088}
 
 # what the oracle builds: transformers would quantize the experts (mxfp4) on loading a
 # checkpoint; from a config the model is the same with or without quantization_config
 ORACLE = {k: v for k, v in GPT_OSS_20B.items() if k != "quantization_config"}
 
 
-def at(config, layers=2, **changes):
-    out = {**config, "num_hidden_layers": layers, **changes}
-    if "layer_types" not in changes:
-        out["layer_types"] = config["layer_types"][:layers]
-    return out
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("config", [
-    at(ORACLE),
-    at(ORACLE, attention_bias=False, swiglu_limit=3.5, swiglu_alpha=2.0, attention_dropout=0.1,
-       num_key_value_heads=64, tie_word_embeddings=True),
+    at_layers(ORACLE),
+    at_layers(ORACLE, attention_bias=False, swiglu_limit=3.5, swiglu_alpha=2.0,
+              attention_dropout=0.1, num_key_value_heads=64, tie_word_embeddings=True),
 ], ids=["gpt-oss-20b", "no attention bias, other clamp, dropout, tied"])
 def test_counts_equal_transformers(config):
     assert symflops_counts(config, 32) == hf_counts(config, 32)
@@ -116,7 +114,7 @@ def test_exact_counts_the_pairs_a_query_sees():
     """The sinks add no matrix product: exact and full square differ by the
     triangle (full layer) and the pairs outside the window (sliding layer)."""
     seq = 32
-    config = at(ORACLE, sliding_window=8)
+    config = at_layers(ORACLE, sliding_window=8)
     full = symflops_counts(config, seq, "full-square")[1]
     exact = symflops_counts(config, seq, "exact")[1]
     assert full - exact == causal_surplus(seq, 64, 64, 8) + causal_surplus(seq, 64, 64)

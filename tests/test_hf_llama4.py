@@ -24,31 +24,36 @@ from hf_oracle import hf_counts, imported, symflops_counts
 # llama4_text; 16 experts, every layer MoE, every fourth layer NoPE).  attn_temperature_tuning
 # is published as 4, which transformers 5.24's strict config refuses (it wants a bool;
 # earlier versions read 4 as true): true here, and 4 is refused below as transformers does.
-SCOUT = {"architectures": ["Llama4ForCausalLM"], "attention_bias": False, "attention_chunk_size": 8192,
-  "attention_dropout": 0.0, "attn_scale": 0.1, "attn_temperature_tuning": True, "bos_token_id": 200000,
-  "eos_token_id": [200001, 200007, 200008], "floor_scale": 8192, "for_llm_compressor": False,
-  "head_dim": 128, "hidden_act": "silu", "hidden_size": 5120, "initializer_range": 0.02,
-  "interleave_moe_layer_step": 1, "intermediate_size": 8192, "intermediate_size_mlp": 16384,
-  "max_position_embeddings": 262144, "model_type": "llama4_text", "moe_layers": list(range(48)),
-  "no_rope_layers": [1, 1, 1, 0] * 12, "num_attention_heads": 40, "num_experts_per_tok": 1,
-  "num_hidden_layers": 48, "num_key_value_heads": 8, "num_local_experts": 16,
-  "output_router_logits": False, "pad_token_id": 200018, "rms_norm_eps": 1e-05,
-  "rope_scaling": {"factor": 8.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
+SCOUT = {
+    "architectures": ["Llama4ForCausalLM"], "attention_bias": False, "attention_chunk_size": 8192,
+    "attention_dropout": 0.0, "attn_scale": 0.1, "attn_temperature_tuning": True,
+    "bos_token_id": 200000, "eos_token_id": [200001, 200007, 200008], "floor_scale": 8192,
+    "for_llm_compressor": False, "head_dim": 128, "hidden_act": "silu", "hidden_size": 5120,
+    "initializer_range": 0.02, "interleave_moe_layer_step": 1, "intermediate_size": 8192,
+    "intermediate_size_mlp": 16384, "max_position_embeddings": 262144, "model_type": "llama4_text",
+    "moe_layers": list(range(48)), "no_rope_layers": [1, 1, 1, 0] * 12, "num_attention_heads": 40,
+    "num_experts_per_tok": 1, "num_hidden_layers": 48, "num_key_value_heads": 8,
+    "num_local_experts": 16, "output_router_logits": False, "pad_token_id": 200018,
+    "rms_norm_eps": 1e-05,
+    "rope_scaling": {"factor": 8.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
                    "original_max_position_embeddings": 8192, "rope_type": "llama3"},
-  "rope_theta": 500000.0, "router_aux_loss_coef": 0.001, "router_jitter_noise": 0.0,
-  "torch_dtype": "bfloat16", "use_cache": True, "use_qk_norm": True, "vocab_size": 202048}
+    "rope_theta": 500000.0, "router_aux_loss_coef": 0.001, "router_jitter_noise": 0.0,
+    "torch_dtype": "bfloat16", "use_cache": True, "use_qk_norm": True, "vocab_size": 202048}
 # meta-llama/Llama-4-Maverick-17B-128E-Instruct's text_config (128 experts, MoE every
 # second layer, dense between; no q/k norm; NoPE every fourth layer by default)
-MAVERICK = {"architectures": ["Llama4ForCausalLM"], "attention_bias": False, "attention_chunk_size": 8192,
-  "attention_dropout": 0.0, "attn_scale": 0.1, "attn_temperature_tuning": True, "bos_token_id": 200000,
-  "eos_token_id": [200001, 200007, 200008], "floor_scale": 8192, "for_llm_compressor": False,
-  "head_dim": 128, "hidden_act": "silu", "hidden_size": 5120, "initializer_range": 0.02,
-  "interleave_moe_layer_step": 2, "intermediate_size": 8192, "intermediate_size_mlp": 16384,
-  "max_position_embeddings": 1048576, "model_type": "llama4_text", "num_attention_heads": 40,
-  "num_experts_per_tok": 1, "num_hidden_layers": 48, "num_key_value_heads": 8, "num_local_experts": 128,
-  "output_router_logits": False, "pad_token_id": 200018, "rms_norm_eps": 1e-05, "rope_scaling": None,
-  "rope_theta": 500000.0, "router_aux_loss_coef": 0.001, "router_jitter_noise": 0.0,
-  "torch_dtype": "bfloat16", "use_cache": True, "use_qk_norm": False, "vocab_size": 202048}
+MAVERICK = {
+    "architectures": ["Llama4ForCausalLM"], "attention_bias": False, "attention_chunk_size": 8192,
+    "attention_dropout": 0.0, "attn_scale": 0.1, "attn_temperature_tuning": True,
+    "bos_token_id": 200000, "eos_token_id": [200001, 200007, 200008], "floor_scale": 8192,
+    "for_llm_compressor": False, "head_dim": 128, "hidden_act": "silu", "hidden_size": 5120,
+    "initializer_range": 0.02, "interleave_moe_layer_step": 2, "intermediate_size": 8192,
+    "intermediate_size_mlp": 16384, "max_position_embeddings": 1048576,
+    "model_type": "llama4_text", "num_attention_heads": 40, "num_experts_per_tok": 1,
+    "num_hidden_layers": 48, "num_key_value_heads": 8, "num_local_experts": 128,
+    "output_router_logits": False, "pad_token_id": 200018, "rms_norm_eps": 1e-05,
+    "rope_scaling": None, "rope_theta": 500000.0, "router_aux_loss_coef": 0.001,
+    "router_jitter_noise": 0.0, "torch_dtype": "bfloat16", "use_cache": True, "use_qk_norm": False,
+    "vocab_size": 202048}
 
 
 def counts(config, seq, attention="full-square", experts="model"):

@@ -9,53 +9,54 @@ import pytest
 
 from symflops.core.errors import SymflopsError
 
-from hf_oracle import hf_counts, imported, symflops_counts
+from hf_oracle import at_layers, hf_counts, imported, symflops_counts
 
 # microsoft/Phi-3.5-MoE-instruct config.json (its remote-code class name in architectures).
 # The longrope factor lists are NOT the published values (which change no count): 64
 # placeholders each, the length transformers checks (head_dim / 2).
-PHI35_MOE = {"architectures": ["PhiMoEForCausalLM"], "attention_bias": True, "attention_dropout": 0.0,
-  "auto_map": {"AutoConfig": "configuration_phimoe.PhiMoEConfig", "AutoModelForCausalLM": "modeling_phimoe.PhiMoEForCausalLM"},
-  "bos_token_id": 1, "eos_token_id": 32000, "hidden_act": "silu", "hidden_dropout": 0.0, "hidden_size": 4096,
-  "initializer_range": 0.02, "input_jitter_noise": 0.01, "intermediate_size": 6400, "lm_head_bias": True,
-  "max_position_embeddings": 131072, "model_type": "phimoe", "num_attention_heads": 32,
-  "num_experts_per_tok": 2, "num_hidden_layers": 32, "num_key_value_heads": 8, "num_local_experts": 16,
-  "original_max_position_embeddings": 4096, "output_router_logits": False, "rms_norm_eps": 1e-05,
-  "rope_scaling": {"long_factor": [1.0] * 64, "long_mscale": 1.243163121016122,
+PHI35_MOE = {
+    "architectures": ["PhiMoEForCausalLM"], "attention_bias": True, "attention_dropout": 0.0,
+    "auto_map": {"AutoConfig": "configuration_phimoe.PhiMoEConfig",
+                 "AutoModelForCausalLM": "modeling_phimoe.PhiMoEForCausalLM"},
+    "bos_token_id": 1, "eos_token_id": 32000, "hidden_act": "silu", "hidden_dropout": 0.0,
+    "hidden_size": 4096, "initializer_range": 0.02, "input_jitter_noise": 0.01,
+    "intermediate_size": 6400, "lm_head_bias": True, "max_position_embeddings": 131072,
+    "model_type": "phimoe", "num_attention_heads": 32, "num_experts_per_tok": 2,
+    "num_hidden_layers": 32, "num_key_value_heads": 8, "num_local_experts": 16,
+    "original_max_position_embeddings": 4096, "output_router_logits": False, "rms_norm_eps": 1e-05,
+    "rope_scaling": {"long_factor": [1.0] * 64, "long_mscale": 1.243163121016122,
                    "original_max_position_embeddings": 4096, "short_factor": [1.0] * 64,
                    "short_mscale": 1.243163121016122, "type": "longrope"},
-  "rope_theta": 10000.0, "router_aux_loss_coef": 0.0, "router_jitter_noise": 0.01,
-  "sliding_window": 131072, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
-  "transformers_version": "4.43.3", "use_cache": True, "vocab_size": 32064}
+    "rope_theta": 10000.0, "router_aux_loss_coef": 0.0, "router_jitter_noise": 0.01,
+    "sliding_window": 131072, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+    "transformers_version": "4.43.3", "use_cache": True, "vocab_size": 32064}
 # zai-org/GLM-4.5-Air config.json
-GLM45_AIR = {"architectures": ["Glm4MoeForCausalLM"], "attention_bias": True, "attention_dropout": 0.0,
-  "pad_token_id": 151329, "eos_token_id": [151329, 151336, 151338], "head_dim": 128, "hidden_act": "silu",
-  "hidden_size": 4096, "partial_rotary_factor": 0.5, "initializer_range": 0.02, "intermediate_size": 10944,
-  "max_position_embeddings": 131072, "model_type": "glm4_moe", "moe_intermediate_size": 1408,
-  "norm_topk_prob": True, "num_attention_heads": 96, "n_group": 1, "topk_group": 1, "n_routed_experts": 128,
-  "n_shared_experts": 1, "routed_scaling_factor": 1.0, "num_experts_per_tok": 8, "first_k_dense_replace": 1,
-  "num_hidden_layers": 46, "num_key_value_heads": 8, "rms_norm_eps": 1e-05, "rope_scaling": None,
-  "rope_theta": 1000000, "num_nextn_predict_layers": 1, "tie_word_embeddings": False,
-  "torch_dtype": "bfloat16", "transformers_version": "4.54.0", "use_cache": True, "use_qk_norm": False,
-  "vocab_size": 151552}
+GLM45_AIR = {
+    "architectures": ["Glm4MoeForCausalLM"], "attention_bias": True, "attention_dropout": 0.0,
+    "pad_token_id": 151329, "eos_token_id": [151329, 151336, 151338], "head_dim": 128,
+    "hidden_act": "silu", "hidden_size": 4096, "partial_rotary_factor": 0.5,
+    "initializer_range": 0.02, "intermediate_size": 10944, "max_position_embeddings": 131072,
+    "model_type": "glm4_moe", "moe_intermediate_size": 1408, "norm_topk_prob": True,
+    "num_attention_heads": 96, "n_group": 1, "topk_group": 1, "n_routed_experts": 128,
+    "n_shared_experts": 1, "routed_scaling_factor": 1.0, "num_experts_per_tok": 8,
+    "first_k_dense_replace": 1, "num_hidden_layers": 46, "num_key_value_heads": 8,
+    "rms_norm_eps": 1e-05, "rope_scaling": None, "rope_theta": 1000000,
+    "num_nextn_predict_layers": 1, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+    "transformers_version": "4.54.0", "use_cache": True, "use_qk_norm": False,
+    "vocab_size": 151552}
 # MiniMaxAI/MiniMax-M2 config.json (with the keys of MiniMax's own code)
-MINIMAX_M2 = {"architectures": ["MiniMaxM2ForCausalLM"], "attn_type_list": [1] * 62,
-  "auto_map": {"AutoConfig": "configuration_minimax_m2.MiniMaxM2Config",
+MINIMAX_M2 = {
+    "architectures": ["MiniMaxM2ForCausalLM"], "attn_type_list": [1] * 62,
+    "auto_map": {"AutoConfig": "configuration_minimax_m2.MiniMaxM2Config",
                "AutoModelForCausalLM": "modeling_minimax_m2.MiniMaxM2ForCausalLM"},
-  "head_dim": 128, "hidden_act": "silu", "hidden_size": 3072, "intermediate_size": 1536,
-  "max_position_embeddings": 196608, "model_type": "minimax_m2", "mtp_transformer_layers": 1,
-  "num_attention_heads": 48, "num_experts_per_tok": 8, "num_hidden_layers": 62, "num_key_value_heads": 8,
-  "num_local_experts": 256, "num_mtp_modules": 3, "qk_norm_type": "per_layer", "rms_norm_eps": 1e-06,
-  "rope_theta": 5000000, "rotary_dim": 64, "scoring_func": "sigmoid", "shared_intermediate_size": 0,
-  "tie_word_embeddings": False, "transformers_version": "4.46.1", "use_cache": True, "use_mtp": True,
-  "use_qk_norm": True, "use_routing_bias": True, "vocab_size": 200064, "torch_dtype": "bfloat16"}
-
-
-def at(config, layers=2, **changes):
-    out = {**config, "num_hidden_layers": layers, **changes}
-    if "attn_type_list" in config and "attn_type_list" not in changes:
-        out["attn_type_list"] = config["attn_type_list"][:layers]
-    return out
+    "head_dim": 128, "hidden_act": "silu", "hidden_size": 3072, "intermediate_size": 1536,
+    "max_position_embeddings": 196608, "model_type": "minimax_m2", "mtp_transformer_layers": 1,
+    "num_attention_heads": 48, "num_experts_per_tok": 8, "num_hidden_layers": 62,
+    "num_key_value_heads": 8, "num_local_experts": 256, "num_mtp_modules": 3,
+    "qk_norm_type": "per_layer", "rms_norm_eps": 1e-06, "rope_theta": 5000000, "rotary_dim": 64,
+    "scoring_func": "sigmoid", "shared_intermediate_size": 0, "tie_word_embeddings": False,
+    "transformers_version": "4.46.1", "use_cache": True, "use_mtp": True, "use_qk_norm": True,
+    "use_routing_bias": True, "vocab_size": 200064, "torch_dtype": "bfloat16"}
 
 
 # PhiMoE's input jitter (a training-time random multiplier, refused) off; its longrope
@@ -63,17 +64,17 @@ def at(config, layers=2, **changes):
 # it without rope_scaling (the tables' values change no count)
 PHIMOE_ORACLE = {**PHI35_MOE, "input_jitter_noise": 0.0, "rope_scaling": None}
 ORACLE = {
-    "Phi-3.5-MoE-instruct": at(PHIMOE_ORACLE),
-    "Phi-3.5-MoE-instruct unwindowed, no biases": at(PHIMOE_ORACLE, sliding_window=None,
+    "Phi-3.5-MoE-instruct": at_layers(PHIMOE_ORACLE),
+    "Phi-3.5-MoE-instruct unwindowed, no biases": at_layers(PHIMOE_ORACLE, sliding_window=None,
                                                      lm_head_bias=False, attention_bias=False),
     # one dense layer (first_k_dense_replace 1) and one MoE layer
-    "GLM-4.5-Air": at(GLM45_AIR),
-    "GLM-4.5-Air qk norms, two shared, scaled, groups": at(
+    "GLM-4.5-Air": at_layers(GLM45_AIR),
+    "GLM-4.5-Air qk norms, two shared, scaled, groups": at_layers(
         GLM45_AIR, use_qk_norm=True, n_shared_experts=2, routed_scaling_factor=2.5, n_group=4,
         topk_group=2),
-    "GLM-4.5-Air no shared expert, no dense layer": at(GLM45_AIR, n_shared_experts=0,
+    "GLM-4.5-Air no shared expert, no dense layer": at_layers(GLM45_AIR, n_shared_experts=0,
                                                        first_k_dense_replace=0),
-    "MiniMax-M2": at(MINIMAX_M2),
+    "MiniMax-M2": at_layers(MINIMAX_M2),
 }
 
 
@@ -114,7 +115,7 @@ def test_experts_flops_by_hand():
     forward and twice that backward (dX and dW), 6 per multiply-add in all; dropping
     one expert per token takes exactly one pair's share per token."""
     seq = 32
-    glm = at(GLM45_AIR, first_k_dense_replace=0, layers=1)
+    glm = at_layers(GLM45_AIR, first_k_dense_replace=0, layers=1)
     fewer = {**glm, "num_experts_per_tok": 7}
     assert symflops_counts(glm, seq)[1] - symflops_counts(fewer, seq)[1] == \
         seq * 3 * 2 * 4096 * 1408 * 3
@@ -134,10 +135,10 @@ def test_layers_and_routers_as_written():
 
 
 def test_multi_token_prediction_keys_change_no_count():
-    base = symflops_counts(at(GLM45_AIR))
-    assert symflops_counts(at(GLM45_AIR, num_nextn_predict_layers=3)) == base
-    mini = symflops_counts(at(MINIMAX_M2))
-    assert symflops_counts(at(MINIMAX_M2, num_mtp_modules=1, use_mtp=False)) == mini
+    base = symflops_counts(at_layers(GLM45_AIR))
+    assert symflops_counts(at_layers(GLM45_AIR, num_nextn_predict_layers=3)) == base
+    mini = symflops_counts(at_layers(MINIMAX_M2))
+    assert symflops_counts(at_layers(MINIMAX_M2, num_mtp_modules=1, use_mtp=False)) == mini
 
 
 @pytest.mark.parametrize("config, key", [

@@ -111,8 +111,8 @@ def attention(d: Declaration, blk: Block, a: Attention, x: str, xn: str, out: st
                  "the residual" if a.residual_scale else None)
     outs.append(branch)
     if dropped:
-        outs.append(dropped_residual(blk, out, x, branch, a.residual_dropout,  # type: ignore[arg-type]
-                                     a.residual_note))
+        outs.append(dropped_residual(  # type: ignore[arg-type]
+            blk, out, x, branch, a.residual_dropout, a.residual_note))
     return outs
 
 
@@ -208,8 +208,7 @@ def mixing(blk: Block, h: str, k: str, q: str, kk: str, v: str, scale: str,
             "softmax masks" if count == "full-square" else
             "causal: the products count only the pairs t <= s"
             + (" within the window" if window else ""))
-    factor = f"{multiplier} " if multiplier else ""
-    divisor = "" if multiplier else f" / {scale}"
+    factor, divisor = _scaling(scale, multiplier)
     blk.op(f"A[b,{h},s,t] = {factor}{q}[b,s,{h},e] {kk}[b,t,{k},e]{divisor}{extra}{product}",
            f"scores ({note}{extra_note}" + (f"; times attention_multiplier {multiplier}"
                                             if multiplier else "") + ")")
@@ -245,6 +244,11 @@ def mixing(blk: Block, h: str, k: str, q: str, kk: str, v: str, scale: str,
     return [*outs, "O"]
 
 
+def _scaling(scale: str, multiplier: str | None) -> tuple[str, str]:
+    """The scores' constant as written: a multiplier in front, or a divisor after."""
+    return (f"{multiplier} ", "") if multiplier else ("", f" / {scale}")
+
+
 def _chunked(blk: Block, h: str, k: str, q: str, kk: str, v: str, scale: str,
              count: AttentionCount, multiplier: str | None) -> list[str]:
     """Chunked causal attention (Llama 4's chunked_attention layers): a query sees
@@ -260,8 +264,7 @@ def _chunked(blk: Block, h: str, k: str, q: str, kk: str, v: str, scale: str,
     blk.tensor("Mch", ["S", "S"], "buffer", "the chunked causal mask (create_chunked_causal_mask): "
                                             "0 where key t is in query s's chunk of C "
                                             "positions and t <= s, minus infinity elsewhere")
-    factor = f"{multiplier} " if multiplier else ""
-    divisor = "" if multiplier else f" / {scale}"
+    factor, divisor = _scaling(scale, multiplier)
     blk.op(f"A[b,{h},s,t] = {factor}{q}[b,s,{h},e] {kk}[b,t,{k},e]{divisor} + Mch[s,t]",
            "scores over the full S x S square, as eager attention runs them, plus the chunk "
            "mask (a query sees\nthe keys of its own chunk of C positions up to itself: not an "
@@ -280,8 +283,7 @@ def _chunked_exact(blk: Block, h: str, k: str, q: str, kk: str, v: str, scale: s
     must be whole), causal inside a chunk (``w <= u``: ``Nc C (C + 1) / 2`` pairs),
     nothing across chunks; the output viewed back as positions."""
     blk.uses("C", "Nc")
-    factor = f"{multiplier} " if multiplier else ""
-    divisor = "" if multiplier else f" / {scale}"
+    factor, divisor = _scaling(scale, multiplier)
     blk.op(f"Qc[b,c,u,{h},e] = {q}[b,C*c+u,{h},e]",
            "chunked attention, exactly: position s = C c + u viewed as (chunk c, offset u) "
            "(Nc = S / C chunks: S must be a\nmultiple of C); a query sees the keys of its own "

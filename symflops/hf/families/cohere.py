@@ -28,8 +28,7 @@ from ..config import BY_HAND, Config
 from ..emit import Declaration
 from ..layers import Kind, Layout, layers
 from ..parts import Mlp, Norm, model_head, rotary_embedding
-from .common import Family, Options, decoder_dims, dropout, model_base, number_text, rope_keys, \
-    types_of
+from .common import Family, Options, dropout, number_text, rope_keys, sized_decoder, types_of
 
 _BASE = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
          "num_attention_heads", "num_key_value_heads", "hidden_act", "max_position_embeddings",
@@ -74,10 +73,7 @@ def _legacy(c: Config, pattern: int) -> None:
 
 def build(c: Config, o: Options) -> Declaration:
     t = c.model_type
-    d = model_base(c, o, f"{TITLES[t]} decoder (from {o.source})")
-    grouped = decoder_dims(d, c, heads="num_attention_heads", kv="num_key_value_heads",
-                           width="hidden_size", head_dim=None, defaults=DEFAULTS)
-    n = c.integer("num_hidden_layers", DEFAULTS["num_hidden_layers"])
+    d, heads, n = sized_decoder(c, o, TITLES[t], DEFAULTS, False)
     d.dim("F", "MLP hidden width", c.integer("intermediate_size",
                                              DEFAULTS["intermediate_size"]), "intermediate_size")
     if "logit_scale" in c.data and c.data["logit_scale"] is None:
@@ -87,7 +83,6 @@ def build(c: Config, o: Options) -> Declaration:
                         c.data.get("logit_scale"))
     bias = (c.flag("attention_bias", False),) * 4
     attn_p = dropout(c, "attention_dropout")
-    heads = "g,r" if grouped else "n"
     ffn = Mlp(True, c.activation("hidden_act", "silu"))
     ln = Norm("layernorm", module="q_norm / k_norm")
     if t == "cohere":

@@ -94,6 +94,21 @@ def decoder_dims(d: Declaration, c: Config, *, heads: str, kv: str | None, width
     return grouped
 
 
+def sized_decoder(c: Config, o: Options, title: str, defaults: dict[str, int],
+                  head_dim: bool) -> tuple[Declaration, str, int]:
+    """A decoder's declaration with its usual sizes (``hidden_size``,
+    ``num_attention_heads``, ``num_key_value_heads``, ``head_dim`` when the family
+    reads it, ``vocab_size``, ``max_position_embeddings``; absent keys take the
+    config class's ``defaults``): the declaration, the query heads' letters
+    (``"n"`` or ``"g,r"``) and the number of layers."""
+    d = model_base(c, o, f"{title} decoder (from {o.source})")
+    grouped = decoder_dims(d, c, heads="num_attention_heads", kv="num_key_value_heads",
+                           width="hidden_size", head_dim="head_dim" if head_dim else None,
+                           defaults=defaults)
+    return d, "g,r" if grouped else "n", c.integer("num_hidden_layers",
+                                                    defaults["num_hidden_layers"])
+
+
 def layer_kinds(c: Config, layers: int, windowed_family: bool) -> list[tuple[str, int]]:
     """The layers' attention kinds, ``[("full" | "sliding", count), ...]``, from
     ``layer_types``, ``use_sliding_window`` with ``max_window_layers``, or (a

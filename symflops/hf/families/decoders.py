@@ -35,8 +35,8 @@ from ..config import BY_HAND, Config
 from ..emit import Declaration
 from ..layers import Kind, Layout, layers
 from ..parts import Mlp, Norm, model_head, rotary_embedding
-from .common import Family, Options, decoder_dims, dropout, model_base, number_text, \
-    partial_rotary, rope_keys, rotary_fraction, types_of
+from .common import Family, Options, dropout, number_text, partial_rotary, rope_keys, \
+    rotary_fraction, sized_decoder, types_of
 
 _BASE = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
          "num_attention_heads", "num_key_value_heads", "hidden_act", "max_position_embeddings",
@@ -132,15 +132,10 @@ def _exaone4(c: Config, n: int) -> list[tuple[bool, bool]]:
 def build(c: Config, o: Options) -> Declaration:
     t = c.model_type
     dflt = DEFAULTS[t]
-    d = model_base(c, o, f"{TITLES[t]} decoder (from {o.source})")
-    grouped = decoder_dims(d, c, heads="num_attention_heads", kv="num_key_value_heads",
-                           width="hidden_size", head_dim="head_dim" if "head_dim" in READ[t]
-                           else None, defaults=dflt)
-    n = c.integer("num_hidden_layers", dflt["num_hidden_layers"])
+    d, heads, n = sized_decoder(c, o, TITLES[t], dflt, "head_dim" in READ[t])
     d.dim("F", "MLP hidden width", c.integer("intermediate_size", dflt["intermediate_size"]),
           "intermediate_size")
     activation = c.activation("hidden_act", "silu")
-    heads = "g,r" if grouped else "n"
     attn_p = dropout(c, "attention_dropout") if "attention_dropout" in READ[t] else None
     layout = Layout(Norm("rmsnorm"))
     base = Attention(heads, count=o.attention, dropout=attn_p)

@@ -28,8 +28,8 @@ from ..emit import Declaration
 from ..experts import Moe, moe_dims
 from ..layers import Kind, Layout, layers
 from ..parts import Norm, model_head, rotary_embedding
-from .common import Family, Options, decoder_dims, dropout, model_base, number_text, rope_keys, \
-    routed_experts, types_of
+from .common import Family, Options, dropout, number_text, rope_keys, routed_experts, \
+    sized_decoder, types_of
 
 READ = frozenset(("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
                   "num_attention_heads", "num_key_value_heads", "head_dim", "hidden_act",
@@ -47,10 +47,7 @@ DEFAULTS = dict(vocab_size=201088, hidden_size=2880, intermediate_size=2880,
 
 
 def build(c: Config, o: Options) -> Declaration:
-    d = model_base(c, o, f"gpt-oss decoder (from {o.source})")
-    grouped = decoder_dims(d, c, heads="num_attention_heads", kv="num_key_value_heads",
-                           width="hidden_size", head_dim="head_dim", defaults=DEFAULTS)
-    n = c.integer("num_hidden_layers", DEFAULTS["num_hidden_layers"])
+    d, heads, n = sized_decoder(c, o, "gpt-oss", DEFAULTS, True)
     experts, active, key = routed_experts(c, ("num_local_experts", "num_experts"), 128, 4)
     if c.has("experts_per_token") and c.integer("experts_per_token") != active:
         raise c.error("experts_per_token", f"experts_per_token = "
@@ -87,7 +84,6 @@ def build(c: Config, o: Options) -> Declaration:
                      number_text(alpha, c.data.get("swiglu_alpha"))))
     bias = (c.flag("attention_bias", True),) * 4
     attn_p = dropout(c, "attention_dropout")
-    heads = "g,r" if grouped else "n"
     both = len(set(types)) > 1
     kinds = [Kind("sliding" if t == "sliding_attention" else "full",
                   "sliding-window layers" if t == "sliding_attention" else

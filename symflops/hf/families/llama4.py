@@ -43,8 +43,7 @@ from ..emit import Declaration
 from ..experts import Moe, moe_dims
 from ..layers import Kind, Layout, Shared, layers
 from ..parts import Mlp, Norm, model_head, rotary_embedding
-from .common import Family, Options, decoder_dims, dropout, model_base, rope_keys, \
-    routed_experts
+from .common import Family, Options, dropout, rope_keys, routed_experts, sized_decoder
 
 READ = frozenset(("vocab_size", "hidden_size", "intermediate_size", "intermediate_size_mlp",
                   "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
@@ -96,10 +95,7 @@ def _per_layer(c: Config, n: int) -> list[tuple[bool, bool, bool]]:
 
 
 def build(c: Config, o: Options) -> Declaration:
-    d = model_base(c, o, f"Llama 4 text decoder (from {o.source})")
-    grouped = decoder_dims(d, c, heads="num_attention_heads", kv="num_key_value_heads",
-                           width="hidden_size", head_dim="head_dim", defaults=DEFAULTS)
-    n = c.integer("num_hidden_layers", DEFAULTS["num_hidden_layers"])
+    d, heads, n = sized_decoder(c, o, "Llama 4 text", DEFAULTS, True)
     activation = c.activation("hidden_act", "silu")
     plan = _per_layer(c, n)
     c.zero("router_jitter_noise", "the declaration has no router jitter")
@@ -128,7 +124,6 @@ def build(c: Config, o: Options) -> Declaration:
     qk = Norm("rmsnorm", affine=False, module="qk_norm (L2 norm, no gain)") \
         if c.flag("use_qk_norm", True) else None
     bias = (c.flag("attention_bias", False),) * 4
-    heads = "g,r" if grouped else "n"
     attn_p = dropout(c, "attention_dropout")
     expert_ffn = Moe(activation, renormalize=False, scores="topk-sigmoid",
                      routing="the k largest logits kept", weighting="input",

@@ -32,8 +32,8 @@ from ..emit import Declaration
 from ..experts import Moe, moe_dims
 from ..layers import Kind, Layout, Shared, layers
 from ..parts import Mlp, Norm, model_head, rotary_embedding
-from .common import Family, Options, check_expert_groups, decoder_dims, dropout, model_base, \
-    number_text, partial_rotary, rope_keys, rotary_fraction, routed_experts
+from .common import Family, Options, check_expert_groups, dropout, number_text, partial_rotary, \
+    rope_keys, rotary_fraction, routed_experts, sized_decoder
 
 _BASE = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
          "num_attention_heads", "num_key_value_heads", "hidden_act", "max_position_embeddings",
@@ -86,13 +86,8 @@ DEFAULTS = {
 def build(c: Config, o: Options) -> Declaration:
     t = c.model_type
     dflt = DEFAULTS[t]
-    d = model_base(c, o, f"{TITLES[t]} decoder (from {o.source})")
-    grouped = decoder_dims(d, c, heads="num_attention_heads", kv="num_key_value_heads",
-                           width="hidden_size", head_dim="head_dim" if "head_dim" in READ[t]
-                           else None, defaults=dflt)
-    n = c.integer("num_hidden_layers", dflt["num_hidden_layers"])
+    d, heads, n = sized_decoder(c, o, TITLES[t], dflt, "head_dim" in READ[t])
     activation = c.activation("hidden_act", "silu")
-    heads = "g,r" if grouped else "n"
     attn_p = dropout(c, "attention_dropout")
     width = c.integer("intermediate_size", dflt["intermediate_size"])
     width_e = d.dims["E"].value

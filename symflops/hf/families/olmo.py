@@ -25,8 +25,7 @@ from ..emit import Declaration
 from ..experts import Moe, moe_dims
 from ..layers import Kind, Layout, layers
 from ..parts import Mlp, Norm, model_head, rotary_embedding
-from .common import Family, Options, decoder_dims, dropout, model_base, rope_keys, \
-    routed_experts, types_of
+from .common import Family, Options, dropout, rope_keys, routed_experts, sized_decoder, types_of
 
 _BASE = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
          "num_attention_heads", "num_key_value_heads", "hidden_act", "max_position_embeddings",
@@ -61,15 +60,11 @@ DEFAULTS = {
 def build(c: Config, o: Options) -> Declaration:
     t = c.model_type
     dflt = DEFAULTS[t]
-    d = model_base(c, o, f"{TITLES[t]} decoder (from {o.source})")
-    grouped = decoder_dims(d, c, heads="num_attention_heads", kv="num_key_value_heads",
-                           width="hidden_size", head_dim=None, defaults=dflt)
-    n = c.integer("num_hidden_layers", dflt["num_hidden_layers"])
+    d, heads, n = sized_decoder(c, o, TITLES[t], dflt, False)
     activation = c.activation("hidden_act", "silu")
     bias = (c.flag("attention_bias", False),) * 4
     attn_p = dropout(c, "attention_dropout")
     qk = Norm("rmsnorm", module="q_norm / k_norm")
-    heads = "g,r" if grouped else "n"
     width = c.integer("intermediate_size", dflt["intermediate_size"])
     if t == "olmoe":
         if c.has("clip_qkv"):

@@ -20,8 +20,8 @@ from ..config import Config
 from ..emit import Declaration
 from ..layers import Kind, Layout, layers
 from ..parts import Mlp, Norm, embedding, model_head, token_inputs
-from .common import Family, Options, decoder_dims, dropout, model_base, partial_rotary, \
-    rope_keys, rotary_fraction
+from .common import Family, Options, dropout, partial_rotary, rope_keys, rotary_fraction, \
+    sized_decoder
 
 READ = frozenset(("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
                   "num_attention_heads", "num_key_value_heads", "resid_pdrop", "embd_pdrop",
@@ -34,9 +34,7 @@ DEFAULTS = dict(vocab_size=51200, hidden_size=2048, intermediate_size=8192,
 
 
 def build(c: Config, o: Options) -> Declaration:
-    d = model_base(c, o, f"Phi decoder (from {o.source})")
-    grouped = decoder_dims(d, c, heads="num_attention_heads", kv="num_key_value_heads",
-                           width="hidden_size", head_dim=None, defaults=DEFAULTS)
+    d, heads, n = sized_decoder(c, o, "Phi", DEFAULTS, False)
     width = d.dims["E"].value
     assert width is not None
     fraction, key = rotary_fraction(c, Fraction(1, 2))
@@ -44,10 +42,9 @@ def build(c: Config, o: Options) -> Declaration:
     partial = partial_rotary(d, c, key, width, int(width * float(fraction)))
     d.dim("F", "MLP hidden width", c.integer("intermediate_size",
                                              DEFAULTS["intermediate_size"]), "intermediate_size")
-    n = c.integer("num_hidden_layers", DEFAULTS["num_hidden_layers"])
     qk = Norm("layernorm", bias=True, module="q_layernorm / k_layernorm") \
         if c.flag("qk_layernorm", False) else None
-    attn = Attention("g,r" if grouped else "n", (True,) * 4, qk, partial=partial,
+    attn = Attention(heads, (True,) * 4, qk, partial=partial,
                      count=o.attention, dropout=dropout(c, "attention_dropout"))
     ffn = Mlp(False, c.activation("hidden_act", "gelu_new"), bias=True)
     token_inputs(d)
