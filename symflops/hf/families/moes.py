@@ -115,6 +115,7 @@ def _phimoe(d: Declaration, c: Config, o: Options, heads: str, attn_p: str | Non
                                  "declaration has no op for")
     c.zero("hidden_dropout", "a key of the checkpoint's own code that transformers' PhiMoE "
                              "never applies")
+    c.fraction("router_jitter_noise", Fraction(1, 100))   # the mixer's threshold: no count
     experts, active, key = routed_experts(c, ("num_local_experts",), 16, 2)
     if active != 2:
         raise c.error("num_experts_per_tok", f"num_experts_per_tok = {active}: transformers' "
