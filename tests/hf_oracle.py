@@ -42,7 +42,10 @@ def hf_counts(config: Mapping[str, Any], seq: int = 32) -> tuple[int, int]:
     params = sum(p.numel() for p in model.parameters())
     ids = torch.zeros((1, seq), dtype=torch.long, device="meta")
     with FlopCounterMode(display=False) as counter:
-        model(input_ids=ids, labels=ids).loss.backward()
+        # use_cache=True whatever the config says (SmolLM3-3B publishes false): without a
+        # cache transformers looks for packed sequences in the position ids, a check of
+        # their values the meta device cannot run; the cache adds no matrix product
+        model(input_ids=ids, labels=ids, use_cache=True).loss.backward()
     return params, counter.get_total_flops()
 
 
@@ -65,3 +68,32 @@ def symflops_counts(config: Mapping[str, Any], seq: int = 32, attention: str = "
     at = {k: sympy.Integer(v) for k, v in {**imported.dims, "B": 1, "S": seq}.items()}
     total = sympy.expand(s.model.per_token.flops.total * layer.tokens)  # per token x B S
     return number(s.model.parameters.total, at), number(total, at)
+
+
+def imported(config: Mapping[str, Any], attention: str = "full-square") -> Any:
+    """What ``symflops import-hf`` writes for ``config`` (an :class:`Imported`)."""
+    from symflops.hf.importer import import_data
+
+    text = json.dumps(dict(config), indent=1)
+    return import_data(json.loads(text), "config.json", text, attention)
+
+
+def causal_surplus(seq: int, width: int, heads: int, window: int | None = None) -> int:
+    """The matrix FLOPs the full square adds to one layer's causal attention: its
+    two products and their four gradients, 2 FLOPs per multiply-add, over the
+    pairs outside the mask (``12 N E`` per pair: scores 2E forward, 2E for each of
+    dQ and dK; the mixing likewise), the pairs a query sees being ``S(S+1)/2``, or
+    ``m(m+1)/2 + (S - m) W`` (``m = min(S, W)``) within a window of W."""
+    m = seq if window is None else min(seq, window)
+    seen = m * (m + 1) // 2 + (seq - m) * (window or 0)
+    return 12 * heads * width * (seq * seq - seen)
+
+
+def at_layers(config: Mapping[str, Any], layers: int = 2, **changes: Any) -> dict[str, Any]:
+    """The config at ``layers`` layers, every other size as published: its lists of
+    one entry per layer cut to their first ``layers`` (unless ``changes`` gives them)."""
+    out = {**config, "num_hidden_layers": layers, **changes}
+    for key in ("layer_types", "no_rope_layers", "attn_type_list"):
+        if key in config and key not in changes and isinstance(config[key], list):
+            out[key] = config[key][:layers]
+    return out

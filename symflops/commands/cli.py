@@ -116,6 +116,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--attention", choices=("exact", "full-square"), default="exact",
                    help="with --hf-config: the causal attention products over the pairs "
                         "t <= s (exact) or the full S x S square (full-square)")
+    r.add_argument("--experts", choices=("model", "executed"), default="model",
+                   help="with --hf-config: routed experts as the model defines them (model) or "
+                        "as transformers runs them where that differs (executed: Llama 4)")
     r.add_argument("--format", choices=("md", "tex"), default="md", help="sheet format (default md)")
     r.add_argument("-o", "--output", metavar="PATH",
                    help="write here (atomically) instead of standard output ('-': standard "

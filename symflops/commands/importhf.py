@@ -38,6 +38,7 @@ EPILOG_HEAD = """\
 examples:
   symflops import-hf Llama-2-7b-hf/config.json -o llama2.yaml
   symflops import-hf config.json --attention full-square    # as FLOP counters count
+  symflops import-hf Llama-4-Scout/config.json --experts executed   # as transformers runs it
 """
 
 
@@ -49,13 +50,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="write the causal attention products over the S(S+1)/2 pairs a query "
                         "sees (exact, the default) or over the full S x S square, masked "
                         "after, as eager PyTorch runs them (full-square)")
+    p.add_argument("--experts", choices=("model", "executed"), default="model",
+                   help="routed experts as the model defines them (each token's k experts, "
+                        "the default) or as transformers 5.24 runs them in eager mode where "
+                        "that differs (executed: Llama 4 runs every expert on every token)")
 
 
 def run(args: argparse.Namespace) -> int:
     from ..hf.importer import import_config
     from ..planner.model import imported_layer
 
-    imported = import_config(args.config, args.attention)
+    imported = import_config(args.config, args.attention, args.experts)
     imported_layer(imported)  # it reads, or it is a bug (exit 70)
     if args.output is None or args.output == STDOUT:
         sys.stdout.write(imported.text)

@@ -72,14 +72,17 @@ def _run_sheet(args: argparse.Namespace) -> int:
         raise SymflopsError("give a declaration FILE or --hf-config PATH (one of them)",
                             hint="e.g. symflops render derivations/ffn.yaml, or symflops render "
                                  "--hf-config config.json")
-    if args.hf_config is None and args.attention != "exact":
-        raise SymflopsError("--attention applies to --hf-config only",
-                            hint="a declaration counts what it declares")
+    for option, given in (("--attention", args.attention != "exact"),
+                          ("--experts", args.experts != "model")):
+        if args.hf_config is None and given:
+            raise SymflopsError(f"{option} applies to --hf-config only",
+                                hint="a declaration counts what it declares")
     if args.hf_config is not None:
         from ..hf.importer import import_config
         from ..planner.model import imported_layer
 
-        layer = imported_layer(import_config(args.hf_config, args.attention))
+        layer = imported_layer(import_config(args.hf_config, args.attention,
+                                             args.experts))
     else:
         layer = load(args.file)
     for config in configs:

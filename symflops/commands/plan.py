@@ -27,6 +27,7 @@ from ..planner.plan import (Plan, make_plan, model_from_declaration, model_from_
                             model_from_params)
 from ..planner.plot import render_png
 from ..planner.records import RECOMPUTE
+from ..planner.rows import json_number, show
 from ..planner.report import check_finite, markdown_report, text_report, to_json
 from ..count.precision import DEFAULT_POLICY, POLICIES
 from .output import STDOUT, target, write_file
@@ -72,6 +73,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "S(S+1)/2 pairs a query sees (exact, the default) or over the full S x S "
                         "square as eager PyTorch runs them (full-square: the figure of "
                         "FLOP counters and of most other tools)")
+    m.add_argument("--experts", choices=("model", "executed"), default="model",
+                   help="with --hf-config: routed experts as the model defines them (each "
+                        "token's k experts, the default) or as transformers 5.24 runs them in "
+                        "eager mode where that differs (executed: Llama 4 runs every expert on "
+                        "every token); a model whose two figures differ reports the other "
+                        "beside the plan")
     m.add_argument("--show-declaration", action="store_true",
                    help="with --hf-config: print the declaration the figures come from after "
                         "the report (in --json: its text under declaration.text)")
@@ -194,8 +201,8 @@ def _model(args: argparse.Namespace, precision):
     if args.hf_config is not None:
         from ..hf.importer import import_config
 
-        return model_from_import(import_config(args.hf_config, args.attention), args.recompute,
-                                 precision)
+        return model_from_import(import_config(args.hf_config, args.attention, args.experts),
+                                 args.recompute, precision)
     from ..count.evaluate import parse_configs  # SymPy: only for a declaration
 
     path, *dims = args.declaration
@@ -243,6 +250,7 @@ def run(args: argparse.Namespace) -> int:
     throughput = rate(accelerators, peak, mfu, sustained)
     if args.hf_config is None:
         for option, given in (("--attention", args.attention != "exact"),
+                              ("--experts", args.experts != "model"),
                               ("--show-declaration", args.show_declaration)):
             if given:
                 raise SymflopsError(f"{option} applies to --hf-config only",
@@ -263,20 +271,26 @@ def run(args: argparse.Namespace) -> int:
     if args.plot is not None:
         write_plot(plan, args.plot)
     imported = model.declaration
+    other = _other_experts(args, imported, plan.seq_len, precision)
     if args.json:
         data = to_json(plan)
         check_finite(data)
         if imported is not None:
             data["declaration"] = {"config": imported.file, "model_type": imported.model_type,
                                    "attention": imported.attention, "command": imported.command,
+                                   "experts": imported.experts,
+                                   **({"other_experts": {
+                                       "experts": other[0], "seq_len": other[1],
+                                       "training_flops_per_token": json_number(other[2])}}
+                                      if other else {}),
                                    **({"text": imported.text} if args.show_declaration else {})}
         out = json.dumps(data, indent=2) + "\n"
     elif args.markdown:
-        out = markdown_report(plan)
+        out = markdown_report(plan) + (f"\n{_other_line(other)}\n" if other else "")
         if imported is not None and args.show_declaration:
             out = out.rstrip("\n") + "\n\n```yaml\n" + imported.text + "```\n"
     else:
-        out = text_report(plan)
+        out = text_report(plan) + (f"\n{_other_line(other)}\n" if other else "")
         if imported is not None and args.show_declaration:
             out = out.rstrip("\n") + "\n\n" + imported.text
     report = sys.stderr if plot_to_stdout else sys.stdout  # standard output holds the PNG
@@ -284,6 +298,32 @@ def run(args: argparse.Namespace) -> int:
     if args.plot is not None and not plot_to_stdout:
         print(f"wrote {args.plot}", file=sys.stderr)
     return 0
+
+
+def _other_experts(args: argparse.Namespace, imported, seq: int | None, precision):
+    """A model whose experts transformers runs otherwise than it defines them
+    (Llama 4): the other count's training FLOPs per token at ``seq``, as
+    ``(experts, seq, flops)``; None for any other model."""
+    if imported is None or not imported.executed_differs or seq is None:
+        return None
+    from ..hf.importer import import_config
+
+    other = "executed" if imported.experts == "model" else "model"
+    model = model_from_import(import_config(args.hf_config, args.attention, other),
+                              args.recompute, precision)
+    return other, seq, model.flops_per_token(seq).model
+
+
+def _other_line(other) -> str:
+    kind, seq, flops = other
+    if kind == "executed":
+        return (f"experts: the figures above count each token's k experts, as the model "
+                f"defines them; transformers 5.24 in eager mode runs every expert on every "
+                f"token: {show(flops)} training FLOPs per token at {seq:,} tokens "
+                f"(--experts executed)")
+    return (f"experts: the figures above count every expert on every token, as transformers "
+            f"5.24 runs them in eager mode; the model's k experts per token: {show(flops)} "
+            f"training FLOPs per token at {seq:,} tokens (--experts model)")
 
 
 def write_plot(plan: Plan, path: str) -> None:

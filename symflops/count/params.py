@@ -153,7 +153,10 @@ class _TokenRows:
                 if f.is_select:
                     return set(f.indices[1:])
                 moved = [x for x in f.indices[1:] if x in term.output.indices]
-                if len(moved) != 1:
+                # a view of the row axis as blocks (Qc[b,c,u] = Q[b,C*c+u]): each row is
+                # one (c, u) pair, the row letters both of the shift's letters
+                view = len(moved) == len(f.indices) - 1 > 1
+                if len(moved) != 1 and not view:
                     raise _refuse(op, f"the token axis shifted in {op.statement()!r} follows "
                                       "no one output letter")
                 return set(moved)

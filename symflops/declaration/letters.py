@@ -72,7 +72,7 @@ def bind_letters(st: Statement, known: Mapping[str, Tensor], dims: Mapping[str, 
     for ref in (*st.refs, *operands):
         _bind(ref, known[ref.name], at, bound, subs or {})
     _bind_windows(st, dims, bound, at)
-    _solve_shifts(st, bound, dims, known, at)
+    _solve_shifts(st, bound, dims, known, at, subs or {})
     _solve_output(st, bound, dims, at)
     _check_lookups(st, known, at, ranges, bound)
     _check_output(st, bound, at)
@@ -130,7 +130,8 @@ def _bind_windows(st: Statement, dims: Mapping[str, sympy.Symbol], bound: dict[s
 
 
 def _solve_shifts(st: Statement, bound: dict[str, Letter], dims: Mapping[str, sympy.Symbol],
-                  known: Mapping[str, Tensor], at: At) -> None:
+                  known: Mapping[str, Tensor], at: At,
+                  subs: Mapping[sympy.Symbol, sympy.Expr] | None = None) -> None:
     """Bind the one letter of an affine index that no operand binds (``p``
     in ``p+k``, ``i`` in ``2*i+u``: on the output only) so that the index
     reaches exactly the last position of its axis; then prove every index in
@@ -142,7 +143,11 @@ def _solve_shifts(st: Statement, bound: dict[str, Letter], dims: Mapping[str, sy
             # A padded axis may be read from -before to extent - 1 + after (zeros outside).
             before, after = known[ref.name].padding(s.position)
             free = [(t, c) for t, c in zip(s.terms, relation.coefficients) if t.letter not in bound]
-            if len(free) == 2 and _view(s, free, relation, extent, (before, after), bound, at):
+            viewed = len(free) == 2 and _view(s, free, relation, extent, (before, after), bound,
+                                              at, subs or {})
+            if viewed == "promised":
+                continue    # c*C + u covers the axis of C * (S / C) positions exactly
+            if viewed:
                 free = []
             if len(free) > 1:
                 a, b = free[0][0].letter, free[1][0].letter
@@ -181,7 +186,8 @@ def _solve_shifts(st: Statement, bound: dict[str, Letter], dims: Mapping[str, sy
 
 def _view(s: Shift, free: list[tuple[AffineTerm, sympy.Expr]], relation: Affine,
           extent: sympy.Expr, padding: tuple[sympy.Expr, sympy.Expr],
-          bound: dict[str, Letter], at: At) -> bool:
+          bound: dict[str, Letter], at: At,
+          subs: Mapping[sympy.Symbol, sympy.Expr] | None = None) -> bool | str:
     """A view of an axis as a pair of letters, ``X[b,U*i+u]`` with neither letter
     bound elsewhere (a reshape): ``u`` runs over ``U`` and ``i`` over the axis's
     extent divided by ``U``, the row-major split, when the index is exactly
@@ -192,12 +198,18 @@ def _view(s: Shift, free: list[tuple[AffineTerm, sympy.Expr]], relation: Affine,
             or len(s.terms) != 2:
         return False
     blocks, rest = sympy.div(sympy.expand(extent), c)
+    promised = [d for d, e in (subs or {}).items() if sympy.simplify(e - extent / c) == 0]
+    if rest != 0 and promised:
+        bound[inner.letter] = Letter(c, s.text, at(inner.column))
+        bound[outer.letter] = Letter(promised[0], s.text, at(outer.column))
+        return "promised"
     if rest != 0:
         raise SymflopsError(
             f"{s.text} views an axis of {sympy.sstr(extent)} positions as blocks of {c}, "
             f"which does not divide it", at(s.column),
-            f"declare the axis as {c}*N for a dim N of the blocks, so that {outer.letter!r} "
-            f"runs over N and {inner.letter!r} over {c}")
+            f"declare the axis as {c}*N for a dim N of the blocks, or a dim N: {{equals: "
+            f"{sympy.sstr(extent)} / {c}}} (the blocks' count, checked whole at every "
+            f"evaluation), so that {outer.letter!r} runs over N and {inner.letter!r} over {c}")
     check_size(blocks, f"the letter {outer.letter!r} of the view {s.text} ranges over",
                at(outer.column), f"declare the axis as {c}*N for a dim N of the blocks")
     bound[inner.letter] = Letter(c, s.text, at(inner.column))

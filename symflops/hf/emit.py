@@ -15,6 +15,7 @@ unescaped.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 
 
@@ -50,6 +51,7 @@ class Block:
     selective: list[str] = field(default_factory=list)
     roles: dict[str, str] = field(default_factory=dict)         # tensor -> role
     outputs: list[str] = field(default_factory=list)            # op outputs, in order
+    label: str | None = None      # its layers, in its components' names (default: KINDS)
 
     def tensor(self, name: str, shape: list[str], role: str, description: str) -> None:
         self.roles[name] = role
@@ -105,6 +107,11 @@ class Declaration:
     #: the longest sequence the model takes and the config key that sets it (a learned
     #: position table's rows), for the planner; None: any length (rotary positions)
     longest: tuple[int, str] | None = None
+    #: whether transformers runs the experts otherwise than the model defines them
+    executed_differs: bool = False
+    #: the number every sequence length must be a multiple of, and the key that sets it
+    #: (Llama 4's chunks, counted exactly); None: any length
+    multiple: tuple[int, str] | None = None
 
     def dim(self, name: str, description: str, value: int | None = None, key: str = "",
             equals: str | None = None) -> str:
@@ -120,6 +127,19 @@ class Declaration:
         return b
 
     # -- layout ------------------------------------------------------------
+
+    def _closure(self, used: list[str]) -> list[str]:
+        """The dims ``used`` and those their formulas name, in the model's order."""
+        want = set(used)
+        more = list(used)
+        while more:
+            d = self.dims.get(more.pop())
+            if d is not None and d.equals:
+                for name in re.findall(r"[A-Za-z_]\w*", d.equals):
+                    if name in self.dims and name not in want:
+                        want.add(name)
+                        more.append(name)
+        return [n for n in self.dims if n in want]
 
     def _dims_lines(self, names: list[str], indent: str) -> list[str]:
         out = [f"{indent}dims:"]
@@ -144,7 +164,8 @@ class Declaration:
         if b.components:
             # two kinds of block: each component says whose it is ("attention (sliding)")
             kind = b.name.removeprefix("layer_")
-            label = f" ({KINDS.get(kind, kind)})" if not top and len(self.blocks) > 1 else ""
+            label = f" ({b.label or KINDS.get(kind, kind)})" \
+                if not top and len(self.blocks) > 1 else ""
             out.append(f"{indent}components:")
             out += [f"{indent}  {quoted(n + label)}: [{', '.join(ops)}]"
                     for n, ops in b.components]
@@ -162,7 +183,7 @@ class Declaration:
             lines.append("blocks:")
             for b in self.blocks:
                 lines.append(f"  {b.name}:")
-                names = [n for n in self.dims if n in b.dims]
+                names = self._closure(b.dims)
                 lines += self._body(b, "    ", names, False)
         values = {n: d.value for n, d in self.dims.items() if d.value is not None}
         lines += [f"# {n}" if n else "#" for n in self.notes]

@@ -17,7 +17,7 @@ from typing import Any, Mapping
 from ..core.errors import SymflopsError
 from .config import Config, check_common, check_keys, model_type_of
 from .families import FAMILIES
-from .families.common import Options
+from .families.common import ExpertsCount, Options
 from .json_file import read_json
 from .parts import AttentionCount
 
@@ -32,11 +32,18 @@ class Imported:
     attention: AttentionCount = "exact"
     #: the longest sequence the model takes, and the key that sets it (None: any)
     longest: tuple[int, str] | None = None
+    experts: ExpertsCount = "model"
+    #: whether transformers runs this model's experts otherwise than it defines them
+    #: (then ``--experts executed`` writes the form it runs)
+    executed_differs: bool = False
+    #: the number every sequence length must be a multiple of, and the key (None: any)
+    multiple: tuple[int, str] | None = None
 
     @property
     def command(self) -> str:
         """The command that writes this declaration to a file."""
         extra = " --attention full-square" if self.attention == "full-square" else ""
+        extra += " --experts executed" if self.experts == "executed" else ""
         return f"symflops import-hf {self.file}{extra} -o {self.example}.yaml"
 
 
@@ -58,7 +65,7 @@ def shown_path(path: str) -> str:
 
 
 def import_data(data: Any, path: str = "config.json", text: str = "",
-                attention: AttentionCount = "exact") -> Imported:
+                attention: AttentionCount = "exact", experts: ExpertsCount = "model") -> Imported:
     """The declaration of a parsed config (``text``: the file, for positions)."""
     if not isinstance(data, Mapping):
         raise SymflopsError(f"{path}: a config.json must hold a JSON object, found "
@@ -69,14 +76,16 @@ def import_data(data: Any, path: str = "config.json", text: str = "",
     check_keys(c, family.read, family.ignored)
     check_common(c, family.lm_classes)
     name = example_name(path)
-    d = family.build(c, Options(attention, name, shown_path(path)))
+    d = family.build(c, Options(attention, name, shown_path(path), experts))
     return Imported(d.text(), model_type, name,
                     {n: v.value for n, v in d.dims.items() if v.value is not None}, path,
-                    attention, d.longest)
+                    attention, d.longest, experts, d.executed_differs,
+                    d.multiple)
 
 
-def import_config(path: str | os.PathLike[str], attention: AttentionCount = "exact") -> Imported:
+def import_config(path: str | os.PathLike[str], attention: AttentionCount = "exact",
+                  experts: ExpertsCount = "model") -> Imported:
     """The declaration of the config at ``path``."""
     path = os.fspath(path)
     text, data = read_json(path)
-    return import_data(data, path, text, attention)
+    return import_data(data, path, text, attention, experts)

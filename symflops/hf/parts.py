@@ -9,12 +9,8 @@ micro-batch, ``s`` and ``t`` query and key positions, ``d`` the model width,
 heads are grouped), ``e`` a head's width, ``j`` the MLP's hidden width,
 ``x`` an expert, ``q`` an expert's slot, ``v`` the vocabulary.
 
-Attention is causal.  Under ``attention="exact"`` its two products are
-counted over the S(S+1)/2 pairs ``t <= s`` (within a window of ``W`` when it
-has one); under ``"full-square"`` they are written without the where-clause,
-over all S^2 pairs, as eager PyTorch runs them (the mask then only zeroes the
-probabilities: the softmax keeps it), so that counts match tools and traces
-that count the full square.
+Attention is in :mod:`symflops.hf.attention`, routed experts in
+:mod:`symflops.hf.experts`.
 """
 
 from __future__ import annotations
@@ -33,22 +29,7 @@ class Norm:
     bias: bool = False          # LayerNorm's additive bias
     unit_offset: bool = False   # the gain is applied as (1 + g) (Gemma)
     module: str = "norm"        # the Hugging Face module, for the description
-
-
-@dataclass(frozen=True)
-class Attention:
-    heads: str                        # "n" (every head its own key/value) or "g,r" (grouped)
-    bias: tuple[bool, bool, bool, bool] = (False, False, False, False)   # q, k, v, o
-    qk_norm: Norm | None = None       # a norm of each query and key head (Qwen3, Gemma 3)
-    rotary: bool = True               # rotate-half RoPE over the whole head (buffers)
-    scale: str = "sqrt(E)"            # the scores' divisor
-    window: bool = False              # a sliding window of W positions
-    softcap: str | None = None        # tanh soft-capping of the scores at this value
-    count: AttentionCount = "exact"
-    dropout: str | None = None        # dropout of the probabilities (GPT-2)
-    residual_dropout: str | None = None   # dropout of the output before the residual
-    residual_note: str = "resid_pdrop"    # the key behind it, for the comment
-    tables: tuple[str, str] = ("cos", "sin")   # the rotary tables (one pair per layer kind)
+    affine: bool = True         # False: no gain (Llama 4's L2 norm of the queries and keys)
 
 
 @dataclass(frozen=True)
@@ -59,36 +40,21 @@ class Mlp:
     width: str = "F"
     residual_dropout: str | None = None   # dropout of the output before the residual
     residual_note: str = "resid_pdrop"    # the key behind it, for the comment
+    residual_scale: str | None = None     # the output times this before the residual
 
 
-def _residual(out: str, x: str, p: str | None, branch: str) -> tuple[str, bool]:
+def residual_target(out: str, x: str, p: str | None, branch: str) -> tuple[str, bool]:
     """Where a branch writes: ``out`` itself, or (dropped out before the residual
-    ``x``) ``branch``, which :func:`_dropped` then adds."""
+    ``x``) ``branch``, which :func:`dropped_residual` then adds."""
     if p is None or not x:
         return out, False
     return branch, True
 
 
-def _dropped(blk: Block, out: str, x: str, branch: str, p: str, note: str) -> str:
+def dropped_residual(blk: Block, out: str, x: str, branch: str, p: str, note: str) -> str:
     blk.op(f"{out}[b,s,d] = {x}[b,s,d] + dropout({branch}[b,s,d], {p})",
            f"residual dropout ({note})")
     return out
-
-
-@dataclass(frozen=True)
-class Moe:
-    """Routed experts, each a gated MLP of width ``width``, counted as
-    transformers' ``batched_mm`` runs them: each token-expert pair's products
-    once, exact at every B and S (no capacity, no token dropped or padded)."""
-
-    activation: str
-    width: str = "F"
-    renormalize: bool = True          # the top-k weights divided by their sum (norm_topk_prob)
-    scores: Literal["softmax", "sigmoid"] = "softmax"
-    scale: str | None = None          # a constant the weights are multiplied by
-    routing: str = "the top k kept"   # how the k experts are chosen (a comment)
-    modules: tuple[str, str, str] = ("gate.weight", "experts.gate_up_proj",
-                                     "experts.down_proj")
 
 
 def heads_of(d: Declaration, grouped: bool) -> tuple[str, str]:
@@ -96,7 +62,7 @@ def heads_of(d: Declaration, grouped: bool) -> tuple[str, str]:
     return ("g,r", "g") if grouped else ("n", "n")
 
 
-def _shape(letters: str) -> list[str]:
+def shape_of(letters: str) -> list[str]:
     """The dims of a letter list (the letters' upper-case dims)."""
     sizes = {"n": "N", "g": "G", "r": "R", "e": "E", "d": "D", "j": "F", "s": "S", "t": "S",
              "b": "B", "v": "V", "x": "M", "q": "C", "i": "k"}
@@ -104,28 +70,36 @@ def _shape(letters: str) -> list[str]:
 
 
 def norm(blk: Block, n: Norm, out: str, x: str, gain: str, letters: str, over: str,
-         comment: str | None = None) -> list[str]:
-    """``out = norm_over(x) * gain (+ bias)``, the gain over ``over`` alone; with
-    ``unit_offset`` (Gemma) the gain is ``1 + gain``, an op of its own (a sum
-    with a tensor is no factor of a product).  Returns the ops' outputs."""
-    dim = _shape(over)[0] if over != "e" else "E"
+         comment: str | None = None, gain_over: str | None = None) -> list[str]:
+    """``out = norm_over(x) * gain (+ bias)``: the statistics over the letter ``over``
+    (or several, ``"g,r,e"``: joint), the gain over ``gain_over`` (default ``over``;
+    Cohere's per-head gains are over ``"n,e"`` while each head is normalised over
+    ``"e"``); with ``unit_offset`` (Gemma) the gain is ``1 + gain``, an op of its own
+    (a sum with a tensor is no factor of a product); without ``affine``, no gain.
+    Returns the ops' outputs."""
+    g_over = gain_over or over
+    dims = shape_of(g_over)
     kind = "RMSNorm" if n.kind == "rmsnorm" else "LayerNorm"
+    call = f"{n.kind}_{over}" if "," not in over else f"{n.kind}_{{{over}}}"
+    if not n.affine:
+        blk.op(f"{out}[{letters}] = {call}({x}[{letters}])", comment)
+        return [out]
     outs = []
     if n.unit_offset:
-        blk.tensor(gain, [dim], "param", f"weight of the {n.module} ({kind}: the gain is "
-                                         "1 + weight)")
+        blk.tensor(gain, dims, "param", f"weight of the {n.module} ({kind}: the gain is "
+                                        "1 + weight)")
         g = "c" + gain[1:] if gain.startswith("g") else gain + "_1"
-        blk.op(f"{g}[{over}] = 1 + {gain}[{over}]", comment)
+        blk.op(f"{g}[{g_over}] = 1 + {gain}[{g_over}]", comment)
         comment = None
         outs.append(g)
     else:
-        blk.tensor(gain, [dim], "param", f"gain of the {n.module} ({kind})")
+        blk.tensor(gain, dims, "param", f"gain of the {n.module} ({kind})")
         g = gain
-    stmt = f"{out}[{letters}] = {n.kind}_{over}({x}[{letters}]) * {g}[{over}]"
+    stmt = f"{out}[{letters}] = {call}({x}[{letters}]) * {g}[{g_over}]"
     if n.bias:
         bias = "c" + gain[1:] if gain.startswith("g") else gain + "_bias"
-        blk.tensor(bias, [dim], "param", f"bias of the {n.module} (LayerNorm)")
-        stmt += f" + {bias}[{over}]"
+        blk.tensor(bias, dims, "param", f"bias of the {n.module} (LayerNorm)")
+        stmt += f" + {bias}[{g_over}]"
     blk.op(stmt, comment)
     return [*outs, out]
 
@@ -141,108 +115,6 @@ def softcap_op(blk: Block, x: str, letters: str, cap: str, names: tuple[str, str
     return capped
 
 
-def attention(d: Declaration, blk: Block, a: Attention, x: str, xn: str, out: str,
-              names: tuple[str, str, str, str] = ("q_proj", "k_proj", "v_proj", "o_proj")
-              ) -> list[str]:
-    """Causal self-attention of ``xn`` added to the residual ``x``, into ``out``;
-    returns the ops' outputs (for components)."""
-    h, k = ("g,r", "g") if a.heads == "g,r" else ("n", "n")
-    blk.uses("B", "S", "D", "N", "E", *(("G", "R") if a.heads == "g,r" else ()))
-    if a.window:
-        blk.uses("W")
-    qs, ks = _shape(h), _shape(k)
-    blk.tensor("W_q", ["D", *qs, "E"], "param", f"query projection ({names[0]})")
-    blk.tensor("W_k", ["D", *ks, "E"], "param", f"key projection ({names[1]})")
-    blk.tensor("W_v", ["D", *ks, "E"], "param", f"value projection ({names[2]})")
-    blk.tensor("W_o", [*qs, "E", "D"], "param", f"output projection ({names[3]})")
-    outs: list[str] = []
-
-    def proj(name: str, w: str, letters: str, pos: str, bias: bool, shape: list[str]) -> None:
-        stmt = f"{name}[b,{pos},{letters},e] = {xn}[b,{pos},d] {w}[d,{letters},e]"
-        if bias:
-            b = "b" + w[1:]
-            blk.tensor(b, [*shape, "E"], "param", f"bias of the {w} product")
-            stmt += f" + {b}[{letters},e]"
-        blk.op(stmt)
-        outs.append(name)
-
-    proj("Q", "W_q", h, "s", a.bias[0], qs)
-    proj("K", "W_k", k, "t", a.bias[1], ks)
-    proj("V", "W_v", k, "t", a.bias[2], ks)
-    q, kk = "Q", "K"
-    if a.qk_norm is not None:
-        outs += norm(blk, a.qk_norm, "Qn", "Q", "g_q", f"b,s,{h},e", "e",
-                     "each query head normalised over its width (q_norm)")
-        outs += norm(blk, a.qk_norm, "Kn", "K", "g_k", f"b,t,{k},e", "e",
-                     "and each key head (k_norm)")
-        q, kk = "Qn", "Kn"
-    if a.rotary:
-        cos, sin = a.tables
-        blk.tensor(cos, ["S", "E"], "buffer", "rotary table cos(position * frequency), "
-                                               "each frequency twice (rotate-half layout)")
-        blk.tensor(sin, ["S", "E"], "buffer", "rotary table sin(position * frequency), "
-                                               "negative on the first half (rotate-half)")
-        blk.tensor("rot", ["E"], "index", "rotate-half partner of each entry: e + E/2 on "
-                                          "the first half, e - E/2 on the second")
-        blk.op(f"Qr[b,s,{h},e] = {q}[b,s,{h},e] {cos}[s,e] + {q}[b,s,{h},rot[e]] {sin}[s,e]",
-               "rotary positions (RoPE, rotate-half): x cos + rotate_half(x) sin, elementwise")
-        blk.op(f"Kr[b,t,{k},e] = {kk}[b,t,{k},e] {cos}[t,e] + {kk}[b,t,{k},rot[e]] {sin}[t,e]")
-        q, kk = "Qr", "Kr"
-        outs += ["Qr", "Kr"]
-    outs += mixing(blk, h, k, q, kk, "V", a.scale, a.count, window=a.window,
-                   softcap=a.softcap, dropout=a.dropout)
-    branch, dropped = _residual(out, x, a.residual_dropout, "Ya")
-    stmt = f"{branch}[b,s,d] = {x}[b,s,d] + O[b,s,{h},e] W_o[{h},e,d]" if x and not dropped \
-        else f"{branch}[b,s,d] = O[b,s,{h},e] W_o[{h},e,d]"
-    if a.bias[3]:
-        blk.tensor("b_o", ["D"], "param", "bias of the output projection")
-        stmt += " + b_o[d]"
-    blk.op(stmt)
-    outs.append(branch)
-    if dropped:
-        outs.append(_dropped(blk, out, x, branch, a.residual_dropout,  # type: ignore[arg-type]
-                             a.residual_note))
-    return outs
-
-
-def mixing(blk: Block, h: str, k: str, q: str, kk: str, v: str, scale: str,
-           count: AttentionCount, *, window: bool = False, softcap: str | None = None,
-           dropout: str | None = None, extra: str = "", extra_note: str = "",
-           value: str = "e") -> list[str]:
-    """The heart of causal attention, written once for every family: the scores
-    ``A = q kk / scale (+ extra)``, soft-capped or not, the masked softmax ``P``,
-    dropped out or not, and the mixing ``O = P v`` (its letter ``value``).  The
-    two products carry the where-clause under ``count="exact"`` (the pairs
-    ``t <= s``, within the window ``s - t < W``), none under ``"full-square"``;
-    the softmax always does.  Returns the ops' outputs; A and P are the ops a
-    selective recomputation runs again."""
-    mask = "where t <= s" + (", s - t < W" if window else "")
-    product = "" if count == "full-square" else f" {mask}"
-    note = ("both products over the full S x S square, as eager attention runs them; the "
-            "softmax masks" if count == "full-square" else
-            "causal: the products count only the pairs t <= s"
-            + (" within the window" if window else ""))
-    blk.op(f"A[b,{h},s,t] = {q}[b,s,{h},e] {kk}[b,t,{k},e] / {scale}{extra}{product}",
-           f"scores ({note}{extra_note})")
-    outs, scores = ["A"], "A"
-    if softcap is not None:
-        scores = softcap_op(blk, "A", f"b,{h},s,t", softcap, ("Ad", "At", "Ac"), product,
-                            f"soft-capping of the scores at {softcap}: divide, tanh, multiply")
-        outs += ["Ad", "At", "Ac"]
-    blk.op(f"P[b,{h},s,t] = softmax_t({scores}[b,{h},s,t]) {mask}",
-           "the sliding window: key t within W positions of query s" if window else None)
-    outs.append("P")
-    probs = "P"
-    if dropout is not None:
-        blk.op(f"Pd[b,{h},s,t] = dropout(P[b,{h},s,t], {dropout}) {mask}",
-               "dropout of the probabilities in training (attention_dropout)")
-        probs = "Pd"
-        outs.append("Pd")
-    blk.op(f"O[b,s,{h},{value}] = {probs}[b,{h},s,t] {v}[b,t,{k},{value}]{product}")
-    blk.selective.extend(["A", "P"])
-    return [*outs, "O"]
-
-
 def mlp(blk: Block, m: Mlp, x: str, xn: str, out: str,
         names: tuple[str, str, str] = ("gate_proj", "up_proj", "down_proj")) -> list[str]:
     """An MLP of ``xn`` added to the residual ``x`` (none: ``""``), into ``out``."""
@@ -254,15 +126,18 @@ def mlp(blk: Block, m: Mlp, x: str, xn: str, out: str,
             return ""
         b = "b" + w[1:]
         blk.tensor(b, [dim], "param", f"bias of the {w} product")
-        return f" + {b}[{letter}]"
+        scaled = f"{m.residual_scale} " if m.residual_scale and dim == "D" else ""
+        return f" + {scaled}{b}[{letter}]"
 
-    final, dropped = _residual(out, x, m.residual_dropout, "Ym")
+    final, dropped = residual_target(out, x, m.residual_dropout, "Ym")
     res = f"{x}[b,s,d] + " if x and not dropped else ""
+    if m.residual_scale:
+        res += f"{m.residual_scale} "
     last = out
     out = final
 
     def tail() -> list[str]:  # after the branch's ops
-        return ([_dropped(blk, last, x, final, m.residual_dropout,  # type: ignore[arg-type]
+        return ([dropped_residual(blk, last, x, final, m.residual_dropout,  # type: ignore[arg-type]
                           m.residual_note)] if dropped else [])
     if m.gated:
         blk.tensor("W_gate", ["D", f], "param", f"gate projection ({names[0]})")
@@ -281,92 +156,54 @@ def mlp(blk: Block, m: Mlp, x: str, xn: str, out: str,
     return ["H", "M", out, *tail()]
 
 
-def moe(blk: Block, m: Moe, xn: str) -> tuple[list[str], str]:
-    """Routed experts of ``xn``: router, the k weights, each token repeated for its
-    k experts (``Xp``, a lookup), each pair's gated MLP with its expert's weights
-    (a lookup of the weights inside the product) over the unit axis ``o``, each
-    output weighted.  Returns the ops' outputs and the term that sums the k
-    weighted outputs, for the caller's residual op."""
-    f = m.width
-    router, gate_up, down = m.modules
-    blk.uses("B", "S", "D", f, "M", "k", "O")
-    blk.tensor("W_r", ["D", "M"], "param", f"router ({router}): one logit per expert")
-    blk.tensor("W_gate", ["M", "D", f], "param", f"gate projections, one per expert "
-                                                 f"({gate_up}, first half)")
-    blk.tensor("W_up", ["M", "D", f], "param", f"up-projections, one per expert "
-                                               f"({gate_up}, second half)")
-    blk.tensor("W_down", ["M", f, "D"], "param", f"down-projections, one per expert ({down})")
-    blk.tensor("ex", ["B", "S", "k"], "index", "the k experts a token is routed to")
-    blk.tensor("pb", ["B", "S", "k", "O"], "index", "the sequence of each token-expert pair's "
-                                                     "token (b itself: the token repeated k times)")
-    blk.tensor("ps", ["B", "S", "k", "O"], "index", "the position of each pair's token (s)")
-    score = "softmax_x(Rl[b,s,x])" if m.scores == "softmax" else "sigmoid(Rl[b,s,x])"
-    blk.op(f"Rl[b,s,x] = {xn}[b,s,d] W_r[d,x]",
-           f"router: {m.scores} scores, {m.routing} (the routing is data: ex)")
-    blk.op(f"Rp[b,s,x] = {score}")
-    blk.op("Gt[b,s,i] = Rp[b,s,ex[b,s,i]]")
-    outs = ["Rl", "Rp", "Gt"]
-    weight = "Gt"
-    if m.renormalize:
-        blk.op("Gz[b,s] = Gt[b,s,i]", "the k weights divided by their sum (norm_topk_prob)")
-        blk.op("Gn[b,s,i] = Gt[b,s,i] / Gz[b,s]")
-        weight = "Gn"
-        outs += ["Gz", "Gn"]
-    if m.scale is not None:
-        blk.op(f"Gs[b,s,i] = {m.scale} {weight}[b,s,i]", "times routed_scaling_factor")
-        weight = "Gs"
-        outs.append("Gs")
-    blk.op(f"Xp[b,s,i,o,d] = {xn}[pb[b,s,i,o], ps[b,s,i,o], d]",
-           "each token repeated for its k experts (repeat_interleave), a row o of one")
-    blk.op("U[b,s,i,o,j] = Xp[b,s,i,o,d] W_gate[ex[b,s,i],d,j]",
-           "each token-expert pair through its expert (batched_mm: a bmm over the k B S pairs)")
-    blk.op("H[b,s,i,o,j] = Xp[b,s,i,o,d] W_up[ex[b,s,i],d,j]")
-    blk.op(f"Mx[b,s,i,o,j] = {m.activation}(U[b,s,i,o,j]) * H[b,s,i,o,j]")
-    blk.op("Ye[b,s,i,o,d] = Mx[b,s,i,o,j] W_down[ex[b,s,i],j,d]")
-    blk.op(f"Yw[b,s,i,o,d] = {weight}[b,s,i] Ye[b,s,i,o,d]",
-           "each pair's output times its weight (elementwise), then summed over the k pairs")
-    return [*outs, "Xp", "U", "H", "Mx", "Ye", "Yw"], "Yw[b,s,i,o,d]"
-
-
-def moe_dims(d: Declaration, experts: int, active: int, experts_key: str,
-             active_key: str, unit: str = "") -> None:
-    d.dim("M", "routed experts in a block", experts, experts_key)
-    d.dim("k", "experts each token is routed to (top-k)", active, active_key)
-    d.dim("O", "a unit axis (size 1): the rows of batched_mm's per-pair products" + unit,
-          equals="1")
-
-
 def model_head(d: Declaration, final: Norm, tied: bool, tied_key: str,
-               cap: str | None = None, head_module: str = "lm_head") -> None:
-    """The final norm, the unembedding (tied: the token embedding's transpose)
-    and the mean cross-entropy over the B S next tokens."""
+               cap: str | None = None, head_module: str = "lm_head", bias: bool = False,
+               scale: tuple[str, str, str] | None = None) -> None:
+    """The final norm, the unembedding (tied: the token embedding's transpose;
+    ``bias``: lm_head's bias), the logits scaled (``scale``: ``("*", value, key)``
+    or ``("/", value, key)``, Cohere's logit_scale, Granite's logits_scaling) or
+    soft-capped, and the mean cross-entropy over the B S next tokens."""
     m = d.model
     final_outs = norm(m, final, "Xf", "XL", "g_f", "b,s,d", "d", "the final norm")
+    plus = ""
+    if bias:
+        m.tensor("b_U", ["V"], "param", f"bias of the unembedding ({head_module})")
+        plus = " + b_U[v]"
     if tied:
-        m.op("Z[b,s,v] = Xf[b,s,d] W_E[v,d]", f"logits; the unembedding is the token "
-                                              f"embedding ({tied_key}: true)")
+        m.op(f"Z[b,s,v] = Xf[b,s,d] W_E[v,d]{plus}", f"logits; the unembedding is the token "
+                                                     f"embedding ({tied_key}: true)")
     else:
         m.tensor("W_U", ["D", "V"], "param", f"unembedding ({head_module}; {tied_key}: false)")
-        m.op("Z[b,s,v] = Xf[b,s,d] W_U[d,v]", "logits")
-    logits = "Z"
+        m.op(f"Z[b,s,v] = Xf[b,s,d] W_U[d,v]{plus}", "logits")
+    logits, head = "Z", ["Z"]
+    if scale is not None:
+        how, value, key = scale
+        m.op(f"Zs[b,s,v] = Z[b,s,v] / {value}" if how == "/" else
+             f"Zs[b,s,v] = {value} Z[b,s,v]",
+             f"the logits {'divided by' if how == '/' else 'times'} {key} ({value})")
+        logits = "Zs"
+        head.append("Zs")
     if cap is not None:
-        logits = softcap_op(m, "Z", "b,s,v", cap, ("Zd", "Zt", "Zc"), "",
-                         f"soft-capping of the logits at {cap}")
+        logits = softcap_op(m, logits, "b,s,v", cap, ("Zd", "Zt", "Zc"), "",
+                            f"soft-capping of the logits at {cap}")
+        head += ["Zd", "Zt", "Zc"]
     m.op(f"Loss[] = cross_entropy_mean_v({logits}[b,s,v], y[b,s])",
          "mean cross-entropy of the next token at every position")
     m.component("final norm", final_outs)
-    m.component("output head", ["Z", *(["Zd", "Zt", "Zc"] if cap else [])])
+    m.component("output head", head)
     m.component("loss", ["Loss"])
 
 
-def rotary_embedding(d: Declaration, note: str = "") -> None:
+def rotary_embedding(d: Declaration, note: str = "", scale: str | None = None) -> None:
     """The inputs, and ``X0``: the token embedding (``embed_tokens``) of a model
-    whose positions are rotary (no parameter)."""
+    whose positions are rotary (no parameter); ``scale``: a constant it is
+    multiplied by (Granite's embedding_multiplier)."""
     token_inputs(d)
     m = d.model
     m.tensor("W_E", ["V", "D"], "param", "token embedding (embed_tokens)")
-    m.op("X0[b,s,d] = W_E[tok[b,s], d]", "token embedding (rotary positions add no parameter"
-                                         + (f"; {note}" if note else "") + ")")
+    m.op("X0[b,s,d] = W_E[tok[b,s], d]" + (f" * {scale}" if scale else ""),
+         "token embedding" + (f" times embedding_multiplier ({scale})" if scale else "")
+         + " (rotary positions add no parameter" + (f"; {note}" if note else "") + ")")
     m.component("embedding", ["X0"])
 
 

@@ -130,7 +130,21 @@ def model_from_import(imported: Any, recompute: str, precision: Precision) -> Mo
 # --- the whole plan -------------------------------------------------------------
 
 def _check_longest(model: Model, *lengths: int | None) -> None:
-    """A model whose positions are a learned table takes at most its rows."""
+    """A model whose positions are a learned table takes at most its rows; one
+    counted on whole chunks of positions (Llama 4's chunked attention, exactly)
+    takes a multiple of the chunk."""
+    multiple = getattr(model.declaration, "multiple", None)
+    if multiple is not None:
+        chunk, key = multiple
+        for n in lengths:
+            if n is not None and n % chunk:
+                raise SymflopsError(
+                    f"{model.declaration.file}: a sequence of {show_exact(n)} tokens is not a "
+                    f"whole number of the model's attention chunks of {show_exact(chunk)} "
+                    f"positions ({key}), which the exact count of its chunked layers needs",
+                    hint=f"plan with --seq (and --context) a multiple of {show_exact(chunk)}, "
+                         "or with --attention full-square (the chunk mask as eager attention "
+                         "applies it, at any length)")
     longest = getattr(model.declaration, "longest", None)
     if longest is None:
         return

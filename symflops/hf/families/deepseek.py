@@ -29,7 +29,7 @@ Conventions.  Fused projections (q_b_proj, kv_a_proj_with_mqa, kv_b_proj, the
 experts' gate_up_proj) are written as the parts the code splits them into:
 the same parameters and products.  The routed experts are counted as
 transformers' ``batched_mm`` runs them, each token-expert pair's products
-once (:func:`symflops.hf.parts.moe`: exact at every B and S); the combine
+once (:func:`symflops.hf.experts.moe`: exact at every B and S); the combine
 (weights times outputs, summed over a token's k experts) is elementwise.
 """
 
@@ -37,11 +37,13 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+from ..attention import mixing
 from ..config import Config
 from ..emit import Block, Declaration
-from ..parts import Mlp, Moe, Norm, mixing, mlp, model_head, moe, moe_dims, norm, \
-    rotary_embedding
-from .common import Family, Options, include_block, model_base, rope_keys
+from ..experts import Moe, moe, moe_dims, shared_mlp
+from ..parts import Mlp, Norm, mlp, model_head, norm, rotary_embedding
+from .common import Family, Options, check_expert_groups, include_block, model_base, number_text, \
+    rope_keys
 
 _READ = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
          "num_key_value_heads", "max_position_embeddings", "q_lora_rank", "kv_lora_rank",
@@ -88,14 +90,6 @@ DEFAULTS = {  # the config classes' defaults (transformers 5.24)
                         topk_method="noaux_tc", norm_topk_prob=True, scoring="sigmoid",
                         experts=256, shared=1, moe_width=2048, q_lora=1536),
 }
-
-
-def _constant(c: Config, key: str, value: Fraction) -> str:
-    """A positive number as the declaration writes it (as in the config)."""
-    raw = c.data.get(key)
-    if isinstance(raw, float):
-        return repr(raw)
-    return str(value) if value.denominator == 1 else repr(float(value))
 
 
 def _experts(c: Config, default: int) -> int:
@@ -181,7 +175,7 @@ def _mla(blk: Block, qlora: bool, bias: bool, full_square: bool, dropout: str | 
 def _moe(blk: Block, v3: bool, activation: str, renormalize: bool, scale: str | None,
          shared: bool, mlp_bias: bool) -> list[str]:
     """DeepSeekMoE of ``Yn`` added to ``Y1``, into ``Y``: routed experts
-    (:func:`symflops.hf.parts.moe`), shared experts."""
+    (:func:`symflops.hf.experts.moe`), shared experts."""
     routing = ("the choice of the k experts adds e_score_correction_bias (a buffer) and "
                "keeps topk_group of n_group groups" if v3 else
                "the k experts chosen greedily or group-limited")
@@ -193,46 +187,17 @@ def _moe(blk: Block, v3: bool, activation: str, renormalize: bool, scale: str | 
         blk.uses("Ns", "Fs")
     last = f"Y[b,s,d] = Y1[b,s,d] + {routed}"
     if shared:
-        blk.tensor("W_sgate", ["D", "Fs"], "param", "shared experts' gate_proj")
-        blk.tensor("W_sup", ["D", "Fs"], "param", "shared experts' up_proj")
-        blk.tensor("W_sdown", ["Fs", "D"], "param", "shared experts' down_proj")
-        if mlp_bias:
-            blk.tensor("b_sgate", ["Fs"], "param", "bias of the shared gate_proj (mlp_bias)")
-            blk.tensor("b_sup", ["Fs"], "param", "bias of the shared up_proj (mlp_bias)")
-        bg, bu = (" + b_sgate[j]", " + b_sup[j]") if mlp_bias else ("", "")
-        blk.op(f"Us[b,s,j] = Yn[b,s,d] W_sgate[d,j]{bg}",
-               "shared experts: one gated MLP, n_shared_experts * moe_intermediate_size wide")
-        blk.op(f"Hs[b,s,j] = Yn[b,s,d] W_sup[d,j]{bu}")
-        blk.op(f"Ms[b,s,j] = {activation}(Us[b,s,j]) * Hs[b,s,j]")
-        last += " + Ms[b,s,j] W_sdown[j,d]"
-        outs += ["Us", "Hs", "Ms"]
+        souts, term = shared_mlp(blk, activation, "Yn", bias=mlp_bias,
+                                 comment="shared experts: one gated MLP, n_shared_experts * "
+                                         "moe_intermediate_size wide")
+        last += f" + {term}"
+        outs += souts
     if mlp_bias:
         # with n_shared_experts 0 the (empty) shared MLP keeps its down_proj bias
         blk.tensor("b_sdown", ["D"], "param", "bias of the shared down_proj (mlp_bias)")
         last += " + b_sdown[d]"
     blk.op(last)
     return outs + ["Y"]
-
-
-def _check_groups(c: Config, experts: int, active: int, limited: bool, v3: bool) -> None:
-    """The group-limited routing must be able to run (it changes no count)."""
-    if not limited:
-        return
-    groups = c.integer("n_group", 8 if v3 else None)
-    kept = c.integer("topk_group", 4 if v3 else None)
-    size = c.divide("n_routed_experts", experts, "n_group", groups,
-                    "the experts are split into n_group equal groups")
-    if kept > groups:
-        raise c.error("topk_group", f"topk_group = {kept} exceeds n_group = {groups}",
-                      "keep at most n_group groups")
-    if v3 and size < 2:
-        raise c.error("n_group", f"n_group = {groups} leaves groups of {size} expert, and "
-                                 "DeepSeek-V3 scores a group by its two best experts",
-                      "use groups of at least two experts")
-    if kept * size < active:
-        raise c.error("topk_group", f"topk_group = {kept} groups of {size} experts hold fewer "
-                                    f"than num_experts_per_tok = {active}",
-                      "keep enough groups for the k experts of a token")
 
 
 def build(c: Config, o: Options) -> Declaration:
@@ -270,7 +235,7 @@ def build(c: Config, o: Options) -> Declaration:
     d.dim("E", "per-head value width", c.integer("v_head_dim", 128), "v_head_dim")
     bias = c.flag("attention_bias", False)
     drop = c.fraction("attention_dropout", Fraction(0))
-    dropout = None if drop == 0 else _constant(c, "attention_dropout", drop)
+    dropout = None if drop == 0 else number_text(drop, c.data.get("attention_dropout"))
     # -- layers and MLPs
     layers = c.integer("num_hidden_layers")
     dense = min(c.integer("first_k_dense_replace", dflt["first_k_dense_replace"], minimum=0),
@@ -306,9 +271,9 @@ def build(c: Config, o: Options) -> Declaration:
                       "transformers' DeepSeek-V2 router ignores it, DeepSeek's own code "
                       "renormalises the weights: the two disagree")
             renormalize = False
-        _check_groups(c, experts, active, limited, v3)
+        check_expert_groups(c, experts, active, limited, v3)
         factor = c.number("routed_scaling_factor", dflt["routed_scaling_factor"])
-        scale = None if factor == 1 else _constant(c, "routed_scaling_factor", factor)
+        scale = None if factor == 1 else number_text(factor, c.data.get("routed_scaling_factor"))
         shared = c.integer("n_shared_experts", dflt["shared"], minimum=0)
         d.dim("Fe", "hidden width of one routed expert",
               c.integer("moe_intermediate_size", dflt["moe_width"]), "moe_intermediate_size")

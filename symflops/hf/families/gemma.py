@@ -40,11 +40,11 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+from ..attention import Attention, attention
 from ..config import BY_HAND, Config
 from ..emit import Block, Declaration
-from ..parts import Attention, Mlp, Norm, attention, mlp, norm, token_inputs
-from ..parts import softcap_op
-from .common import Family, Options, include_block, model_base, rope_keys
+from ..parts import Mlp, Norm, mlp, norm, softcap_op, token_inputs
+from .common import Family, Options, include_block, model_base, number_text, rope_keys
 
 _BASE = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
          "num_attention_heads", "num_key_value_heads", "head_dim", "max_position_embeddings",
@@ -108,23 +108,13 @@ def _explicit_null(c: Config, key: str) -> bool:
     return key in c.data and c.data[key] is None
 
 
-def _number_text(value: Fraction) -> str:
-    """A positive number as declaration text, exactly (30 or 30.5 or 61/3)."""
-    if value.denominator == 1:
-        return str(value.numerator)
-    as_float = float(value)
-    if Fraction(repr(as_float)) == value:
-        return repr(as_float)
-    return f"({value.numerator}/{value.denominator})"
-
-
 def _cap(c: Config, key: str) -> str | None:
     """A soft-capping value as text, None when off (an explicit null turns it off)."""
     if _explicit_null(c, key):
         return None
     default = SOFTCAPS[c.model_type][0 if key.startswith("attn") else 1]
     value = c.number(key, default)
-    return None if value is None else _number_text(value)
+    return None if value is None else number_text(value)
 
 
 # -- parts (Gemma's forms of the shared ones; see the module docstring) ---------------
@@ -250,7 +240,7 @@ def build(c: Config, o: Options) -> Declaration:
                       "safe", f"set attn_logit_softcapping to null, {BY_HAND}")
     final_cap = _cap(c, "final_logit_softcapping") if t != "gemma" else None
     p = c.fraction("attention_dropout", Fraction(0))
-    dropout = None if p == 0 else _number_text(p)
+    dropout = None if p == 0 else number_text(p)
     bias = c.flag("attention_bias", False)
     tied = c.flag("tie_word_embeddings", True)
 

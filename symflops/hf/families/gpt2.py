@@ -6,10 +6,10 @@ unembedding tied to the token embedding."""
 from __future__ import annotations
 
 
+from ..attention import Attention, attention
 from ..config import Config
 from ..emit import Declaration
-from ..parts import Attention, Mlp, Norm, attention, embedding, mlp, model_head, norm, \
-    token_inputs
+from ..parts import Mlp, Norm, embedding, mlp, model_head, norm, token_inputs
 from .common import Family, Options, decoder_dims, dropout, layer_count, model_base
 
 READ = frozenset(("n_embd", "n_layer", "n_head", "vocab_size", "n_positions", "n_inner",

@@ -27,17 +27,17 @@ same matrix products (``2 T D 3D`` forward, as much for each of ``dW`` and
 ``dX``).
 
 :func:`_attention` (also used by :mod:`.falcon`) is the attention of
-:func:`symflops.hf.parts.attention` with partial rotary and ALiBi added.
+:func:`symflops.hf.attention.attention` with partial rotary and ALiBi added.
 """
 
 from __future__ import annotations
 
 import math
 
+from ..attention import mixing
 from ..config import BY_HAND, Config
 from ..emit import Block, Declaration
-from ..parts import AttentionCount, Mlp, Norm, embedding, mixing, mlp, model_head, norm, \
-    token_inputs
+from ..parts import AttentionCount, Mlp, Norm, embedding, mlp, model_head, norm, token_inputs
 from .common import Family, Options, dropout, layer_count, model_base
 
 READ = frozenset(("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",

@@ -18,10 +18,11 @@ experts), residual.  What the families change:
 
 from __future__ import annotations
 
+from ..attention import Attention, attention
 from ..config import Config
 from ..emit import Declaration
-from ..parts import Attention, Mlp, Moe, Norm, attention, mlp, model_head, moe, moe_dims, norm, \
-    rotary_embedding
+from ..experts import Moe, moe, moe_dims
+from ..parts import Mlp, Norm, mlp, model_head, norm, rotary_embedding
 from .common import Family, Options, decoder_dims, dropout, include_block, layer_count, \
     layer_kinds, model_base, rope_keys, window_dim
 

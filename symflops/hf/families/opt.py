@@ -27,9 +27,10 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+from ..attention import Attention, attention
 from ..config import Config
 from ..emit import Block, Declaration
-from ..parts import Attention, Mlp, attention, mlp, token_inputs
+from ..parts import Mlp, mlp, token_inputs
 from .common import Family, Options, dropout, layer_count, model_base
 
 READ = frozenset(("vocab_size", "hidden_size", "num_hidden_layers", "ffn_dim",

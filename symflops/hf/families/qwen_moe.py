@@ -24,7 +24,7 @@ What changes a count:
 * ``attention_dropout``; ``tie_word_embeddings``; ``hidden_act``.
 
 Experts are counted as transformers' batched_mm runs them: each token-expert
-pair's products once (:func:`symflops.hf.parts.moe`).  Each token is repeated k times (a
+pair's products once (:func:`symflops.hf.experts.moe`).  Each token is repeated k times (a
 lookup), each pair multiplied by its expert's weights, over a unit axis ``o``
 (``O = 1``: the row axis of batched_mm's ``(pairs, 1, D) @ (pairs, D, F)``)
 so that the weight gradient sums over it, as PyTorch's bmm of inner size 1
@@ -44,10 +44,11 @@ model does not have.
 from __future__ import annotations
 
 
+from ..attention import Attention, attention
 from ..config import BY_HAND, Config
 from ..emit import Block, Declaration
-from ..parts import Attention, Mlp, Moe, Norm, attention, mlp, model_head, moe, moe_dims, norm, \
-    rotary_embedding
+from ..experts import Moe, moe, moe_dims
+from ..parts import Mlp, Norm, mlp, model_head, norm, rotary_embedding
 from .common import Family, Options, decoder_dims, dropout, include_block, model_base, rope_keys
 
 _BASE = ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",

@@ -22,10 +22,10 @@ transformers never reads: only their published values (``default``,
 
 from __future__ import annotations
 
+from ..attention import Attention, attention
 from ..config import Config
 from ..emit import Declaration
-from ..parts import Attention, Mlp, Norm, attention, embedding, mlp, model_head, norm, \
-    token_inputs
+from ..parts import Mlp, Norm, embedding, mlp, model_head, norm, token_inputs
 from .common import Family, Options, decoder_dims, dropout, layer_count, layer_kinds, model_base, \
     rope_keys, window_dim
 
