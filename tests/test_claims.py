@@ -444,3 +444,26 @@ def test_the_readme_shows_korthikantis_table_as_checked(capsys):
     assert len(shown) > 10
     for line in shown:
         assert line in out.splitlines(), line
+
+
+def test_a_convention_that_changes_nothing_is_refused_at_its_key(capsys, tmp_path):
+    path = _claims_file(tmp_path, "  - claim: flops.total > 0\n    attention: full-square\n")
+    first = refused(capsys, "--claims", path)
+    assert first.startswith(f"symflops: {path}:5:5: error: ffn has no matrix product "
+                            "restricted by a where-clause")
+
+
+def test_the_help_examples_run(capsys, monkeypatch):
+    """Each example of check --help is a command that runs (0 or 1, never 2)."""
+    import shlex
+
+    from symflops.commands.options import check_epilog
+
+    monkeypatch.chdir(ROOT)
+    text = check_epilog().split("examples:")[1].replace("\\\n", " ")
+    commands = [shlex.split(line.strip())[1:] for line in text.splitlines()
+                if line.strip().startswith("symflops check")]
+    assert len(commands) == 6
+    for argv in commands:
+        assert main(argv) in (0, 1), argv
+        capsys.readouterr()

@@ -69,7 +69,7 @@ def run(requests: Sequence[Request], refuse: bool = True) -> tuple[ClaimResult, 
     parsed: list[tuple[Request, Claim | None, str | None]] = []
     for r in requests:
         try:
-            r.declaration.refuse(r.convention, r.span)
+            r.declaration.refuse(r.convention, r.convention_span or r.span)
             for other in r.others.values():
                 if r.convention.precision or r.convention.recompute == "full":
                     other.refuse(dataclasses.replace(r.convention, attention=None))

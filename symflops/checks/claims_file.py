@@ -197,8 +197,11 @@ def _request(item: Node, number: int, declarations: dict[str, Declaration]
     stated = (choice("unit", _UNITS), unit.span if unit is not None else None)
     expect = choice("expect", VERDICTS) or "holds"
     source = _text(get("source"), "source") if get("source") is not None else None
+    where = next((fields[k][0] for k in ("attention", "recompute", "precision", "macs")
+                  if k in fields), None)
     return Request(text, declarations[decl_name], _claim_span(node), convention, rtol,
-                   at or shown, bool(at), given, others, source, expect, number), stated
+                   at or shown, bool(at), given, others, source, expect, number,
+                   convention_span=where), stated
 
 
 def check_file(path: str) -> tuple[ClaimsFile, tuple[ClaimResult, ...]]:

@@ -36,6 +36,8 @@ class Request:
     expect: str | None = None
     number: int = 1
     explain: bool = True
+    #: where the conventions are written (a claims file's key), for their errors
+    convention_span: Span | None = None
 
 
 def names_for(request: Request) -> Names:

@@ -65,11 +65,13 @@ examples:
   symflops check derivations/ffn.yaml 'flops.total == 6*params*B'
   symflops check derivations/ffn.yaml 'memory.fixed_bytes == 1.5 GiB' --only-at D=4096,F=16384
   symflops check derivations/transformer.yaml 'attention_flops_per_token.forward ≈ 2*L*S*N*E'
-  symflops check derivations/transformer.yaml --recompute full --attention full-square \\
-      --given D=N*E,F=4*N*E 'flops.executed == 96*B*S*L*D**2*(1 + S/(6*D) + V/(16*L*D))'
-  symflops check derivations/lora.yaml --with full=claims/linear.yaml \\
-      'flops.total ≈ 2/3*full:flops.total' --given I=O
+  symflops check derivations/transformer.yaml \\
+      'flops.executed == 96*B*S*L*D**2*(1 + S/(6*D) + V/(16*L*D))' \\
+      --given F=4*D,D=N*E --recompute full --attention full-square
+  symflops check derivations/lora.yaml 'flops.total ≈ 2/3*full:flops.total' \\
+      --with full=claims/linear.yaml
   symflops check --claims claims/seeds.yaml
+(the claims come right after FILE, the options after them)
 """
 
 
