@@ -220,6 +220,8 @@ def _approx(claim: Claim, difference: sympy.Expr, dims: Sequence[sympy.Symbol],
             at: tuple[AtValue, ...], rtol: sympy.Rational,
             prefer: Sequence[sympy.Symbol]) -> Verdict:
     within = f"within {percent(rtol)}"
+    if difference == 0:
+        return Verdict(True, "holds", difference, "the difference is identically zero", at)
     lhs = simplify_difference(claim.lhs)
     s = sign(lhs, dims)
     if s not in (POSITIVE, NEGATIVE):
