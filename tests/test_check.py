@@ -100,8 +100,9 @@ def test_claim_between_two_derived_quantities(capsys):
 
 
 def test_memory_keys_and_short_alias(capsys):
-    # bf16-adam: 2 bytes per activation element; saved X and H: B*D + B*F.
-    status, results = claims_json(capsys, "memory.activation_bytes == 2*activations",
+    # bf16-adam: 2 bytes per activation element; saved X and H: B*D + B*F.  Bytes per
+    # element is a ratio: comparing bytes with elements directly is refused (below).
+    status, results = claims_json(capsys, "memory.activation_bytes / activations == 2",
                                   "memory.activations == B*(D+F)", "trainable_params == 2*D*F")
     assert status == 0 and all(r["holds"] for r in results)
 
@@ -192,3 +193,87 @@ def test_sign(expr, expected):
 def test_difference_label_parenthesises_sums():
     c = check.parse_claim("flops.total == 4*B + D", {"flops.total": F, "B": B, "D": D})
     assert check.difference_label(c) == "flops.total - (4*B + D)"
+
+
+# ------------------------------------------- wrong verdicts and a crash --
+
+MOE_FFN = """\
+name: moe_ffn
+dims:
+  T: tokens
+  D: width
+  F: hidden width of one expert
+  M: experts
+  k: experts a token is routed to
+  c: capacity factor
+  C: {description: slots of one expert, equals: c*k*T/M}
+tokens: T
+tensors:
+  X: {shape: [T, D], role: input}
+  W_in: {shape: [M, D, F], role: param}
+  W_out: {shape: [M, F, D], role: param}
+  ex: {shape: [T, k], role: index}
+  sl: {shape: [T, k], role: index}
+  tt: {shape: [M, C], role: index}
+ops:
+  - Xe[x,q,d] = X[tt[x,q], d]
+  - H[x,q,f] = Xe[x,q,d] W_in[x,d,f]
+  - Ye[x,q,d] = H[x,q,f] W_out[x,f,d]
+  - Y[t,d] = Ye[ex[t,j], sl[t,j], d]
+"""
+MOE_AT = "T=64,D=4,F=8,M=8,k=2,c=1"
+
+
+@pytest.fixture
+def moe_ffn(tmp_path):
+    path = tmp_path / "moe_ffn.yaml"
+    path.write_text(MOE_FFN)
+    return str(path)
+
+
+def test_a_defined_dim_stands_for_its_formula(capsys, moe_ffn):
+    # C is declared equals: c*k*T/M, so the claim is c*k*T/M == c*k*T/M (it said
+    # "does not hold"), and at T=64, k=2, c=1, M=8 both sides are 1*2*64/8 = 16
+    # (it exited 70, "Cannot convert expression to float").
+    status, out, _ = invoke([moe_ffn, "C == c*k*T/M", "--json"], capsys)
+    assert status == 0 and json.loads(out)[0]["holds"] is True
+    status, out, err = invoke([moe_ffn, "C == c*k*T/M", "--at", MOE_AT, "--json"], capsys)
+    assert status == 0, err
+    [point] = json.loads(out)[0]["at"]
+    assert point["lhs"] == point["rhs"] == 16
+
+
+def test_at_takes_a_defined_dim_that_agrees_with_its_formula(capsys, moe_ffn):
+    status, out, err = invoke([moe_ffn, "C == 16", "--only-at", MOE_AT + ",C=16"], capsys)
+    assert status == 0, err
+    status, out, err = invoke([moe_ffn, "C == 16", "--only-at", MOE_AT + ",C=17"], capsys)
+    assert status == 2 and out == ""
+    assert "the formula of C, T*c*k/M, is 16, but C=17 is given" in err
+
+
+def test_a_claim_adding_elements_to_bytes_is_refused(capsys):
+    # The seed's summary line: 8DF is memory in elements (2DF each of parameters and
+    # gradients, 4DF of Adam's m and v), 2B(D+F) is the activations in bytes (2 each).
+    claim = ("memory.params + memory.grads + memory.optimizer + memory.activation_bytes"
+             " == 8*D*F + 2*B*(D+F)")
+    status, out, err = invoke([FFN, claim], capsys)
+    assert status == 2 and out == ""
+    assert err.startswith("symflops: <claim 1>:1:1: error: the claim adds elements "
+                          "(memory.params + memory.grads + memory.optimizer) to bytes "
+                          "(memory.activation_bytes)")
+    assert "memory.params_bytes + memory.grads_bytes + memory.optimizer_bytes" in err
+
+
+def test_a_claim_about_one_configuration_is_decided_there(capsys):
+    # 24 D F bytes (bf16-adam: 12 bytes per parameter, 2 D F parameters) at D = 4096,
+    # F = 16384: 24 * 2**12 * 2**14 = 1.5 * 2**30.  For every value of the dims it
+    # does not hold (24 D F is not a constant); at that configuration it holds.
+    status, _, _ = invoke([FFN, "memory.fixed_bytes == 1.5*2**30", "--at", "D=4096,F=16384"],
+                          capsys)
+    assert status == 1
+    status, out, err = invoke([FFN, "memory.fixed_bytes == 1.5*2**30", "--only-at",
+                               "D=4096,F=16384", "--json"], capsys)
+    assert status == 0, err
+    [r] = json.loads(out)
+    assert r["holds"] is True and r["only_at"] is True
+    assert r["at"][0]["lhs"] == r["at"][0]["rhs"] == 1_610_612_736

@@ -31,7 +31,7 @@ TOP_KEYS = ["name", "title", "unit", "conventions", "forward_order", "sizes", "d
             "params", "trainable_params", "flops", "flops_per_param", "flops_elementwise",
             "forward", "backward", "saved", "saved_detail", "memory", "precision", "tokens",
             "sequences", "definitions", "parameters", "per_token", "flops_executed", "recompute",
-            "inference", "blocks"]
+            "inference", "blocks", "quantities"]
 MEMORY_KEYS = ["params", "grads", "optimizer", "activations", "inference_peak", "params_bytes",
                "grads_bytes", "optimizer_bytes", "master_bytes", "fixed_bytes",
                "activation_bytes", "total_bytes"]
@@ -106,7 +106,10 @@ def test_lookup_and_leaves_name_fields_by_dotted_paths():
 
 def test_claim_names_are_the_public_grammar():
     """The names the README and ``check``'s docstring give: the dims, params,
-    trainable_params, activations, flops.*, flops_elementwise.*, memory.*."""
+    trainable_params, activations, flops.*, flops_elementwise.*, memory.* (as
+    before), then the names added for reviewing papers; the feed-forward block
+    declares no tokens, sequences or causal op, so no per-token, attention or
+    cache names."""
     layer = load(ROOT / "derivations" / "ffn.yaml")
     d = derive(layer)
     names = claim_symbols(layer, summary(d, costs(d)))
@@ -114,9 +117,17 @@ def test_claim_names_are_the_public_grammar():
     assert list(names) == (["B", "D", "F", "params", "trainable_params", "activations"]
                            + [f"flops.{k}" for k in totals]
                            + [f"flops_elementwise.{k}" for k in totals]
-                           + [f"memory.{k}" for k in MEMORY_KEYS])
+                           + [f"memory.{k}" for k in MEMORY_KEYS]
+                           + ["memory.master", "memory.fixed", "memory.total",
+                              "memory.inference_peak_bytes", "params_active",
+                              "params_active_dense", "params_dense", "params_lookup",
+                              "params_elementwise", "flops.inference", "flops.executed",
+                              "flops.recomputed"])
     # bf16-adam: 2 + 2 + 2 x 4 bytes per parameter; X and H saved at 2 bytes
     assert sympy.expand(names["memory.total_bytes"] - (12 * 2 * D * F + 2 * B * (D + F))) == 0
+    # in elements: 2DF each of parameters and gradients, 2 x 2DF of Adam's m and v
+    assert sympy.expand(names["memory.fixed"] - 8 * D * F) == 0
+    assert sympy.expand(names["memory.total"] - (8 * D * F + B * (D + F))) == 0
 
 
 def test_eval_json_is_the_tree_s_numbers_plus_at(capsys):
@@ -126,6 +137,9 @@ def test_eval_json_is_the_tree_s_numbers_plus_at(capsys):
     assert list(out) == TOP_KEYS + ["at"]
     assert out["at"] == {"B": 8, "D": 3, "F": 5}
     assert out["flops"]["total"] == 12 * 8 * 3 * 5
+    # the names a claim takes, with their numbers: 12 B D F, and 8 D F elements fixed
+    assert out["quantities"]["flops.total"] == 12 * 8 * 3 * 5
+    assert out["quantities"]["memory.fixed"] == 8 * 3 * 5
 
 
 def test_the_literal_codes_are_the_engine_s():

@@ -144,9 +144,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "default 1); output is the same and written in name order")
     _sheet_options(b)
     c = sub.add_parser("check", help="decide claims about FLOPs, params and memory",
-                       description="Decide each claim (an equation or inequality over the dims "
-                                   "and derived quantities) for all dim values; exit 1 when any "
-                                   "does not hold or is undetermined.")
+                       description=options.CHECK_DESCRIPTION, epilog=options.check_epilog(),
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     options.check_arguments(c)
     _unit_options(c)
     v = sub.add_parser("verify", help="check the derived rules numerically and against PyTorch",

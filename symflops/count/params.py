@@ -263,6 +263,16 @@ class _TokenRows:
                     yield f.tensor, read, _is_dense_term(term)
 
 
+def live_fractions(layer: Layer) -> dict[str, sympy.Expr]:
+    """The live fraction of the token rows of each op's output (``1/c`` for
+    the expert slots of a capacity factor ``c``; 1 for every op whose rows
+    all carry a token); empty without ``tokens:``."""
+    if layer.tokens is None:
+        return {}
+    return {name: sympy.expand(substitute(phi, layer.substitutions))
+            for name, phi in _TokenRows(layer).live.items()}
+
+
 def param_counts(layer: Layer, trainable: sympy.Expr, unit: Unit = "FLOPs") -> ParamCounts:
     classes = tuple((t.name, param_class(layer, t.name)) for t in layer.params)
     tensors = layer.tensor_map

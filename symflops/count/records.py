@@ -385,3 +385,5 @@ class Summary(Record, Generic[V]):
     memory: Memory[V]
     precision: PrecisionInfo
     model: WholeModel[V] = field(metadata=INLINE)
+    #: every named quantity (:mod:`symflops.count.names`): the names ``check`` takes
+    quantities: Mapping[str, V] = field(default_factory=dict)

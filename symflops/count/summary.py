@@ -10,6 +10,7 @@ cannot drift apart.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from typing import Any
 
@@ -20,6 +21,8 @@ from ..core.records import Derivation, OpCost
 from .inference import inference
 from ..core.ir import RECOMPUTE_POLICIES, Block, Layer, substitute
 from ..core.polynomial import quotient
+from . import names
+from .attention import attention
 from .params import param_counts
 from .records import (BackwardEntry, BlockSaved, BlockSummary, CrossingOrders, FlopTotals,
                       ForwardBackward, ForwardEntry, Formula, InferenceInfo, Memory, OrderCandidate,
@@ -44,6 +47,8 @@ def summary(derivation: Derivation, costs: Costs) -> Summary[Formula]:
     """Everything ``symflops derive`` reports, with defined dims substituted."""
     subs = derivation.layer.substitutions
     data = _summary(derivation, costs)
+    data = dataclasses.replace(data, quantities=frozen(names.values(names.Sources(
+        data, attention(derivation, costs.unit, costs.forward_copies, costs.backward_copies)))))
     return map_formulas(data, lambda e: substitute(e, subs)) if subs else data
 
 
