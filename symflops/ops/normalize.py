@@ -271,6 +271,16 @@ def _lower(call: Any, out: Factor, scope: Scope) -> Normalize:
         raise SymflopsError(f"{call.name} of a diagonal is not supported", at(call.column),
                             "give each axis its own letter")
     letters = tuple(dict.fromkeys(call.ref.indices))
+    reduced = {letter for letter, _ in index}
+    if all(i in reduced for i in letters):
+        # Its statistics (the normaliser, the mean, rstd) would be one number
+        # for the whole tensor, which the derivation indexes by a row.
+        row = next(c for c in "rabcdefghijklmnopqstuvwxyz" if c not in letters)
+        rows = ",".join((row,) + letters)
+        raise SymflopsError(f"{call.name} of a tensor with no other index is not supported",
+                            at(call.column), f"give {call.ref.name} a row letter, e.g. "
+                            f"'{out.tensor}[{rows}] = {call.name}({call.ref.name}[{rows}])' "
+                            f"with {row} over a dim of extent 1")
     return Normalize(kind, out, Factor(call.ref.name, call.ref.indices, at(call.ref.column)),
                      tuple(letter for letter, _ in index),
                      tuple((i, scope.extents[i]) for i in letters), scope.text, scope.span)

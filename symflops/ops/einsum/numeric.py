@@ -111,8 +111,9 @@ def run_einsum(e: Einsum, arrays: Mapping[str, np.ndarray], extents: Mapping[str
 
 def run_op(op: Op, values: Mapping[str, np.ndarray], extents: Mapping[str, int],
            dims: Mapping[str, int] | None = None) -> np.ndarray:
-    """One forward op: the sum of its terms."""
-    return sum(run_einsum(t, values, extents, dims) for t in op.terms)
+    """One forward op: the sum of its terms, an array (0-d for a scalar output,
+    where Python's sum of 0-d arrays would give a numpy scalar)."""
+    return np.asarray(sum(run_einsum(t, values, extents, dims) for t in op.terms))
 
 
 def extents_at(index_dims: Sequence[tuple[str, sympy.Expr]], dims: Mapping[str, int]) -> dict[str, int]:
