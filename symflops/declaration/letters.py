@@ -418,8 +418,10 @@ def _check_output(st: Statement, bound: Mapping[str, Letter], at: At) -> None:
 
 def _check_where(st: Statement, bound: Mapping[str, Letter], dims: Mapping[str, sympy.Symbol],
                  known: Mapping[str, Tensor], at: At) -> None:
-    """Every letter of the where-clause is an index of the op; no letter is
-    compared with itself, and the conditions do not go round in a cycle."""
+    """Every letter of the where-clause is an index of the op, and no letter is
+    compared with itself.  Conditions that go round (``t <= s, s - t < W``: a
+    window; ``t <= s, s <= t``: the diagonal) are counted when the op is
+    lowered, where an empty domain is refused (:mod:`symflops.ops.conditions`)."""
     letters = sorted(i for i in bound if i)
     for c in st.where:
         for letter, col in ((c.left, c.column), (c.right, c.right_column)):
@@ -434,26 +436,3 @@ def _check_where(st: Statement, bound: Mapping[str, Letter], dims: Mapping[str, 
         if c.left == c.right:
             raise SymflopsError(f"the condition compares {c.left!r} with itself", at(c.column),
                                 "compare two different letters, e.g. 'where t <= s'")
-    below: dict[str, set[str]] = {}
-    # A condition with an offset (s - t < W) may go round with a plain one
-    # (t <= s): a window; whether its domain can be counted is decided when it is.
-    for c in (c for c in st.where if c.plain):
-        low, high = (c.left, c.right) if c.op in ("<=", "<") else (c.right, c.left)
-        below.setdefault(high, set()).add(low)
-    state: dict[str, str] = {}
-
-    def visit(letter: str) -> None:
-        if state.get(letter) == "done":
-            return
-        if state.get(letter) == "active":
-            raise SymflopsError("the where-clause's conditions form a cycle",
-                                at(st.where[0].column),
-                                "each letter must be bounded by letters it does not bound; "
-                                "for equal letters use one letter")
-        state[letter] = "active"
-        for low in below.get(letter, ()):
-            visit(low)
-        state[letter] = "done"
-
-    for letter in list(below):
-        visit(letter)
