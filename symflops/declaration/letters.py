@@ -3,11 +3,12 @@
 Every letter of an op is bound to the extent of the axis it indexes (a
 :class:`Letter`); a looked-up position (``E[tok[b], d]``) and an affine one
 (``X[b,c,p+k]``, ``X[b,c,2*i+u]``, ``H[b,s-1,d]``, on the output too) get
-fresh letters; the one letter of an affine index that no operand binds gets
-the extent that makes the index reach the axis's last position (a valid
-convolution), and every affine index is proved to stay inside its axis and
-its declared padding; the lookups, the output's letters and the where-clause
-are checked.  :func:`bind_letters` does all of it, in that
+fresh letters, a dim in an affine index being part of its constant
+(``X[b,c,i+u-R]``, a centred kernel); the one letter of an affine index that
+no operand binds gets the extent that makes the index reach the axis's last
+position (a valid convolution), and every affine index is proved to stay
+inside its axis and its declared padding; the lookups, the output's letters
+and the where-clause are checked.  :func:`bind_letters` does all of it, in that
 order, and returns the statement with its fresh letters and the letters bound.
 """
 
@@ -146,11 +147,14 @@ def _solve_shifts(st: Statement, bound: dict[str, Letter], dims: Mapping[str, sy
                 free = []
             if len(free) > 1:
                 a, b = free[0][0].letter, free[1][0].letter
+                named = [t.letter for t, _ in free if t.letter[:1].isupper()]
                 raise SymflopsError(
                     f"the shift {s.text} leaves an index unbound", at(s.column),
                     f"index {b!r} (or {a!r}) with another operand, e.g. a kernel "
                     f"W[o,c,{b}], so that the other letter's extent follows from the axis "
-                    f"of {ref.name}: ext({a}) = ext(axis) - ext({b}) + 1")
+                    f"of {ref.name}: ext({a}) = ext(axis) - ext({b}) + 1" + (
+                        f"; if {named[0]!r} is a constant, declare it under 'dims:' (a dim "
+                        "in an index is part of its constant: i+u-R)" if named else ""))
             if free:
                 term, c = free[0]
                 if term.letter in dims:
@@ -164,7 +168,18 @@ def _solve_shifts(st: Statement, bound: dict[str, Letter], dims: Mapping[str, sy
                         "counts down", at(term.column), f"index {term.letter!r} with another "
                         "operand, so that its extent is declared")
                 rest = [(t, k) for t, k in zip(s.terms, relation.coefficients) if t is not term]
-                _, high = _reach(rest, relation.offset, bound, ())
+                low, high = _reach(rest, relation.offset, bound, ())
+                # the free letter adds from 0 up: the least value is the rest's
+                centred = c == 1 and high != after and sign(
+                    high, sorted(high.free_symbols, key=str)) in (POSITIVE, NONNEGATIVE)
+                _check_start(ref, s, low, known[ref.name], at, (
+                    f"; {_pad_text(known[ref.name], s.position, sympy.expand(-low - before), high - after)}"
+                    f" keeps {term.letter!r} over the axis's {sympy.sstr(extent)} positions, "
+                    "'same' padding for a centred kernel") if centred else "")
+                same = (f"; or pad {ref.name} after the axis too, "
+                        f"{_pad_text(known[ref.name], s.position, 0, high - after)}, so that "
+                        f"{term.letter!r} runs over the axis's {sympy.sstr(extent)} positions, "
+                        "'same' padding for a centred kernel" if before != 0 and centred else "")
                 solved = sympy.expand((extent - 1 + after - high) / c + 1)
                 check_size(solved, f"the letter {term.letter!r} of the shift {s.text} ranges "
                            "over", at(term.column),
@@ -174,7 +189,7 @@ def _solve_shifts(st: Statement, bound: dict[str, Letter], dims: Mapping[str, sy
                            f"for the positions of {term.letter!r}" + (
                                f"; its padding lets the index run from {sympy.sstr(-before)} "
                                f"({ref.name}'s own positions: a causal convolution reads p-k)"
-                               if before != 0 else ""))
+                               if before != 0 else "") + same)
                 bound[term.letter] = Letter(solved, ref.name, at(term.column))
             _check_range(st, ref, s, relation, extent, bound, known[ref.name], at)
 
@@ -276,6 +291,40 @@ def _new_dim(dims: Mapping[str, sympy.Symbol]) -> str:
     return next(n for n in ("N", "N1", "N2", "N3", "N_new") if n not in dims)
 
 
+def _pad_text(tensor: Tensor, position: int, more_before: sympy.Expr,
+              more_after: sympy.Expr) -> str:
+    """The ``pad:`` of ``tensor`` with ``more_before`` and ``more_after`` zeros
+    added around axis ``position``: ``pad: [0, 0, [R, R]]``."""
+    entries = []
+    for k in range(len(tensor.shape)):
+        before, after = tensor.padding(k)
+        if k == position:
+            before, after = sympy.expand(before + more_before), sympy.expand(after + more_after)
+        entries.append(f"[{sympy.sstr(before)}, {sympy.sstr(after)}]"
+                       if (before, after) != (0, 0) else "0")
+    return f"pad: [{', '.join(entries)}]"
+
+
+def _check_start(ref: Ref, s: Shift, low: sympy.Expr, tensor: Tensor, at: At,
+                 more: str = "") -> None:
+    """Refuse an index whose least value ``low`` may fall before the start of
+    its axis and its padding in front, naming the padding it needs (and
+    ``more`` advice)."""
+    before, _ = tensor.padding(s.position)
+    symbols = sorted((low + before).free_symbols, key=str)
+    if sign(low + before, symbols) in (ZERO, POSITIVE, NONNEGATIVE):
+        return
+    padded = f" and its {sympy.sstr(before)} zeros" if before != 0 else ""
+    raise SymflopsError(
+        f"the index {s.text} of {ref.name} reads before the start of {ref.name}'s axis "
+        f"{s.position + 1}{padded}: it goes down to {sympy.sstr(low)}", at(s.column),
+        f"every index must be at least 0 for every value of its letters (and of the "
+        f"dims): pad the axis in front with zeros ({_pad_text(tensor, s.position, -low - before, 0)} "
+        f"on {ref.name}, read as zero{more}), add a whole-number constant so that the least "
+        "value is 0, or order the letters of a difference with a where-clause (s-t where "
+        "t <= s)")
+
+
 def _check_range(st: Statement, ref: Ref, s: Shift, relation: Affine, extent: sympy.Expr,
                  bound: Mapping[str, Letter], tensor: Tensor, at: At) -> None:
     """Every tuple of the letters maps inside the axis, its padding included
@@ -287,24 +336,7 @@ def _check_range(st: Statement, ref: Ref, s: Shift, relation: Affine, extent: sy
     axis = f"{ref.name}'s axis {s.position + 1}"
     before, after = tensor.padding(s.position)
     symbols = sorted((low - high + extent + before + after).free_symbols, key=str)
-
-    def pad(more_before: sympy.Expr, more_after: sympy.Expr) -> str:
-        entries = [f"[{sympy.sstr(sympy.expand(before + more_before))}, "
-                   f"{sympy.sstr(sympy.expand(after + more_after))}]" if k == s.position
-                   else (f"[{sympy.sstr(tensor.padding(k)[0])}, {sympy.sstr(tensor.padding(k)[1])}]"
-                         if tensor.padding(k) != (0, 0) else "0")
-                   for k in range(len(tensor.shape))]
-        return f"pad: [{', '.join(entries)}]"
-
-    if sign(low + before, symbols) not in (ZERO, POSITIVE, NONNEGATIVE):
-        padded = f" and its {sympy.sstr(before)} zeros" if before != 0 else ""
-        raise SymflopsError(
-            f"the index {s.text} of {ref.name} reads before the start of {axis}{padded}: it "
-            f"goes down to {sympy.sstr(low)}", at(s.column),
-            f"every index must be at least 0 for every value of its letters (and of the "
-            f"dims): pad the axis in front with zeros ({pad(-low - before, 0)} on "
-            f"{ref.name}, read as zero), add a whole-number constant so that the least value "
-            "is 0, or order the letters of a difference with a where-clause (s-t where t <= s)")
+    _check_start(ref, s, low, tensor, at)
     if sign(extent - 1 + after - high, symbols) not in (ZERO, POSITIVE, NONNEGATIVE):
         wanted = [sympy.sstr(sympy.expand(high + 1 - after) if k == s.position else x)
                   for k, x in enumerate(tensor.shape)]
@@ -313,7 +345,8 @@ def _check_range(st: Statement, ref: Ref, s: Shift, relation: Affine, extent: sy
             f"the shift {s.text} runs past the axis of {ref.name}: {axis} has "
             f"{sympy.sstr(extent)} positions{padded}, {s.text} reaches index {sympy.sstr(high)}",
             at(s.column), f"declare {ref.name} as [{', '.join(wanted)}] (valid positions "
-            f"only), pad it with zeros ({pad(0, sympy.expand(high + 1 - extent - after))}, "
+            f"only), pad it with zeros "
+            f"({_pad_text(tensor, s.position, 0, sympy.expand(high + 1 - extent - after))}, "
             "read as zero), or leave "
             f"a letter of {s.text} on the output only so that its extent follows from the axis")
 
@@ -331,6 +364,10 @@ def _resolve_lookups(st: Statement, extent_of: Callable[[str, int], sympy.Expr |
     used |= {c.left for c in st.where} | {c.right for c in st.where}
     used |= {x for r in (st.lhs, *st.refs) for s in r.shifts for x in s.letters}
     used |= dim_names
+    # The names a statement indexes with, or compares: a name there is a letter
+    # even when a dim shares it; any other dim in an affine index is a constant.
+    names = {i for r in (st.lhs, *st.refs) for i in r.indices if i}
+    names |= {c.left for c in st.where} | {c.right for c in st.where}
 
     def fresh(ref: Ref, position: int, letters: str = LOOKUP_LETTERS) -> str:
         extent = extent_of(ref.name, position)
@@ -343,10 +380,11 @@ def _resolve_lookups(st: Statement, extent_of: Callable[[str, int], sympy.Expr |
         indices = list(ref.indices)
         for g in ref.gathers:
             indices[g.position] = fresh(ref, g.position)
-        for s in ref.shifts:
+        shifts = tuple(_named_constant(ref.name, s, names, dim_names, at) for s in ref.shifts)
+        for s in shifts:
             _check_affine(ref.name, s, dim_names, at)
             indices[s.position] = fresh(ref, s.position, SHIFT_LETTERS)
-        return replace(ref, indices=tuple(indices))
+        return replace(ref, indices=tuple(indices), shifts=shifts)
 
     terms = []
     lhs = resolve(st.lhs)  # an affine output index (a transposed convolution) writes a fresh letter
@@ -356,6 +394,31 @@ def _resolve_lookups(st: Statement, extent_of: Callable[[str, int], sympy.Expr |
                    for f in term.factors]
         terms.append(replace(term, factors=tuple(factors)))
     return replace(st, lhs=lhs, terms=tuple(terms))
+
+
+def _named_constant(tensor: str, s: Shift, letters: set[str], dim_names: set[str],
+                    at: At) -> Shift:
+    """``s`` with its terms that name a dim moved to its constant (``R`` in
+    ``i+u-R``, ``2*R`` in ``i+2*k-2*R``, ``P*R``): a declared dim that is no
+    letter of the statement.  A term written letter-first (``i*R``) keeps its
+    letter; an index left without a letter is refused."""
+    terms, named = [], []
+    for t in s.terms:
+        if t.letter not in dim_names or t.letter in letters:
+            terms.append(t)
+        elif isinstance(t.coefficient, str) and t.coefficient not in dim_names:
+            terms.append(replace(t, letter=t.coefficient, coefficient=t.letter))  # i*R is R*i
+        else:
+            named.append(t)
+    if not named:
+        return s
+    if not terms:
+        raise SymflopsError(
+            f"the index {s.text} of {tensor} holds no letter", at(s.column),
+            "an index adds letters, and dims and whole numbers as its constant (i+u-R); "
+            "a position fixed by dims alone is a slice: declare the tensor without that "
+            "axis, or index it with a letter over an axis of extent 1")
+    return replace(s, terms=tuple(terms), named=tuple(named))
 
 
 def _check_affine(tensor: str, s: Shift, dim_names: set[str], at: At) -> None:

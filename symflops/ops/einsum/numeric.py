@@ -69,7 +69,7 @@ def shift_grid(xp: Any, f: Factor, extents: Mapping[str, int],
         arange = (xp.arange(extents[letter], device=device) if device is not None
                   else xp.arange(extents[letter]))
         grid = grid + c * arange.reshape(shape)
-    return -(grid + int(relation.offset))
+    return -(grid + int(sympy.sympify(relation.offset).subs(values)))
 
 
 def run_einsum(e: Einsum, arrays: Mapping[str, np.ndarray], extents: Mapping[str, int],
