@@ -26,6 +26,7 @@ from ..lang.statement import AffineTerm, Call, Ref, Shift, Statement
 from ..ops.base import claim
 from ..ops.einsum.lower import affine
 from ..ops.registry import CALLS
+from .ranges import check_range, check_start, needed, new_dim, pad_text, pairs, reach
 
 #: Where a column of the statement is in its file (None without a file).
 At = Callable[[int], "Span | None"]
@@ -135,7 +136,7 @@ def _solve_shifts(st: Statement, bound: dict[str, Letter], dims: Mapping[str, sy
     """Bind the one letter of an affine index that no operand binds (``p``
     in ``p+k``, ``i`` in ``2*i+u``: on the output only) so that the index
     reaches exactly the last position of its axis; then prove every index in
-    range (:func:`_check_range`): the cost model counts every tuple."""
+    range (:func:`~symflops.declaration.ranges.check_range`): the cost model counts every tuple."""
     for ref in st.refs:
         for s in ref.shifts:
             relation = affine(s, dims)
@@ -168,16 +169,16 @@ def _solve_shifts(st: Statement, bound: dict[str, Letter], dims: Mapping[str, sy
                         "counts down", at(term.column), f"index {term.letter!r} with another "
                         "operand, so that its extent is declared")
                 rest = [(t, k) for t, k in zip(s.terms, relation.coefficients) if t is not term]
-                low, high = _reach(rest, relation.offset, bound, ())
+                low, high = reach(rest, relation.offset, bound, ())
                 # the free letter adds from 0 up: the least value is the rest's
                 centred = c == 1 and high != after and sign(
                     high, sorted(high.free_symbols, key=str)) in (POSITIVE, NONNEGATIVE)
-                _check_start(ref, s, low, known[ref.name], at, (
-                    f"; {_pad_text(known[ref.name], s.position, sympy.expand(-low - before), high - after)}"
+                check_start(ref, s, low, known[ref.name], at, (
+                    f"; {pad_text(known[ref.name], s.position, sympy.expand(-low - before), high - after)}"
                     f" keeps {term.letter!r} over the axis's {sympy.sstr(extent)} positions, "
                     "'same' padding for a centred kernel") if centred else "")
                 same = (f"; or pad {ref.name} after the axis too, "
-                        f"{_pad_text(known[ref.name], s.position, 0, high - after)}, so that "
+                        f"{pad_text(known[ref.name], s.position, 0, high - after)}, so that "
                         f"{term.letter!r} runs over the axis's {sympy.sstr(extent)} positions, "
                         "'same' padding for a centred kernel" if before != 0 and centred else "")
                 solved = sympy.expand((extent - 1 + after - high) / c + 1)
@@ -185,13 +186,13 @@ def _solve_shifts(st: Statement, bound: dict[str, Letter], dims: Mapping[str, sy
                            "over", at(term.column),
                            f"the axis of {ref.name} must hold {s.text} at the last "
                            f"{term.letter!r} for every value of the dims: declare it as "
-                           f"{_needed(term, c, high - after, dims)} with a new dim {_new_dim(dims)} "
+                           f"{needed(term, c, high - after, dims)} with a new dim {new_dim(dims)} "
                            f"for the positions of {term.letter!r}" + (
                                f"; its padding lets the index run from {sympy.sstr(-before)} "
                                f"({ref.name}'s own positions: a causal convolution reads p-k)"
                                if before != 0 else "") + same)
                 bound[term.letter] = Letter(solved, ref.name, at(term.column))
-            _check_range(st, ref, s, relation, extent, bound, known[ref.name], at)
+            check_range(st, ref, s, relation, extent, bound, known[ref.name], at)
 
 
 def _view(s: Shift, free: list[tuple[AffineTerm, sympy.Expr]], relation: Affine,
@@ -235,8 +236,8 @@ def _solve_output(st: Statement, bound: dict[str, Letter], dims: Mapping[str, sy
                     f"an affine output index combines letters of the operands, e.g. "
                     f"Y[b,o,2*i+u] = X[b,c,i] W[c,o,u]; index {term.letter!r} on an operand")
         relation = affine(s, dims)
-        low, high = _reach(tuple(zip(s.terms, relation.coefficients)), relation.offset, bound,
-                           _pairs(st))
+        low, high = reach(tuple(zip(s.terms, relation.coefficients)), relation.offset, bound,
+                           pairs(st))
         if sign(low, sorted(low.free_symbols, key=str)) not in (ZERO, POSITIVE, NONNEGATIVE):
             raise SymflopsError(
                 f"the output index {s.text} of {st.lhs.name} writes before the start of its "
@@ -245,110 +246,6 @@ def _solve_output(st: Statement, bound: dict[str, Letter], dims: Mapping[str, sy
                 "constant so that its least value is 0")
         bound[st.lhs.indices[s.position]] = Letter(sympy.expand(high + 1), st.lhs.name,
                                                    at(s.column))
-
-
-def _pairs(st: Statement) -> list[tuple[str, str, bool]]:
-    """The where-clause as ``(low, high, strict)``: ``low <= high`` (``<`` when strict)."""
-    return [(c.left, c.right, c.op == "<") if c.op in ("<=", "<")
-            else (c.right, c.left, c.op == ">") for c in st.where]
-
-
-def _reach(terms: Sequence[tuple[AffineTerm, sympy.Expr]], offset: sympy.Expr,
-           bound: Mapping[str, Letter], pairs: Sequence[tuple[str, str, bool]]
-           ) -> tuple[sympy.Expr, sympy.Expr]:
-    """The least and greatest value of ``sum c_i x_i + offset`` over the
-    letters' ranges ``0 <= x_i < ext(x_i)``: each term at its own ends
-    (exact on a box), except a difference ``c*(high - low)`` of letters a
-    condition ``low <= high`` (or ``<``, strict) orders, which runs from 0 (or
-    ``c``) to ``c*(ext(high) - 1)``."""
-    coefficient = {t.letter: c for t, c in terms}
-    low = high = offset
-    done: set[str] = set()
-    for a, b, strict in pairs:  # a <= b (a < b when strict)
-        if a in coefficient and b in coefficient and a not in done and b not in done \
-                and sympy.expand(coefficient[a] + coefficient[b]) == 0 \
-                and not coefficient[b].could_extract_minus_sign():
-            c = coefficient[b]
-            low, high = low + (c if strict else 0), high + c * (bound[b].extent - 1)
-            done |= {a, b}
-    for letter, c in coefficient.items():
-        if letter not in done:
-            end = c * (bound[letter].extent - 1)
-            low, high = (low + end, high) if c.could_extract_minus_sign() else (low, high + end)
-    return sympy.expand(low), sympy.expand(high)
-
-
-def _needed(term: AffineTerm, c: sympy.Expr, high: sympy.Expr,
-            dims: Mapping[str, sympy.Symbol]) -> str:
-    """The axis size an index needs when its free letter has ``N`` positions
-    (``N`` a dim the declaration lacks, named so): ``c*(N - 1) + high + 1``."""
-    name = _new_dim(dims)
-    n = sympy.Symbol(name, positive=True, integer=True)
-    return sympy.sstr(sympy.expand(c * (n - 1) + high + 1))
-
-
-def _new_dim(dims: Mapping[str, sympy.Symbol]) -> str:
-    return next(n for n in ("N", "N1", "N2", "N3", "N_new") if n not in dims)
-
-
-def _pad_text(tensor: Tensor, position: int, more_before: sympy.Expr,
-              more_after: sympy.Expr) -> str:
-    """The ``pad:`` of ``tensor`` with ``more_before`` and ``more_after`` zeros
-    added around axis ``position``: ``pad: [0, 0, [R, R]]``."""
-    entries = []
-    for k in range(len(tensor.shape)):
-        before, after = tensor.padding(k)
-        if k == position:
-            before, after = sympy.expand(before + more_before), sympy.expand(after + more_after)
-        entries.append(f"[{sympy.sstr(before)}, {sympy.sstr(after)}]"
-                       if (before, after) != (0, 0) else "0")
-    return f"pad: [{', '.join(entries)}]"
-
-
-def _check_start(ref: Ref, s: Shift, low: sympy.Expr, tensor: Tensor, at: At,
-                 more: str = "") -> None:
-    """Refuse an index whose least value ``low`` may fall before the start of
-    its axis and its padding in front, naming the padding it needs (and
-    ``more`` advice)."""
-    before, _ = tensor.padding(s.position)
-    symbols = sorted((low + before).free_symbols, key=str)
-    if sign(low + before, symbols) in (ZERO, POSITIVE, NONNEGATIVE):
-        return
-    padded = f" and its {sympy.sstr(before)} zeros" if before != 0 else ""
-    raise SymflopsError(
-        f"the index {s.text} of {ref.name} reads before the start of {ref.name}'s axis "
-        f"{s.position + 1}{padded}: it goes down to {sympy.sstr(low)}", at(s.column),
-        f"every index must be at least 0 for every value of its letters (and of the "
-        f"dims): pad the axis in front with zeros ({_pad_text(tensor, s.position, -low - before, 0)} "
-        f"on {ref.name}, read as zero{more}), add a whole-number constant so that the least "
-        "value is 0, or order the letters of a difference with a where-clause (s-t where "
-        "t <= s)")
-
-
-def _check_range(st: Statement, ref: Ref, s: Shift, relation: Affine, extent: sympy.Expr,
-                 bound: Mapping[str, Letter], tensor: Tensor, at: At) -> None:
-    """Every tuple of the letters maps inside the axis, its padding included
-    (``0 <= index <= extent - 1`` at every positive value of the dims),
-    proved, else refused at the index naming the axis and the size or the
-    padding it would need."""
-    low, high = _reach(tuple(zip(s.terms, relation.coefficients)), relation.offset, bound,
-                       _pairs(st))
-    axis = f"{ref.name}'s axis {s.position + 1}"
-    before, after = tensor.padding(s.position)
-    symbols = sorted((low - high + extent + before + after).free_symbols, key=str)
-    _check_start(ref, s, low, tensor, at)
-    if sign(extent - 1 + after - high, symbols) not in (ZERO, POSITIVE, NONNEGATIVE):
-        wanted = [sympy.sstr(sympy.expand(high + 1 - after) if k == s.position else x)
-                  for k, x in enumerate(tensor.shape)]
-        padded = f" and {sympy.sstr(after)} zeros after" if after != 0 else ""
-        raise SymflopsError(
-            f"the shift {s.text} runs past the axis of {ref.name}: {axis} has "
-            f"{sympy.sstr(extent)} positions{padded}, {s.text} reaches index {sympy.sstr(high)}",
-            at(s.column), f"declare {ref.name} as [{', '.join(wanted)}] (valid positions "
-            f"only), pad it with zeros "
-            f"({_pad_text(tensor, s.position, 0, sympy.expand(high + 1 - extent - after))}, "
-            "read as zero), or leave "
-            f"a letter of {s.text} on the output only so that its extent follows from the axis")
 
 
 def _resolve_lookups(st: Statement, extent_of: Callable[[str, int], sympy.Expr | None],
