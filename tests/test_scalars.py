@@ -192,7 +192,7 @@ def test_softmax_of_a_tensor_with_no_row_letter_is_refused_at_the_call(tmp_path)
         symflops.derive(symflops.load(_write(tmp_path, text)))
     message = str(info.value)
     assert ":6:12:" in message and "no other index" in message
-    assert "P[r,s] = softmax_s(A[r,s])" in message
+    assert "softmax_s(A[r,s]), with 'r' on the output too" in message
     # the advice works: a row letter over a dim of extent 1 derives and verifies
     fixed = text.replace("{S: positions}", "{S: positions, R: one row}").replace(
         "[S]", "[R, S]").replace("P[s] = softmax_s(A[s])", "P[r,s] = softmax_s(A[r,s])")
