@@ -38,9 +38,12 @@ def forward(layer: Layer, arrays: Mapping[str, np.ndarray], dims: Mapping[str, i
     values = dict(arrays)
     for op in layer.ops:
         if op.output in override:
-            values[op.output] = override[op.output]
+            values[op.output] = np.asarray(override[op.output])
         else:
-            values.update(op.run(values, extents_at(op.index_dims, dims), dims))
+            # NumPy turns a 0-d result into a numpy scalar (np.exp(array(1.0)) is a
+            # float64), which has no elements to assign: every value stays an array.
+            values.update({name: np.asarray(value) for name, value
+                           in op.run(values, extents_at(op.index_dims, dims), dims).items()})
     return values
 
 
@@ -73,7 +76,7 @@ def backward(derivation: Derivation, values: Mapping[str, np.ndarray],
     grads: dict[str, np.ndarray] = {}
     for rule in derivation.rules:
         total = rule_value(rule, env, dims)
-        grads[rule.grad] = grads.get(rule.grad, 0) + total
+        grads[rule.grad] = np.asarray(grads.get(rule.grad, 0) + total)
         env[rule.grad] = grads[rule.grad]
     return grads
 
@@ -84,8 +87,8 @@ def rule_value(rule: Rule, env: Mapping[str, np.ndarray], dims: Mapping[str, int
     extents = extents_at(rule.index_dims, dims)
     own = getattr(rule, "evaluate", None)
     if own is not None:
-        return own(env, extents, dims)
-    return sum(run_einsum(t, env, extents, dims) for t in rule.terms)
+        return np.asarray(own(env, extents, dims))
+    return np.asarray(sum(run_einsum(t, env, extents, dims) for t in rule.terms))
 
 
 def relative_error(value: np.ndarray, reference: np.ndarray) -> float:
@@ -103,7 +106,9 @@ def central_differences(scalar: Callable[[np.ndarray], float], at: np.ndarray,
                         eps: float = EPS) -> np.ndarray:
     """d scalar / d at, one element at a time; exact up to rounding for the
     polynomials of degree <= 2 in one element that einsums are (a tensor read
-    at most twice), O(eps**2) beyond."""
+    at most twice), O(eps**2) beyond.  A 0-d ``at`` (a scalar tensor) is one
+    element like any other."""
+    at = np.array(at, dtype=float)  # a copy, and an array even for a numpy scalar
     grad = np.zeros_like(at)
     for idx in np.ndindex(at.shape):
         plus, minus = at.copy(), at.copy()
@@ -162,5 +167,5 @@ def chained(derivation: Derivation, values: Mapping[str, np.ndarray],
         except (ValueError, IndexError, KeyError) as exc:
             broken.setdefault(rule.grad, f"cannot evaluate {rule.statement}: {exc}")
             continue
-        grads[rule.grad] = env[rule.grad] = total
+        grads[rule.grad] = env[rule.grad] = np.asarray(total)
     return Chain(grads, broken)

@@ -35,8 +35,9 @@ expression in the dims: ``x_low <= x_high + c`` (``s - t < W`` is
 ``s <= t + W - 1``).  Such bounds may go round (``t <= s`` and
 ``s <= t + W - 1``) and give letters lower limits other than 0; they are
 counted by :func:`symflops.core.offsets.count_offsets` instead (a
-Fourier-Motzkin elimination, see there).  Plain bounds keep the algorithm
-above and its closed forms.
+Fourier-Motzkin elimination, see there), and so are plain bounds that go
+round (``t <= s, s <= t``: the diagonal ``t = s``).  Other plain bounds keep
+the algorithm above and its closed forms.
 
 Each closed form is checked, the first time it is computed, against a count
 by enumeration at every assignment of small values to the dims (a mismatch is
@@ -88,12 +89,31 @@ def domain_size(extents: Mapping[str, sympy.Expr], bounds: Sequence[Bound]) -> s
 @functools.lru_cache(maxsize=1024)
 def _restricted(bounds: tuple[Bound, ...], extents: tuple[tuple[str, sympy.Expr], ...]) -> sympy.Expr:
     """:func:`domain_size` of the letters the bounds name, remembered and checked."""
-    plain = all(b.offset == 0 for b in bounds)
+    plain = all(b.offset == 0 for b in bounds) and _acyclic(bounds)
     count = (_count(bounds, dict(extents)) if plain else _tidy(count_offsets(
         [(b.low, b.high, b.offset - (1 if b.strict else 0)) for b in bounds], dict(extents),
         [b.low for b in bounds if b.offset == 0])))
     _check(count, bounds, dict(extents))
     return count
+
+
+def _acyclic(bounds: tuple[Bound, ...]) -> bool:
+    """Whether no letter is bounded, through a chain of bounds, by itself
+    (``t <= s, s <= t`` goes round: a diagonal, or nothing when one is strict)."""
+    below: dict[str, set[str]] = {}
+    for b in bounds:
+        below.setdefault(b.high, set()).add(b.low)
+
+    def under(x: str) -> set[str]:
+        found, todo = set(), list(below.get(x, ()))
+        while todo:
+            y = todo.pop()
+            if y not in found:
+                found.add(y)
+                todo.extend(below.get(y, ()))
+        return found
+
+    return not any(x in under(x) for x in below)
 
 
 def _count(bounds: tuple[Bound, ...], extents: dict[str, sympy.Expr]) -> sympy.Expr:

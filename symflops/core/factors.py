@@ -115,9 +115,9 @@ class Affine:
             term = x if size == 1 else f"{sympy.sstr(size)}*{x}"
             parts.append((minus if negative else plus) if parts else ("-" if negative else ""))
             parts.append(term)
-        if self.offset != 0:
-            negative = self.offset < 0
-            parts += [minus if negative else plus, str(abs(self.offset))]
+        for sign_, c, x in offset_terms(self.offset):  # dims in name order, then the number
+            parts += [minus if sign_ == "-" else plus,
+                      str(c) if x == 1 else ("" if c == 1 else f"{c}*") + sympy.sstr(x)]
         return "".join(parts)
 
     def __str__(self) -> str:

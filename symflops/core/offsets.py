@@ -12,9 +12,12 @@ domain), together with ``lower <= upper`` (outside it the range is empty and
 adds nothing).  Inside a case the sum is Faulhaber's polynomial, exact; limits
 in the dims alone, ``L = max(...)`` and ``U = min(...)`` (always so for the
 last letter), are summed to ``max(U, L - 1)``, exact when the range is empty
-too.  A condition on the dims alone between two letters' limits (``W <= U``
-for ``t <= s - W, t >= s - U``) that cannot be proved or refuted for all dims
-is refused (:class:`Uncountable`): the count would be piecewise in the dims.
+too.  Two constraints that tie two letters, ``x <= y + c`` and ``y <= x - c``
+(``t < s + 1, t > s - 1``), fix ``x = y + c``: ``x`` is replaced by it in every
+other constraint before the elimination goes on (a diagonal: ``t = s - W``
+over ``S`` has ``S - min(S, W)`` pairs).  A condition on the dims alone
+between two letters' limits (``W <= U`` for ``t <= s - W, t >= s - U``) that
+cannot be proved or refuted for all dims is refused (:class:`Uncountable`): the count would be piecewise in the dims.
 The result is written in minima of the dims (``max(a, b) = a + b - min(a, b)``),
 each minimum without the arguments another provably undercuts.  The causal
 window ``t <= s, s - t < W`` over ``S`` has ``m(m + 1)/2 + (S - m)W`` pairs,
@@ -86,6 +89,16 @@ def _eliminate(order: tuple[str, ...], cons: frozenset[_Constraint], summand: sy
     every letter outside ``order`` already summed away.  The innermost is the
     letter with the fewest cases (lower limits times upper ones), ties going
     to the first in ``order``: a key bounded by its query before the query."""
+    equal = _equality(order, cons)
+    if equal is not None:
+        # x = y + c: a diagonal.  x is no letter of its own; its limits bound y.
+        x, y, c = equal
+        kept = _feasible([_substituted(k, x, y, c) for k in cons if {k[0], k[1]} != {x, y}])
+        if kept is None:
+            return sympy.Integer(0)
+        return _eliminate(tuple(z for z in order if z != x), _merged(kept),
+                          sympy.expand(summand.xreplace({letters[x]: letters[y] + c})), letters)
+
     def limits(x: str) -> tuple[list, list]:
         return (_pruned([(y, c) for y, h, c in cons if h == x], cons, lower=True),  # x >= y - c
                 _pruned([(z, c) for l, z, c in cons if l == x], cons, lower=False))  # x <= z + c
@@ -125,6 +138,32 @@ def _eliminate(order: tuple[str, ...], cons: frozenset[_Constraint], summand: sy
             inner = _range_sum(summand, letters[x], high, value(y) - cl)
             total += _eliminate(rest, _merged(kept), inner, letters)
     return sympy.expand(total)
+
+
+def _equality(order: tuple[str, ...], cons: frozenset[_Constraint]
+              ) -> tuple[str, str, sympy.Expr] | None:
+    """``(x, y, c)`` when ``cons`` hold both ``x <= y + c`` and ``y <= x - c``,
+    so that ``x = y + c`` (``t < s + 1, t > s - 1``: ``t = s``), ``x`` the
+    later of the two in ``order``; None when no two letters are tied so."""
+    for low, high, c in sorted(cons, key=sympy.default_sort_key):
+        if low is None or high is None:
+            continue
+        for low2, high2, c2 in cons:
+            if (low2, high2) == (high, low) and sympy.expand(c + c2) == 0:
+                if order.index(low) > order.index(high):
+                    return low, high, c
+                return high, low, c2
+    return None
+
+
+def _substituted(k: _Constraint, x: str, y: str, c: sympy.Expr) -> _Constraint:
+    """The constraint ``k`` with ``x`` replaced by ``y + c``."""
+    low, high, d = k
+    if low == x:   # y + c <= high + d
+        return y, high, d - c
+    if high == x:  # low <= y + c + d
+        return low, y, d + c
+    return k
 
 
 def _pruned(ends: list[tuple[str | None, sympy.Expr]], cons: frozenset[_Constraint],
@@ -239,6 +278,10 @@ def _simplified(e: sympy.Expr) -> sympy.Expr:
     minima only: ``max(a, b) = a + b - min(a, b)``, ``min(-a, -b) = -max(a, b)``."""
     def prune(m: sympy.Expr) -> sympy.Expr:
         args = list(m.args)
+        constants = {a.as_coeff_Add()[0] for a in args}
+        if len(constants) == 1 and 0 not in constants:  # min(a - 1, b - 1) = min(a, b) - 1
+            shift = constants.pop()
+            return prune(type(m)(*(a - shift for a in args))) + shift
         sign = 1 if isinstance(m, sympy.Min) else -1
         keep = [a for i, a in enumerate(args)
                 if not any(_nonnegative(sign * (a - b)) and (j < i or not _nonnegative(sign * (b - a)))
@@ -248,7 +291,10 @@ def _simplified(e: sympy.Expr) -> sympy.Expr:
         if isinstance(m, sympy.Min) and all(a.could_extract_minus_sign() for a in keep):
             return -prune(sympy.Max(*(-a for a in keep), evaluate=False))
         # min(0, W - S) = min(S, W) - S: a dim subtracted in some argument, added to all
-        for d in sorted(m.free_symbols, key=str):
+        # (only among polynomial arguments: an argument may hold a minimum
+        # that stayed, min(S, W + 1) inside a max, which Poly cannot take)
+        polynomial = not any(a.atoms(sympy.Min, sympy.Max) for a in keep)
+        for d in sorted(m.free_symbols, key=str) if polynomial else ():
             moved = [sympy.expand(a + d) for a in keep]
             if any(sympy.expand(a).coeff(d) == -1 for a in keep) and all(
                     not a.could_extract_minus_sign() and a != 0 and

@@ -3,11 +3,12 @@
 Every letter of an op is bound to the extent of the axis it indexes (a
 :class:`Letter`); a looked-up position (``E[tok[b], d]``) and an affine one
 (``X[b,c,p+k]``, ``X[b,c,2*i+u]``, ``H[b,s-1,d]``, on the output too) get
-fresh letters; the one letter of an affine index that no operand binds gets
-the extent that makes the index reach the axis's last position (a valid
-convolution), and every affine index is proved to stay inside its axis and
-its declared padding; the lookups, the output's letters and the where-clause
-are checked.  :func:`bind_letters` does all of it, in that
+fresh letters, a dim in an affine index being part of its constant
+(``X[b,c,i+u-R]``, a centred kernel); the one letter of an affine index that
+no operand binds gets the extent that makes the index reach the axis's last
+position (a valid convolution), and every affine index is proved to stay
+inside its axis and its declared padding; the lookups, the output's letters
+and the where-clause are checked.  :func:`bind_letters` does all of it, in that
 order, and returns the statement with its fresh letters and the letters bound.
 """
 
@@ -25,6 +26,7 @@ from ..lang.statement import AffineTerm, Call, Ref, Shift, Statement
 from ..ops.base import claim
 from ..ops.einsum.lower import affine
 from ..ops.registry import CALLS
+from .ranges import check_range, check_start, needed, new_dim, pad_text, pairs, reach
 
 #: Where a column of the statement is in its file (None without a file).
 At = Callable[[int], "Span | None"]
@@ -135,7 +137,7 @@ def _solve_shifts(st: Statement, bound: dict[str, Letter], dims: Mapping[str, sy
     """Bind the one letter of an affine index that no operand binds (``p``
     in ``p+k``, ``i`` in ``2*i+u``: on the output only) so that the index
     reaches exactly the last position of its axis; then prove every index in
-    range (:func:`_check_range`): the cost model counts every tuple."""
+    range (:func:`~symflops.declaration.ranges.check_range`): the cost model counts every tuple."""
     for ref in st.refs:
         for s in ref.shifts:
             relation = affine(s, dims)
@@ -151,11 +153,14 @@ def _solve_shifts(st: Statement, bound: dict[str, Letter], dims: Mapping[str, sy
                 free = []
             if len(free) > 1:
                 a, b = free[0][0].letter, free[1][0].letter
+                named = [t.letter for t, _ in free if t.letter[:1].isupper()]
                 raise SymflopsError(
                     f"the shift {s.text} leaves an index unbound", at(s.column),
                     f"index {b!r} (or {a!r}) with another operand, e.g. a kernel "
                     f"W[o,c,{b}], so that the other letter's extent follows from the axis "
-                    f"of {ref.name}: ext({a}) = ext(axis) - ext({b}) + 1")
+                    f"of {ref.name}: ext({a}) = ext(axis) - ext({b}) + 1" + (
+                        f"; if {named[0]!r} is a constant, declare it under 'dims:' (a dim "
+                        "in an index is part of its constant: i+u-R)" if named else ""))
             if free:
                 term, c = free[0]
                 if term.letter in dims:
@@ -169,19 +174,30 @@ def _solve_shifts(st: Statement, bound: dict[str, Letter], dims: Mapping[str, sy
                         "counts down", at(term.column), f"index {term.letter!r} with another "
                         "operand, so that its extent is declared")
                 rest = [(t, k) for t, k in zip(s.terms, relation.coefficients) if t is not term]
-                _, high = _reach(rest, relation.offset, bound, ())
+                low, high = reach(rest, relation.offset, bound, ())
+                # the free letter adds from 0 up: the least value is the rest's
+                centred = c == 1 and high != after and sign(
+                    high, sorted(high.free_symbols, key=str)) in (POSITIVE, NONNEGATIVE)
+                check_start(ref, s, low, known[ref.name], at, (
+                    f"; {pad_text(known[ref.name], s.position, sympy.expand(-low - before), high - after)}"
+                    f" keeps {term.letter!r} over the axis's {sympy.sstr(extent)} positions, "
+                    "'same' padding for a centred kernel") if centred else "")
+                same = (f"; or pad {ref.name} after the axis too, "
+                        f"{pad_text(known[ref.name], s.position, 0, high - after)}, so that "
+                        f"{term.letter!r} runs over the axis's {sympy.sstr(extent)} positions, "
+                        "'same' padding for a centred kernel" if before != 0 and centred else "")
                 solved = sympy.expand((extent - 1 + after - high) / c + 1)
                 check_size(solved, f"the letter {term.letter!r} of the shift {s.text} ranges "
                            "over", at(term.column),
                            f"the axis of {ref.name} must hold {s.text} at the last "
                            f"{term.letter!r} for every value of the dims: declare it as "
-                           f"{_needed(term, c, high - after, dims)} with a new dim {_new_dim(dims)} "
+                           f"{needed(term, c, high - after, dims)} with a new dim {new_dim(dims)} "
                            f"for the positions of {term.letter!r}" + (
                                f"; its padding lets the index run from {sympy.sstr(-before)} "
                                f"({ref.name}'s own positions: a causal convolution reads p-k)"
-                               if before != 0 else ""))
+                               if before != 0 else "") + same)
                 bound[term.letter] = Letter(solved, ref.name, at(term.column))
-            _check_range(st, ref, s, relation, extent, bound, known[ref.name], at)
+            check_range(st, ref, s, relation, extent, bound, known[ref.name], at)
 
 
 def _view(s: Shift, free: list[tuple[AffineTerm, sympy.Expr]], relation: Affine,
@@ -232,8 +248,8 @@ def _solve_output(st: Statement, bound: dict[str, Letter], dims: Mapping[str, sy
                     f"an affine output index combines letters of the operands, e.g. "
                     f"Y[b,o,2*i+u] = X[b,c,i] W[c,o,u]; index {term.letter!r} on an operand")
         relation = affine(s, dims)
-        low, high = _reach(tuple(zip(s.terms, relation.coefficients)), relation.offset, bound,
-                           _pairs(st))
+        low, high = reach(tuple(zip(s.terms, relation.coefficients)), relation.offset, bound,
+                           pairs(st))
         if sign(low, sorted(low.free_symbols, key=str)) not in (ZERO, POSITIVE, NONNEGATIVE):
             raise SymflopsError(
                 f"the output index {s.text} of {st.lhs.name} writes before the start of its "
@@ -242,92 +258,6 @@ def _solve_output(st: Statement, bound: dict[str, Letter], dims: Mapping[str, sy
                 "constant so that its least value is 0")
         bound[st.lhs.indices[s.position]] = Letter(sympy.expand(high + 1), st.lhs.name,
                                                    at(s.column))
-
-
-def _pairs(st: Statement) -> list[tuple[str, str, bool]]:
-    """The where-clause as ``(low, high, strict)``: ``low <= high`` (``<`` when strict)."""
-    return [(c.left, c.right, c.op == "<") if c.op in ("<=", "<")
-            else (c.right, c.left, c.op == ">") for c in st.where]
-
-
-def _reach(terms: Sequence[tuple[AffineTerm, sympy.Expr]], offset: sympy.Expr,
-           bound: Mapping[str, Letter], pairs: Sequence[tuple[str, str, bool]]
-           ) -> tuple[sympy.Expr, sympy.Expr]:
-    """The least and greatest value of ``sum c_i x_i + offset`` over the
-    letters' ranges ``0 <= x_i < ext(x_i)``: each term at its own ends
-    (exact on a box), except a difference ``c*(high - low)`` of letters a
-    condition ``low <= high`` (or ``<``, strict) orders, which runs from 0 (or
-    ``c``) to ``c*(ext(high) - 1)``."""
-    coefficient = {t.letter: c for t, c in terms}
-    low = high = offset
-    done: set[str] = set()
-    for a, b, strict in pairs:  # a <= b (a < b when strict)
-        if a in coefficient and b in coefficient and a not in done and b not in done \
-                and sympy.expand(coefficient[a] + coefficient[b]) == 0 \
-                and not coefficient[b].could_extract_minus_sign():
-            c = coefficient[b]
-            low, high = low + (c if strict else 0), high + c * (bound[b].extent - 1)
-            done |= {a, b}
-    for letter, c in coefficient.items():
-        if letter not in done:
-            end = c * (bound[letter].extent - 1)
-            low, high = (low + end, high) if c.could_extract_minus_sign() else (low, high + end)
-    return sympy.expand(low), sympy.expand(high)
-
-
-def _needed(term: AffineTerm, c: sympy.Expr, high: sympy.Expr,
-            dims: Mapping[str, sympy.Symbol]) -> str:
-    """The axis size an index needs when its free letter has ``N`` positions
-    (``N`` a dim the declaration lacks, named so): ``c*(N - 1) + high + 1``."""
-    name = _new_dim(dims)
-    n = sympy.Symbol(name, positive=True, integer=True)
-    return sympy.sstr(sympy.expand(c * (n - 1) + high + 1))
-
-
-def _new_dim(dims: Mapping[str, sympy.Symbol]) -> str:
-    return next(n for n in ("N", "N1", "N2", "N3", "N_new") if n not in dims)
-
-
-def _check_range(st: Statement, ref: Ref, s: Shift, relation: Affine, extent: sympy.Expr,
-                 bound: Mapping[str, Letter], tensor: Tensor, at: At) -> None:
-    """Every tuple of the letters maps inside the axis, its padding included
-    (``0 <= index <= extent - 1`` at every positive value of the dims),
-    proved, else refused at the index naming the axis and the size or the
-    padding it would need."""
-    low, high = _reach(tuple(zip(s.terms, relation.coefficients)), relation.offset, bound,
-                       _pairs(st))
-    axis = f"{ref.name}'s axis {s.position + 1}"
-    before, after = tensor.padding(s.position)
-    symbols = sorted((low - high + extent + before + after).free_symbols, key=str)
-
-    def pad(more_before: sympy.Expr, more_after: sympy.Expr) -> str:
-        entries = [f"[{sympy.sstr(sympy.expand(before + more_before))}, "
-                   f"{sympy.sstr(sympy.expand(after + more_after))}]" if k == s.position
-                   else (f"[{sympy.sstr(tensor.padding(k)[0])}, {sympy.sstr(tensor.padding(k)[1])}]"
-                         if tensor.padding(k) != (0, 0) else "0")
-                   for k in range(len(tensor.shape))]
-        return f"pad: [{', '.join(entries)}]"
-
-    if sign(low + before, symbols) not in (ZERO, POSITIVE, NONNEGATIVE):
-        padded = f" and its {sympy.sstr(before)} zeros" if before != 0 else ""
-        raise SymflopsError(
-            f"the index {s.text} of {ref.name} reads before the start of {axis}{padded}: it "
-            f"goes down to {sympy.sstr(low)}", at(s.column),
-            f"every index must be at least 0 for every value of its letters (and of the "
-            f"dims): pad the axis in front with zeros ({pad(-low - before, 0)} on "
-            f"{ref.name}, read as zero), add a whole-number constant so that the least value "
-            "is 0, or order the letters of a difference with a where-clause (s-t where t <= s)")
-    if sign(extent - 1 + after - high, symbols) not in (ZERO, POSITIVE, NONNEGATIVE):
-        wanted = [sympy.sstr(sympy.expand(high + 1 - after) if k == s.position else x)
-                  for k, x in enumerate(tensor.shape)]
-        padded = f" and {sympy.sstr(after)} zeros after" if after != 0 else ""
-        raise SymflopsError(
-            f"the shift {s.text} runs past the axis of {ref.name}: {axis} has "
-            f"{sympy.sstr(extent)} positions{padded}, {s.text} reaches index {sympy.sstr(high)}",
-            at(s.column), f"declare {ref.name} as [{', '.join(wanted)}] (valid positions "
-            f"only), pad it with zeros ({pad(0, sympy.expand(high + 1 - extent - after))}, "
-            "read as zero), or leave "
-            f"a letter of {s.text} on the output only so that its extent follows from the axis")
 
 
 def _resolve_lookups(st: Statement, extent_of: Callable[[str, int], sympy.Expr | None],
@@ -343,6 +273,10 @@ def _resolve_lookups(st: Statement, extent_of: Callable[[str, int], sympy.Expr |
     used |= {c.left for c in st.where} | {c.right for c in st.where}
     used |= {x for r in (st.lhs, *st.refs) for s in r.shifts for x in s.letters}
     used |= dim_names
+    # The names a statement indexes with, or compares: a name there is a letter
+    # even when a dim shares it; any other dim in an affine index is a constant.
+    names = {i for r in (st.lhs, *st.refs) for i in r.indices if i}
+    names |= {c.left for c in st.where} | {c.right for c in st.where}
 
     def fresh(ref: Ref, position: int, letters: str = LOOKUP_LETTERS) -> str:
         extent = extent_of(ref.name, position)
@@ -355,10 +289,11 @@ def _resolve_lookups(st: Statement, extent_of: Callable[[str, int], sympy.Expr |
         indices = list(ref.indices)
         for g in ref.gathers:
             indices[g.position] = fresh(ref, g.position)
-        for s in ref.shifts:
+        shifts = tuple(_named_constant(ref.name, s, names, dim_names, at) for s in ref.shifts)
+        for s in shifts:
             _check_affine(ref.name, s, dim_names, at)
             indices[s.position] = fresh(ref, s.position, SHIFT_LETTERS)
-        return replace(ref, indices=tuple(indices))
+        return replace(ref, indices=tuple(indices), shifts=shifts)
 
     terms = []
     lhs = resolve(st.lhs)  # an affine output index (a transposed convolution) writes a fresh letter
@@ -368,6 +303,31 @@ def _resolve_lookups(st: Statement, extent_of: Callable[[str, int], sympy.Expr |
                    for f in term.factors]
         terms.append(replace(term, factors=tuple(factors)))
     return replace(st, lhs=lhs, terms=tuple(terms))
+
+
+def _named_constant(tensor: str, s: Shift, letters: set[str], dim_names: set[str],
+                    at: At) -> Shift:
+    """``s`` with its terms that name a dim moved to its constant (``R`` in
+    ``i+u-R``, ``2*R`` in ``i+2*k-2*R``, ``P*R``): a declared dim that is no
+    letter of the statement.  A term written letter-first (``i*R``) keeps its
+    letter; an index left without a letter is refused."""
+    terms, named = [], []
+    for t in s.terms:
+        if t.letter not in dim_names or t.letter in letters:
+            terms.append(t)
+        elif isinstance(t.coefficient, str) and t.coefficient not in dim_names:
+            terms.append(replace(t, letter=t.coefficient, coefficient=t.letter))  # i*R is R*i
+        else:
+            named.append(t)
+    if not named:
+        return s
+    if not terms:
+        raise SymflopsError(
+            f"the index {s.text} of {tensor} holds no letter", at(s.column),
+            "an index adds letters, and dims and whole numbers as its constant (i+u-R); "
+            "a position fixed by dims alone is a slice: declare the tensor without that "
+            "axis, or index it with a letter over an axis of extent 1")
+    return replace(s, terms=tuple(terms), named=tuple(named))
 
 
 def _check_affine(tensor: str, s: Shift, dim_names: set[str], at: At) -> None:
@@ -430,8 +390,10 @@ def _check_output(st: Statement, bound: Mapping[str, Letter], at: At) -> None:
 
 def _check_where(st: Statement, bound: Mapping[str, Letter], dims: Mapping[str, sympy.Symbol],
                  known: Mapping[str, Tensor], at: At) -> None:
-    """Every letter of the where-clause is an index of the op; no letter is
-    compared with itself, and the conditions do not go round in a cycle."""
+    """Every letter of the where-clause is an index of the op, and no letter is
+    compared with itself.  Conditions that go round (``t <= s, s - t < W``: a
+    window; ``t <= s, s <= t``: the diagonal) are counted when the op is
+    lowered, where an empty domain is refused (:mod:`symflops.ops.conditions`)."""
     letters = sorted(i for i in bound if i)
     for c in st.where:
         for letter, col in ((c.left, c.column), (c.right, c.right_column)):
@@ -446,26 +408,3 @@ def _check_where(st: Statement, bound: Mapping[str, Letter], dims: Mapping[str, 
         if c.left == c.right:
             raise SymflopsError(f"the condition compares {c.left!r} with itself", at(c.column),
                                 "compare two different letters, e.g. 'where t <= s'")
-    below: dict[str, set[str]] = {}
-    # A condition with an offset (s - t < W) may go round with a plain one
-    # (t <= s): a window; whether its domain can be counted is decided when it is.
-    for c in (c for c in st.where if c.plain):
-        low, high = (c.left, c.right) if c.op in ("<=", "<") else (c.right, c.left)
-        below.setdefault(high, set()).add(low)
-    state: dict[str, str] = {}
-
-    def visit(letter: str) -> None:
-        if state.get(letter) == "done":
-            return
-        if state.get(letter) == "active":
-            raise SymflopsError("the where-clause's conditions form a cycle",
-                                at(st.where[0].column),
-                                "each letter must be bounded by letters it does not bound; "
-                                "for equal letters use one letter")
-        state[letter] = "active"
-        for low in below.get(letter, ()):
-            visit(low)
-        state[letter] = "done"
-
-    for letter in list(below):
-        visit(letter)

@@ -1,5 +1,5 @@
 """The affine index expressions of the statement grammar: ``2*p+k``,
-``p+2*k``, ``s-1``, ``s-t``, ``P*i+u`` (see :mod:`symflops.lang.statement`).
+``p+2*k``, ``s-1``, ``s-t``, ``P*i+u``, ``i+u-R`` (see :mod:`symflops.lang.statement`).
 
 Pure: tokens in, :class:`~symflops.lang.syntax.AffineTerm` records and the
 constant out, or a :class:`SymflopsError` naming the expression.  Whether a
@@ -19,7 +19,9 @@ def affine_terms(run: Sequence[Token], tensor: str, span: Span | None
                  ) -> tuple[tuple[AffineTerm, ...], int]:
     """``[+|-] term ((+|-) term)*`` with ``term := letter | N*letter |
     letter*N | NAME*letter | N`` (``N`` a whole number): the terms and the
-    sum of the constants.  Anything else (a product of three factors,
+    sum of the constants.  A name alone may be a dim (``R`` in ``i+u-R``),
+    known only with the dims: it is a term here, and the binding moves it to
+    the constant (:mod:`symflops.declaration.letters`).  Anything else (a product of three factors,
     division, parentheses, powers, a fraction) is refused by name at the
     expression's column: grammar advice would change its meaning."""
     expr = "".join(t.text for t in run)
@@ -31,7 +33,8 @@ def affine_terms(run: Sequence[Token], tensor: str, span: Span | None
             f"{why}; an index is a letter (b), a lookup through an index tensor (tok[b]) "
             "or an affine expression of letters: a sum or difference of letters, each "
             "times a positive whole number or a dim (2*p+k, p+2*k, P*i+u, s-t), plus a "
-            "whole-number constant (s-1)")
+            "constant of whole numbers and dims (s-1; i+u-R, a kernel of 2*R + 1 taps "
+            "centred on i)")
 
     terms: list[AffineTerm] = []
     constant, k, first = 0, 0, True

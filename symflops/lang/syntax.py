@@ -63,18 +63,23 @@ class AffineTerm:
 @dataclass(frozen=True)
 class Shift:
     """An affine index position: ``p+k`` in ``X[b,c,p+k]``, ``2*p+k``,
-    ``p+2*k``, ``s-1``, ``s-t``, ``P*i+u``: the sum of its signed
+    ``p+2*k``, ``s-1``, ``s-t``, ``P*i+u``, ``i+u-R``: the sum of its signed
     :class:`AffineTerm` s (each letter at most once is checked later) and a
     whole-number ``constant``; ``column`` is where the expression starts and
-    ``text`` is it as written, spaces dropped.  ``left``/``right`` (and their
-    columns) name the first two letters, as for the two-letter shift ``p+k``
-    (``right`` is ``""`` for a one-letter index such as ``s-1``)."""
+    ``text`` is it as written, spaces dropped.  ``named`` holds the terms of
+    the constant that name a dim (``-R`` in ``i+u-R``, centred padding): the
+    grammar reads every name as a letter, and the binding moves a declared
+    dim that is no letter of the statement there, once the dims are known.
+    ``left``/``right`` (and their columns) name the first two letters, as for
+    the two-letter shift ``p+k`` (``right`` is ``""`` for a one-letter index
+    such as ``s-1``)."""
 
     position: int
     terms: tuple[AffineTerm, ...]
     constant: int
     column: int
     text: str
+    named: tuple[AffineTerm, ...] = ()
 
     @property
     def letters(self) -> tuple[str, ...]:
@@ -83,7 +88,7 @@ class Shift:
     @property
     def is_plain(self) -> bool:
         """A shift of two letters, ``p+k``: every coefficient 1, no constant."""
-        return (len(self.terms) == 2 and self.constant == 0
+        return (len(self.terms) == 2 and self.constant == 0 and not self.named
                 and all(t.coefficient == 1 and not t.negative for t in self.terms))
 
     @property

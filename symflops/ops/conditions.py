@@ -38,10 +38,11 @@ def condition_factor(c: Condition, scope: Scope) -> Factor:
 
 
 def check_domain(factors: Iterable[Factor], scope: Scope, where: Sequence[Condition]) -> None:
-    """Refuse a where-clause with offsets whose domain is empty for all dims
-    or whose size is not one closed form (see :mod:`symflops.core.domain`)."""
+    """Refuse a where-clause whose domain is empty for all dims (``t <= s, s -
+    t < 0``) or whose size is not one closed form (see :mod:`symflops.core.domain`).
+    A diagonal (``t < s + 1, t > s - 1``, ``t <= s, t >= s``) is counted."""
     conditions = [f for f in factors if f.is_comparison]
-    if all(f.offset == 0 for f in conditions):
+    if not conditions:
         return
     letters = {i for f in conditions for i in f.indices}
     try:
@@ -53,5 +54,8 @@ def check_domain(factors: Iterable[Factor], scope: Scope, where: Sequence[Condit
                             "state the window so that its size does not depend on how two dims "
                             "compare (e.g. 't <= s, s - t < W'), or split the op") from None
     if size == 0:
-        raise SymflopsError("the where-clause's conditions leave no index tuple for any dims",
-                            scope.at(where[0].column), "check the directions of the comparisons")
+        named = tuple(dict.fromkeys(i for c in where for i in (c.left, c.right)))
+        what = {2: "pair", 3: "triple"}.get(len(named), "tuple")
+        raise SymflopsError(f"the where-clause's conditions leave no {what} "
+                            f"({', '.join(named)}) for any dims", scope.at(where[0].column),
+                            "check the directions of the comparisons")

@@ -276,6 +276,21 @@ def _lower(call: Any, out: Factor, scope: Scope) -> Normalize:
                      tuple((i, scope.extents[i]) for i in letters), scope.text, scope.span)
 
 
+def _check_rows(call: Any, op: Normalize, scope: Scope) -> Normalize:
+    """Refuse a normalisation over every letter of its tensor: its statistics
+    (the normaliser, the mean, rstd) would be one number for the whole
+    tensor, which the derivation indexes by a row."""
+    letters = tuple(dict.fromkeys(call.ref.indices))
+    if any(i not in op.index for i in letters):
+        return op
+    row = next(c for c in "rabcdefghijklmnopqstuvwxyz" if c not in letters)
+    rows = ",".join((row,) + letters)
+    raise SymflopsError(f"{call.name} of a tensor with no other index is not supported",
+                        scope.at(call.column), f"give {call.ref.name} a row letter over a dim "
+                        f"of extent 1, {call.name}({call.ref.name}[{rows}]), with {row!r} on "
+                        "the output too")
+
+
 class NormalizeCall:
     """The statement forms of the normalisations: ``P[s,t] = softmax_t(A[s,t])``
     (a softmax may take a where-clause, a causal mask) as a whole op, or
@@ -291,7 +306,7 @@ class NormalizeCall:
             return None
         op = _lower(call, out, scope)
         if not statement.where:
-            return op
+            return _check_rows(call, op, scope)
         where = statement.where
         if len(op.index) > 1:
             raise SymflopsError(f"a where-clause on {call.name}(...) over several indices is not "
@@ -305,12 +320,13 @@ class NormalizeCall:
             raise SymflopsError("the where-clause names a letter the softmax's input "
                                 "does not have", scope.at(where[0].column),
                                 f"use letters of {call.ref.name}[{','.join(call.ref.indices)}]")
+        _check_rows(call, op, scope)
         conditions = tuple(condition_factor(c, scope) for c in where)
         check_domain(conditions, scope, where)
         return dataclasses.replace(op, conditions=conditions)
 
     def inline(self, call: Any, out: Factor, scope: Scope) -> Normalize:
-        return _lower(call, out, scope)
+        return _check_rows(call, _lower(call, out, scope), scope)
 
 
 NORMALIZE = NormalizeCall()

@@ -137,8 +137,9 @@ def affine_index(f: Factor, spaced: bool = False) -> str:
                                        else symbol_name(str(size)) + r"\,")
         sign = (minus if negative else plus) if k else ("-" if negative else "")
         text += sign + factor + index_list([letter])
-    if relation.offset != 0:
-        text += (minus if relation.offset < 0 else plus) + str(abs(relation.offset))
+    for sign, c, x in offset_terms(relation.offset):  # dims in name order, then the number
+        text += (minus if sign == "-" else plus) + (
+            str(c) if x == 1 else ("" if c == 1 else f"{c}\\,") + symbol_name(str(x)))
     return text
 
 

@@ -20,7 +20,7 @@ import sympy
 from ...core.errors import SymflopsError, closest
 from ...core.ir import SELECT, SHIFT, Affine, Apply, Einsum, Factor, Tensor
 from ...lang.expr import parse_expression
-from ...lang.statement import Call, Constant, Ref, Shift, Statement, Term
+from ...lang.statement import AffineTerm, Call, Constant, Ref, Shift, Statement, Term
 from ..base import CallKind, Lowered, Op, Scope, claim, usages
 from ..conditions import check_domain, condition_factor
 from ..functions import FUNCTIONS
@@ -176,7 +176,13 @@ def _lookups(ref: Ref, scope: Scope) -> list[Factor]:
 
 def affine(s: Shift, dims: Mapping[str, sympy.Symbol]) -> Affine:
     """The relation of an affine index, its named coefficients read as dims
-    (:func:`symflops.declaration.letters.bind_letters` has checked they are)."""
-    coefficients = tuple((-1 if t.negative else 1) * (dims[t.coefficient] if isinstance(
-        t.coefficient, str) else sympy.Integer(t.coefficient)) for t in s.terms)
-    return Affine(coefficients, sympy.Integer(s.constant))
+    (:func:`symflops.declaration.letters.bind_letters` has checked they are),
+    and its constant the whole number plus its dim terms (``-R`` in ``i+u-R``)."""
+    def signed(t: AffineTerm) -> sympy.Expr:
+        return (-1 if t.negative else 1) * (dims[t.coefficient] if isinstance(
+            t.coefficient, str) else sympy.Integer(t.coefficient))
+
+    coefficients = tuple(signed(t) for t in s.terms)
+    constant = sympy.Integer(s.constant) + sum((signed(t) * dims[t.letter] for t in s.named),
+                                               sympy.Integer(0))
+    return Affine(coefficients, sympy.expand(constant))

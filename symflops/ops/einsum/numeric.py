@@ -69,7 +69,7 @@ def shift_grid(xp: Any, f: Factor, extents: Mapping[str, int],
         arange = (xp.arange(extents[letter], device=device) if device is not None
                   else xp.arange(extents[letter]))
         grid = grid + c * arange.reshape(shape)
-    return -(grid + int(relation.offset))
+    return -(grid + int(sympy.sympify(relation.offset).subs(values)))
 
 
 def run_einsum(e: Einsum, arrays: Mapping[str, np.ndarray], extents: Mapping[str, int],
@@ -111,8 +111,9 @@ def run_einsum(e: Einsum, arrays: Mapping[str, np.ndarray], extents: Mapping[str
 
 def run_op(op: Op, values: Mapping[str, np.ndarray], extents: Mapping[str, int],
            dims: Mapping[str, int] | None = None) -> np.ndarray:
-    """One forward op: the sum of its terms."""
-    return sum(run_einsum(t, values, extents, dims) for t in op.terms)
+    """One forward op: the sum of its terms, an array (0-d for a scalar output,
+    where Python's sum of 0-d arrays would give a numpy scalar)."""
+    return np.asarray(sum(run_einsum(t, values, extents, dims) for t in op.terms))
 
 
 def extents_at(index_dims: Sequence[tuple[str, sympy.Expr]], dims: Mapping[str, int]) -> dict[str, int]:
