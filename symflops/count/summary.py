@@ -31,7 +31,9 @@ _ORDER = ("products of several tensors are contracted pairwise: forward terms in
           "written (or the cheapest, with forward_order: cheapest), backward rules in the cheapest "
           "order (where the cheapest orders cross: the one cheapest at the declared sizes, else the "
           "least of their costs); 'flops' counts the pairwise products that multiply two tensors, "
-          "sum over a letter and keep a letter only one of them has (matrix products), "
+          "sum over a letter and keep a letter only one of them has (matrix products, and "
+          "convolutions: a scatter through a shifted index sums the terms reaching each "
+          "position), "
           "'flops_elementwise' everything else")
 
 CONVENTIONS = {

@@ -13,19 +13,28 @@ when a where-clause restricts its letters) times
 * 2 for a step that sums over a letter (a multiply-add per term);
 * 1 for a step that sums over nothing (an elementwise or outer product);
 * 2 for a *scatter* (a step whose only summed letters choose an output
-  position through a lookup, ``dE[v,d] = dX[b,d] where v = tok[b]``: a multiply
-  and an add into the selected element per term), 1 for a lone tensor
-  scattered (one add per element read);
+  position through a lookup, ``dE[v,d] = dX[b,d] where v = tok[b]``, or a
+  shift, ``dX[b,c,q] = dY[b,c,p] W[c,k] where q = p + k``: a multiply and an
+  add into the selected element per term), 1 for a lone tensor scattered (one
+  add per element read);
 * 1 for a lone tensor summed over a letter (a reduction: one add per element read).
 
 **Bucket** (the one rule symflops applies to every step, forward and
 backward): a step is a *contraction*, counted in ``flops``, when it multiplies
-two tensors, sums over a letter that is a real sum (not a scatter position),
-and keeps a letter that only one of the two has: a matrix product, batched or
-not, or a matrix-vector product.  Every other step (an elementwise or outer
-product, a row-wise dot product such as ``sum_b Xh[b,d] dY[b,d]``, a scatter,
-a lone reduction) is elementwise work, as are constants, functions and the
-additions between terms.
+two tensors, sums over a letter, and keeps a letter that only one of the two
+has: a matrix product, batched or not, a matrix-vector product, or a
+convolution.  A scatter through a shift (an affine index: a convolution's
+input gradient, a transposed convolution's forward) is a sum too: each output
+position ``q = p + k`` sums the pairs that reach it, so its letters count as
+summed and ``q`` as a kept letter of the operands whose letters give it; the
+step is a contraction when the two operands' letters differ, as PyTorch's
+counter counts every convolution and transposed convolution (of any groups,
+with windows that overlap or not).  Every other step (an elementwise or outer
+product, a dot product whose kept letters are all on both operands, such as
+``sum_b Xh[b,d] dY[b,d]`` or ``sum_v P[v] L[v]``, a scatter through a lookup,
+a lone tensor scattered or reduced) is elementwise work, as are constants,
+functions and the additions between terms.  A lone tensor scattered through a
+view whose blocks do not overlap (a reshape's gradient) is a copy: no step.
 
 **Orders.** ``written``: left to right as written, ``((A B) C) D``.
 ``cheapest``: the orders no other order beats at every size of the dims,
@@ -85,13 +94,22 @@ class PairStep:
 class Pattern:
     """What counting needs of a term: each operand's letters (a letter a
     lookup or a shift determines stands for the letters that determine it),
-    the output's, the where-clause's bounds, and the scatter letters (summed
-    letters that choose an output position through a lookup)."""
+    the output's, the where-clause's bounds, the scatter letters (summed
+    letters that choose an output position through a lookup, a shift or an
+    offset), and those of them that choose it through a shift (an affine
+    index: ``p, k`` in ``dX[b,c,q] = dY[b,c,p] W[c,k] where q = p + k``)."""
 
     leaves: tuple[frozenset[str], ...]
     out: frozenset[str]
     bounds: tuple[Bound, ...]
     scatter: frozenset[str]
+    shifted: frozenset[str] = frozenset()
+
+    @property
+    def convolution(self) -> bool:
+        """Whether every scatter letter chooses its output position through a
+        shift: the term is a convolution's (or a transposed convolution's) sum."""
+        return bool(self.scatter) and self.scatter <= self.shifted
 
 
 def bounds_of(e: Einsum) -> tuple[Bound, ...]:
@@ -109,7 +127,9 @@ def pattern(e: Einsum) -> Pattern:
     alone = scatter - out - frozenset().union(*leaves)
     if alone and leaves:
         leaves[0] = leaves[0] | alone
-    return Pattern(tuple(leaves), out, bounds_of(e), scatter - out)
+    shifted = frozenset(j for f in e.operands if f.is_shift and f.indices[0] in out
+                        for j in f.indices[1:])
+    return Pattern(tuple(leaves), out, bounds_of(e), scatter - out, shifted - out)
 
 
 def size(letters: frozenset[str] | set[str], extents: Mapping[str, sympy.Expr],
@@ -145,12 +165,20 @@ def _step(p: Pattern, a: frozenset[int], b: frozenset[int], extents: Mapping[str
     if summed:
         one_sided = any(not (x in ka and x in kb) for x in span - summed)
         kind: StepKind = "contraction" if one_sided else "dot"
-    else:
+    elif len(a | b) == len(p.leaves) and p.scatter:
         # The last step of a scatter adds each product into the element its
-        # lookup selects: an add per term, as a sum would.
-        last = len(a | b) == len(p.leaves)
-        kind = "scatter" if last and p.scatter else "product"
-        summed = p.scatter if kind == "scatter" else summed
+        # index selects: an add per term, as a sum would.  Through a shift it
+        # is a convolution's sum (an output position q = p + k sums the pairs
+        # that reach it): a real sum, over the scatter letters, that keeps q,
+        # a letter of the operand(s) whose letters give it.  So the rule
+        # above decides: a letter on one operand only (the position's
+        # included) makes it a contraction.  Through a lookup it stays a
+        # scatter-add, elementwise.
+        summed = p.scatter
+        kind = ("scatter" if not p.convolution else
+                "contraction" if ka != kb else "dot")
+    else:
+        kind = "product"
     n = size(span, extents, p.bounds)
     return PairStep(ka, kb, span, summed, kind, n, _per(kind, unit) * n)
 
