@@ -20,7 +20,8 @@ from ...core.polynomial import Cheapest, Least, dominated, terms
 from ...core.records import Candidate, OpCost, Rule, TermOrders
 from ..base import Choice, Unit
 from ..functions import cost as function_cost
-from .orders import bounds_of, candidate, cheapest, size, tree_text, written
+from .orders import bounds_of, candidate, size, tree_text, written
+from .search import cheapest
 
 
 def einsum_flops(e: Einsum, extents: Mapping[str, sympy.Expr], unit: Unit = "FLOPs",
