@@ -203,7 +203,7 @@ def _orders(c: OpCost, layer: Layer) -> tuple[CrossingOrders[Formula], ...]:
     dims = [d.name for d in layer.free_dims]
     out = []
     for o in c.orders:
-        conditions = (o.cheaper_when(dims) if len(o.candidates) <= MAX_CONDITIONS
+        conditions = (o.cheaper_when(dims) if 1 < len(o.candidates) <= MAX_CONDITIONS
                       else (None,) * len(o.candidates))
         out.append(CrossingOrders(
             term=o.term,
@@ -213,7 +213,8 @@ def _orders(c: OpCost, layer: Layer) -> tuple[CrossingOrders[Formula], ...]:
                                             flops_elementwise=cand.elementwise,
                                             cheaper_when=None if cond is None
                                             else sympy.sstr(cond))
-                             for text, cand, cond in zip(o.texts, o.candidates, conditions))))
+                             for text, cand, cond in zip(o.texts, o.candidates, conditions)),
+            bounded=o.bounded))
     return tuple(out)
 
 

@@ -141,7 +141,9 @@ def _kept(p: Pattern, subset: frozenset[int]) -> frozenset[str]:
 
 
 def _step(p: Pattern, a: frozenset[int], b: frozenset[int], extents: Mapping[str, sympy.Expr],
-          unit: Unit, kept: Any = None) -> PairStep:
+          unit: Unit, kept: Any = None, n: sympy.Expr | int | None = None) -> PairStep:
+    """The step joining the operands ``a`` and ``b``; ``n``, when given, the
+    number of index tuples it ranges over (else counted here)."""
     kept = kept or (lambda subset: _kept(p, subset))
     ka, kb = kept(a), kept(b)
     span = ka | kb
@@ -163,7 +165,7 @@ def _step(p: Pattern, a: frozenset[int], b: frozenset[int], extents: Mapping[str
                 "contraction" if ka != kb else "dot")
     else:
         kind = "product"
-    n = size(span, extents, p.bounds)
+    n = size(span, extents, p.bounds) if n is None else n
     return PairStep(ka, kb, span, summed, kind, n, _per(kind, unit) * n)
 
 
