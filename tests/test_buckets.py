@@ -242,32 +242,42 @@ ops:
     assert c.flops_forward == 2 * B * C * P * K
 
 
-def test_band_attention_key_gradient_is_a_contraction():
-    """A band (sliding) attention's scores read keys at s + w.  PyTorch runs it
-    as an unfold of the keys and a bmm: forward 2*S*W*E; backward dQ and the
-    unfolded keys' gradient, a bmm each (2*S*W*E), then unfold's backward,
-    which it does not count.  symflops: dKp[q,e] = dA[s,w] Q[s,e] where
-    q = s + w, a convolution's sum, now in flops (it was elementwise)."""
+def test_band_attention_key_and_value_gradients_are_contractions():
+    """A band (sliding) attention reads keys and values at s + w.  PyTorch runs
+    each as an unfold and a bmm: the scores 2*S*W*E and the mixing 2*S*W*F
+    forward; backward two bmm for each (the other operand's gradient and the
+    unfolded keys' or values'), then unfold's backward, which it does not
+    count.  symflops: dKp[q,e] = dA[s,w] Q[s,e] where q = s + w and dVp[q,f] =
+    A[s,w] dO[s,f] where q = s + w, a convolution's sum each, now in flops
+    (they were elementwise)."""
     layer = symflops.loads("""
-dims: {S: queries, W: window, E: head width}
+dims: {S: queries, W: window, E: head width, F: value width}
 tensors:
   Q: {shape: [S, E], role: input}
   Kp: {shape: [S + W - 1, E], role: input}
+  Vp: {shape: [S + W - 1, F], role: input}
 ops:
   - A[s,w] = Q[s,e] Kp[s+w,e]
+  - O[s,f] = A[s,w] Vp[s+w,f]
 """, "band.yaml")
-    c = costs(symflops.derive(layer))
-    S, W, E = 5, 3, 4
-    at = {dim_symbol("S"): S, dim_symbol("W"): W, dim_symbol("E"): E}
+    d = symflops.derive(layer)
+    c = costs(d)
+    S, W, E, F_ = 5, 3, 4, 6
+    at = {dim_symbol("S"): S, dim_symbol("W"): W, dim_symbol("E"): E, dim_symbol("F"): F_}
+    by = {r.grad: oc for r, oc in zip(d.rules, c.backward)}
+    assert by["dKp"].elementwise == by["dVp"].elementwise == 0
     q = torch.randn(S, E, dtype=torch.float64, requires_grad=True)
     kp = torch.randn(S + W - 1, E, dtype=torch.float64, requires_grad=True)
+    vp = torch.randn(S + W - 1, F_, dtype=torch.float64, requires_grad=True)
     with FlopCounterMode(display=False) as counter:
         a = torch.einsum("se,sew->sw", q, kp.unfold(0, W, 1))
-    assert counter.get_total_flops() == 2 * S * W * E == c.flops_forward.xreplace(at)
+        o = torch.einsum("sw,sfw->sf", a, vp.unfold(0, W, 1))
+    forward_flops = 2 * S * W * E + 2 * S * W * F_
+    assert counter.get_total_flops() == forward_flops == c.flops_forward.xreplace(at)
     with FlopCounterMode(display=False) as counter:
-        torch.autograd.grad(a, [q, kp], torch.ones_like(a))
-    assert counter.get_total_flops() == 4 * S * W * E == c.flops_backward.xreplace(at)
-    assert c.elementwise_backward == 0
+        torch.autograd.grad(o, [q, kp, vp], torch.ones_like(o))
+    assert counter.get_total_flops() == 2 * forward_flops == c.flops_backward.xreplace(at)
+    assert c.elementwise_forward == c.elementwise_backward == 0
 
 
 def test_a_view_as_windows_is_a_copy():
