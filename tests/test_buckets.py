@@ -328,3 +328,62 @@ ops:
     by = {r.grad: oc for r, oc in zip(d.rules, c.backward)}
     # dE[v,d] = dX[b,d] g[d] where v = tok[b]: a multiply and an add per (b, d)
     assert (by["dE"].flops, by["dE"].elementwise) == (0, 2 * B * D)
+
+
+@pytest.mark.parametrize("axis,index,torch_view", [
+    ("U*I", "U*i+u", lambda x, U: x.view(x.shape[0], -1, U)),        # a reshape
+    ("2*I + U - 2", "2*i+u", lambda x, U: x.unfold(1, U, 2)),         # windows that meet
+])
+def test_a_gain_on_a_windowed_view_is_elementwise(axis, index, torch_view):
+    """``Y[b,i,u] = X[b,U*i+u] g[u]``: a gain on each window's elements.  Its
+    gradient ``dX[b,q] = dY[b,i,u] g[u] where q = U*i + u`` is a scatter
+    through a window, but g's letter is on dY too: each product uses one
+    element of dY, placed (or, where windows meet, added) into position, as
+    PyTorch runs it: a multiply and the view's or unfold's backward, none
+    counted.  Elementwise: a multiply and an add per element of dY, 2*B*I*U."""
+    B, I, U = 2, 4, 3
+    layer = symflops.declare("gain", dims={"B": "batch", "I": "windows", "U": "width"},
+                             tensors={"X": {"shape": ["B", axis], "role": "input"},
+                                      "g": {"shape": ["U"], "role": "param"}},
+                             ops=[f"Y[b,i,u] = X[b,{index}] g[u]"])
+    d = symflops.derive(layer)
+    c = costs(d)
+    by = {r.grad: oc for r, oc in zip(d.rules, c.backward)}
+    Bs, Is, Us = (dim_symbol(n) for n in "BIU")
+    assert (by["dX"].flops, by["dX"].elementwise) == (0, 2 * Bs * Is * Us)
+    at = {Bs: B, Is: I, Us: U}
+    length = int(sympy.sympify(axis.replace("I", str(I)).replace("U", str(U))))
+    x = torch.randn(B, length, dtype=torch.float64, requires_grad=True)
+    g = torch.randn(U, dtype=torch.float64, requires_grad=True)
+    with FlopCounterMode(display=False) as counter:
+        y = torch_view(x, U) * g
+    assert counter.get_total_flops() == 0 == c.flops_forward.xreplace(at)
+    with FlopCounterMode(display=False) as counter:
+        torch.autograd.grad(y, [x, g], torch.ones_like(y))
+    assert counter.get_total_flops() == 0 == c.flops_backward.xreplace(at)
+
+
+def test_a_shift_by_a_constant_sums_nothing():
+    """``Y[b,s,d] = H[b,s+1,d] g[d]``: dH[b,q,d] = dY[b,s,d] g[d] where q = s + 1
+    moves each product one place: elementwise, as PyTorch's ``h[:, 1:] * g``
+    (a multiply, not counted)."""
+    layer = symflops.loads("""
+dims: {B: batch, S: positions, D: width}
+tensors:
+  H: {shape: [B, S + 1, D], role: input}
+  g: {shape: [D], role: param}
+ops:
+  - Y[b,s,d] = H[b,s+1,d] g[d]
+""", "shift.yaml")
+    d = symflops.derive(layer)
+    c = costs(d)
+    by = {r.grad: oc for r, oc in zip(d.rules, c.backward)}
+    B, S, D = (dim_symbol(n) for n in "BSD")
+    assert (by["dH"].flops, by["dH"].elementwise) == (0, 2 * B * S * D)
+    h = torch.randn(2, 6, 3, dtype=torch.float64, requires_grad=True)
+    g = torch.randn(3, dtype=torch.float64, requires_grad=True)
+    with FlopCounterMode(display=False) as counter:
+        y = h[:, 1:] * g
+        torch.autograd.grad(y, [h, g], torch.ones_like(y))
+    assert counter.get_total_flops() == 0
+    assert c.flops_forward == c.flops_backward == 0

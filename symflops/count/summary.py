@@ -32,8 +32,8 @@ _ORDER = ("products of several tensors are contracted pairwise: forward terms in
           "order (where the cheapest orders cross: the one cheapest at the declared sizes, else the "
           "least of their costs); 'flops' counts the pairwise products that multiply two tensors, "
           "sum over a letter and keep a letter only one of them has (matrix products, and "
-          "convolutions: a scatter through a shifted index sums the terms reaching each "
-          "position), "
+          "convolutions: a scatter through a window whose operands each have a letter the "
+          "other lacks sums the products reaching each position), "
           "'flops_elementwise' everything else")
 
 CONVENTIONS = {

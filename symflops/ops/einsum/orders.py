@@ -24,18 +24,22 @@ when a where-clause restricts its letters) times
 backward): a step is a *contraction*, counted in ``flops``, when it multiplies
 two tensors, sums over a letter, and keeps a letter that only one of the two
 has: a matrix product, batched or not, a matrix-vector product, or a
-convolution.  A scatter through a shift (an affine index: a convolution's
-input gradient, a transposed convolution's forward) is a sum too: each output
-position ``q = p + k`` sums the pairs that reach it, so its letters count as
-summed and ``q`` as a kept letter of the operands whose letters give it; the
-step is a contraction when the two operands' letters differ, as PyTorch's
-counter counts every convolution and transposed convolution (of any groups,
-with windows that overlap or not).  Every other step (an elementwise or outer
-product, a dot product whose kept letters are all on both operands, such as
-``sum_b Xh[b,d] dY[b,d]`` or ``sum_v P[v] L[v]``, a scatter through a lookup,
-a lone tensor scattered or reduced) is elementwise work, as are constants,
-functions and the additions between terms.  A lone tensor scattered through a
-view whose blocks do not overlap (a reshape's gradient) is a copy: no step.
+convolution.  A scatter through a window (an affine index of two or more
+letters: a convolution's input gradient, a transposed convolution's forward)
+whose two operands each have a letter the other lacks is a convolution: each
+output position ``q = p + k`` sums products that pair different elements of
+both (``dX[b,c,q] = dY[b,c,p] W[c,k] where q = p + k``), a contraction, as
+PyTorch's counter counts every convolution and transposed convolution (of any
+groups, with windows that overlap or not).  Every other step (an elementwise
+or outer product, a dot product whose kept letters are all on both operands,
+such as ``sum_b Xh[b,d] dY[b,d]`` or ``sum_v P[v] L[v]``, a scatter through a
+lookup or a shift by a constant, or one whose one operand's letters are all on
+the other, a gain on a windowed view ``dX[b,q] = dY[b,i,u] g[u] where q = U*i
++ u``, which PyTorch runs as a multiply and a ``view`` or ``unfold``
+backward; a lone tensor scattered or reduced) is elementwise work, as are
+constants, functions and the additions between terms.  A lone tensor
+scattered through a view whose blocks do not overlap (a reshape's gradient)
+is a copy: no step.
 
 **Orders.** ``written``: left to right as written, ``((A B) C) D``; the
 cheapest orders are searched in :mod:`.search`.
@@ -80,8 +84,9 @@ class Pattern:
     lookup or a shift determines stands for the letters that determine it),
     the output's, the where-clause's bounds, the scatter letters (summed
     letters that choose an output position through a lookup, a shift or an
-    offset), and those of them that choose it through a shift (an affine
-    index: ``p, k`` in ``dX[b,c,q] = dY[b,c,p] W[c,k] where q = p + k``)."""
+    offset), and those of them that choose it through a window (an affine
+    index of two or more letters: ``p, k`` in ``dX[b,c,q] = dY[b,c,p] W[c,k]
+    where q = p + k``)."""
 
     leaves: tuple[frozenset[str], ...]
     out: frozenset[str]
@@ -92,7 +97,7 @@ class Pattern:
     @property
     def convolution(self) -> bool:
         """Whether every scatter letter chooses its output position through a
-        shift: the term is a convolution's (or a transposed convolution's) sum."""
+        window: the term may be a convolution's (or a transposed convolution's)."""
         return bool(self.scatter) and self.scatter <= self.shifted
 
 
@@ -112,7 +117,7 @@ def pattern(e: Einsum) -> Pattern:
     if alone and leaves:
         leaves[0] = leaves[0] | alone
     shifted = frozenset(j for f in e.operands if f.is_shift and f.indices[0] in out
-                        for j in f.indices[1:])
+                        and len(f.indices) > 2 for j in f.indices[1:])
     return Pattern(tuple(leaves), out, bounds_of(e), scatter - out, shifted - out)
 
 
@@ -153,16 +158,15 @@ def _step(p: Pattern, a: frozenset[int], b: frozenset[int], extents: Mapping[str
         kind: StepKind = "contraction" if one_sided else "dot"
     elif len(a | b) == len(p.leaves) and p.scatter:
         # The last step of a scatter adds each product into the element its
-        # index selects: an add per term, as a sum would.  Through a shift it
-        # is a convolution's sum (an output position q = p + k sums the pairs
-        # that reach it): a real sum, over the scatter letters, that keeps q,
-        # a letter of the operand(s) whose letters give it.  So the rule
-        # above decides: a letter on one operand only (the position's
-        # included) makes it a contraction.  Through a lookup it stays a
-        # scatter-add, elementwise.
+        # index selects: an add per term, as a sum would.  Through a window
+        # (q = p + k) whose operands each have a letter the other lacks, it
+        # is a convolution: each position sums products pairing different
+        # elements of both, a contraction.  Through a lookup, a shift by a
+        # constant, or with one operand's letters all on the other (a gain on
+        # a windowed view), it multiplies elementwise and places or adds the
+        # products: a scatter, elementwise.
         summed = p.scatter
-        kind = ("scatter" if not p.convolution else
-                "contraction" if ka != kb else "dot")
+        kind = "contraction" if p.convolution and not (ka <= kb or kb <= ka) else "scatter"
     else:
         kind = "product"
     n = size(span, extents, p.bounds) if n is None else n
