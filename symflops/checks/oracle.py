@@ -57,8 +57,12 @@ def grad_or_zeros(torch: Any, outputs: Any, inputs: Sequence[Any], grad_outputs:
 
 def is_plain(e: Einsum) -> bool:
     """Two operands, no letter repeated within a factor, at least one summed
-    letter, and every summed letter on both operands: PyTorch runs exactly one
-    bmm for it, counted ``2 * product of all extents`` like symflops."""
+    letter, and every summed letter on both operands.  The oracle runs it as
+    the kernel its bucket names (:mod:`symflops.ops.einsum.torch`): a
+    contraction (a kept letter on one operand only) as one bmm, counted
+    ``2 * product of all extents`` like symflops's ``flops``; a dot product
+    (:func:`is_dot`) as a multiply and a sum, counted 0 like its ``flops``
+    (its work is elementwise)."""
     if len(e.operands) != 2 or any(f.is_indicator for f in e.operands):
         return False
     a, b = e.operands
@@ -66,6 +70,12 @@ def is_plain(e: Einsum) -> bool:
         return False
     summed = e.summed
     return bool(summed) and all(i in a.indices and i in b.indices for i in summed)
+
+
+def is_dot(e: Einsum) -> bool:
+    """A plain product whose kept letters are all on both operands: a dot
+    product, row-wise (``Y[d] = A[b,d] G[b,d]``) or full (``KL[] = P[v] L[v]``)."""
+    return is_plain(e) and all(i in f.indices for i in e.output.indices for f in e.operands)
 
 
 def convention(e: Einsum) -> str:
@@ -188,9 +198,11 @@ def _flop_check(direction: Direction, op: int | None, statement: str, size: Size
                          "see the per-op lines")
     reasons = list(dict.fromkeys(r for r in (convention(e) for e in einsums) if r))
     plain = all(is_plain(e) for e in einsums)
-    if plain and counted:
+    if plain and (counted or all(is_dot(e) for e in einsums)):
         return FlopCheck(direction, op, statement, size, derived, counted, status, False,
-                         "a plain contraction: PyTorch's bmm count should equal the derived one")
+                         "a plain contraction: PyTorch's bmm count should equal the derived one"
+                         if counted else "a dot product: PyTorch's multiply and sum count 0, "
+                         "and so should the derived 'flops' (its work is elementwise)")
     note = "; ".join(reasons) if reasons else "PyTorch lowers this op differently"
     return FlopCheck(direction, op, statement, size, derived, counted, status, True, note)
 

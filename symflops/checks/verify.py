@@ -30,10 +30,13 @@ What is a failure (exit 1), and what only a note:
 * failure: a rule group or a chained gradient off by more than
   ``FD_TOLERANCE`` (finite differences) or ``TORCH_TOLERANCE`` (autograd)
   relative to ``max(1, max |reference|)``; a rule that cannot be evaluated.
-* failure: a FLOP count that disagrees with PyTorch for a *plain contraction*:
+* failure: a FLOP count that disagrees with PyTorch for a *plain product*:
   two operands, no repeated letter, every summed letter on both operands and at
-  least one of them.  PyTorch lowers exactly these to one bmm, whose count
-  is the derived ``2 * product of all extents``.
+  least one of them.  The oracle runs each as the kernel its bucket names
+  (:mod:`symflops.ops.einsum.torch`): a matrix product as one bmm, whose count
+  is the derived ``2 * product of all extents``; a dot product (every kept
+  letter on both operands) as a multiply and a sum, as PyTorch's dot kernels
+  run it, counted 0, as the derived ``flops`` must be (its work is elementwise).
 * note only: every other FLOP difference, for the ones PyTorch lowers differently
   by convention: products without a sum become ``mul`` and reductions ``sum``
   (not counted); a letter summed on one operand only is summed out first by a

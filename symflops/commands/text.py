@@ -38,6 +38,12 @@ def text_report(s: Summary[Any], at: Mapping[str, Any] | None = None) -> str:
     lines += ["", f"backward, in the order computed ({unit})"]
     lines += table([(b.rule, b.matrix_form or "", _fmt(b.flops))
                      for b in s.backward] or [("(no gradient is needed)",)])
+    bounded = [(f.output, o) for f in s.forward for o in f.orders if o.bounded]
+    bounded += [(b.grad, o) for b in s.backward for o in b.orders if o.bounded]
+    for name, o in bounded:
+        at = ", ".join(f"{k} = {v}" for k, v in (o.sizes or {}).items())
+        lines.append(f"  note: {name}: the order search was bounded ({o.bounded}); counted in "
+                     f"{o.counted}, the cheapest at {at}")
     fl, pp = s.flops, s.flops_per_param
     lines += ["", f"totals ({unit}, contractions only)"]
     rows = [(key, _fmt(value), f"= {_fmt(per)} * params" if pp and not at else "")

@@ -325,13 +325,17 @@ class TermOrders:
     """The cheapest orders of one term when their costs cross: each costs
     less than the others at some sizes.  ``chosen`` is the candidate counted
     (the one cheapest at the declared ``sizes``), or None when the count is
-    the least of them."""
+    the least of them.  ``bounded``: why the search for them stopped at its
+    bound (in words); then the one candidate is the order cheapest at
+    ``sizes``, every dim of the term (the declared sizes, the others at a
+    default)."""
 
     term: int
     texts: tuple[str, ...]
     candidates: tuple[Candidate, ...]
     chosen: int | None
     sizes: tuple[tuple[str, int], ...] = ()
+    bounded: str = ""
 
     def cheaper_when(self, dims: Sequence[str]) -> tuple[sympy.Basic, ...]:
         """For each candidate, the condition under which it costs less than

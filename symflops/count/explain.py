@@ -326,7 +326,7 @@ def order_choices(terms: Sequence[Einsum], oc: OpCost, layer: Layer) -> tuple[Or
     free dim that allows it."""
     dims = [d.name for d in layer.free_dims]
     return tuple(OrderChoice(terms[o.term], o,
-                             o.cheaper_when(dims) if len(o.candidates) <= MAX_SOLVED_CANDIDATES
+                             o.cheaper_when(dims) if 1 < len(o.candidates) <= MAX_SOLVED_CANDIDATES
                              else (None,) * len(o.candidates))
                  for o in oc.orders)
 

@@ -169,12 +169,15 @@ class OrderCandidate(Record, Generic[V]):
 
 @dataclass(frozen=True)
 class CrossingOrders(Record, Generic[V]):
-    """A term whose cheapest orders cross: the candidates and the one counted."""
+    """A term whose cheapest orders cross: the candidates and the one counted;
+    or a term whose search met its bound: the one order counted, ``bounded``
+    saying why, ``sizes`` the sizes that chose it (every dim of the term)."""
 
     term: int
     counted: str
     sizes: Mapping[str, int] | None  # the declared sizes that chose it
     candidates: tuple[OrderCandidate[V], ...]
+    bounded: str = field(default="", metadata=IF_ANY)
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,9 @@ _ORDER = ("products of several tensors are contracted pairwise: forward terms in
           "written (or the cheapest, with forward_order: cheapest), backward rules in the cheapest "
           "order (where the cheapest orders cross: the one cheapest at the declared sizes, else the "
           "least of their costs); 'flops' counts the pairwise products that multiply two tensors, "
-          "sum over a letter and keep a letter only one of them has (matrix products), "
+          "sum over a letter and keep a letter only one of them has (matrix products, and "
+          "convolutions: a scatter through a window whose operands each have a letter the "
+          "other lacks sums the products reaching each position), "
           "'flops_elementwise' everything else")
 
 CONVENTIONS = {
@@ -206,7 +208,7 @@ def _orders(c: OpCost, layer: Layer) -> tuple[CrossingOrders[Formula], ...]:
     dims = [d.name for d in layer.free_dims]
     out = []
     for o in c.orders:
-        conditions = (o.cheaper_when(dims) if len(o.candidates) <= MAX_CONDITIONS
+        conditions = (o.cheaper_when(dims) if 1 < len(o.candidates) <= MAX_CONDITIONS
                       else (None,) * len(o.candidates))
         out.append(CrossingOrders(
             term=o.term,
@@ -216,7 +218,8 @@ def _orders(c: OpCost, layer: Layer) -> tuple[CrossingOrders[Formula], ...]:
                                             flops_elementwise=cand.elementwise,
                                             cheaper_when=None if cond is None
                                             else sympy.sstr(cond))
-                             for text, cand, cond in zip(o.texts, o.candidates, conditions))))
+                             for text, cand, cond in zip(o.texts, o.candidates, conditions)),
+            bounded=o.bounded))
     return tuple(out)
 
 

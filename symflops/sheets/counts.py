@@ -25,6 +25,7 @@ from ..count.precision import dtype_name
 from ..count.records import WholeModel
 from ..core.ir import Einsum, Layer, Tensor
 from ..core.polynomial import quotient
+from ..ops.einsum.search import DEFAULT_SIZE
 
 
 class Row(TypedDict):
@@ -137,6 +138,17 @@ def order_notes(name: str, choices: Sequence[OrderChoice], layer: Layer, m: Math
     names = {d.symbol: sympy.Symbol(P.symbol_name(d.name)) for d in layer.dims}
     for choice in choices:
         e, o, conditions = choice.term, choice.orders, choice.cheaper_when
+        if o.bounded:
+            at = ", ".join(f"{P.symbol_name(n)} = {v}" for n, v in o.sizes)
+            cand = o.candidates[0]
+            notes.append(esc("The search for the cheapest order of the pairwise products of ")
+                         + f"${name}$" + esc(f" was bounded: {o.bounded}. Counted here: ")
+                         + f"${_order_latex(e, cand.tree, m)}$" + esc(", which costs ")
+                         + f"${m.poly(cand.total)}$" + esc(" FLOPs, the cheapest order at ")
+                         + f"${at}$" + esc(f" (the declared sizes, and {DEFAULT_SIZE} for each "
+                                           "dim they leave out); symflops eval, sweep and plan "
+                                           "count the same order."))
+            continue
         parts = []
         for cand, cond in zip(o.candidates, conditions):
             part = (f"${_order_latex(e, cand.tree, m)}$" + esc(" costs ") + f"${m.poly(cand.total)}$"

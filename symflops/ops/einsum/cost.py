@@ -20,7 +20,8 @@ from ...core.polynomial import Cheapest, Least, dominated, terms
 from ...core.records import Candidate, OpCost, Rule, TermOrders
 from ..base import Choice, Unit
 from ..functions import cost as function_cost
-from .orders import bounds_of, candidate, cheapest, size, tree_text, written
+from .orders import bounds_of, candidate, size, tree_text, written
+from .search import cheapest
 
 
 def einsum_flops(e: Einsum, extents: Mapping[str, sympy.Expr], unit: Unit = "FLOPs",
@@ -37,7 +38,7 @@ def einsum_flops(e: Einsum, extents: Mapping[str, sympy.Expr], unit: Unit = "FLO
     """
     if order == "written" or len(e.factors) <= 2:
         return candidate(e, extents, unit, written(len(e.factors))).total
-    found = cheapest(e, extents, unit)
+    found, _ = cheapest(e, extents, unit)
     return found[0].total if len(found) == 1 else Least(*(c.total for c in found))
 
 
@@ -94,11 +95,17 @@ def term_cost(e: Einsum, extents: Mapping[str, sympy.Expr], unit: Unit, order: O
               sizes: tuple[tuple[str, int], ...] = (), choice: Choice = "declared", term: int = 0
               ) -> tuple[sympy.Expr, sympy.Expr, TermOrders | None]:
     """``(flops, elementwise, orders)`` of one term counted in ``order``;
-    ``orders`` records the crossing candidates of a cheapest order, if any."""
+    ``orders`` records the crossing candidates of a cheapest order, if any, or
+    the one order a bounded search counts (whatever ``choice``: the one
+    cheapest at the declared ``sizes``, see :func:`.search.cheapest`)."""
     if order == "written" or len(e.factors) <= 2:
         c = candidate(e, extents, unit, written(len(e.factors)))
         return c.flops, c.elementwise, None
-    found = cheapest(e, extents, unit)
+    found, bounded = cheapest(e, extents, unit, sizes)
+    if bounded is not None:
+        (c,) = found
+        return c.flops, c.elementwise, TermOrders(term, (tree_text(e, c.tree),), found, 0,
+                                                  bounded.sizes, bounded.reason)
     if len(found) == 1:
         return found[0].flops, found[0].elementwise, None
     left = _choose(found, sizes if choice == "declared" else ())

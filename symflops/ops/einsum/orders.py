@@ -3,8 +3,9 @@
 A term ``Y[o] = c * A[a] B[b] C[c] ...`` is evaluated as a binary tree of
 pairwise products (an *order*).  Each node is one :class:`PairStep`: the
 product of two intermediate tensors over the union of their letters, summing
-away the letters that nothing later needs.  This module counts each step,
-decides its bucket, and finds the orders a term may be counted in.
+away the letters that nothing later needs.  This module counts each step
+and decides its bucket; :mod:`.search` finds the orders a term may be
+counted in.
 
 **Cost of a step** (FLOPs; with ``unit="MACs"`` every product costs 1 per
 term): the number of index tuples it ranges over (:func:`~symflops.core.domain.domain_size`
@@ -13,50 +14,46 @@ when a where-clause restricts its letters) times
 * 2 for a step that sums over a letter (a multiply-add per term);
 * 1 for a step that sums over nothing (an elementwise or outer product);
 * 2 for a *scatter* (a step whose only summed letters choose an output
-  position through a lookup, ``dE[v,d] = dX[b,d] where v = tok[b]``: a multiply
-  and an add into the selected element per term), 1 for a lone tensor
-  scattered (one add per element read);
+  position through a lookup, ``dE[v,d] = dX[b,d] where v = tok[b]``, or a
+  shift, ``dX[b,c,q] = dY[b,c,p] W[c,k] where q = p + k``: a multiply and an
+  add into the selected element per term), 1 for a lone tensor scattered (one
+  add per element read);
 * 1 for a lone tensor summed over a letter (a reduction: one add per element read).
 
 **Bucket** (the one rule symflops applies to every step, forward and
 backward): a step is a *contraction*, counted in ``flops``, when it multiplies
-two tensors, sums over a letter that is a real sum (not a scatter position),
-and keeps a letter that only one of the two has: a matrix product, batched or
-not, or a matrix-vector product.  Every other step (an elementwise or outer
-product, a row-wise dot product such as ``sum_b Xh[b,d] dY[b,d]``, a scatter,
-a lone reduction) is elementwise work, as are constants, functions and the
-additions between terms.
+two tensors, sums over a letter, and keeps a letter that only one of the two
+has: a matrix product, batched or not, a matrix-vector product, or a
+convolution.  A scatter through a window (an affine index of two or more
+letters: a convolution's input gradient, a transposed convolution's forward)
+whose two operands each have a letter the other lacks is a convolution: each
+output position ``q = p + k`` sums products that pair different elements of
+both (``dX[b,c,q] = dY[b,c,p] W[c,k] where q = p + k``), a contraction, as
+PyTorch's counter counts every convolution and transposed convolution (of any
+groups, with windows that overlap or not).  Every other step (an elementwise
+or outer product, a dot product whose kept letters are all on both operands,
+such as ``sum_b Xh[b,d] dY[b,d]`` or ``sum_v P[v] L[v]``, a scatter through a
+lookup or a shift by a constant, or one whose one operand's letters are all on
+the other, a gain on a windowed view ``dX[b,q] = dY[b,i,u] g[u] where q = U*i
++ u``, which PyTorch runs as a multiply and a ``view`` or ``unfold``
+backward; a lone tensor scattered or reduced) is elementwise work, as are
+constants, functions and the additions between terms.  A lone tensor
+scattered through a view whose blocks do not overlap (a reshape's gradient)
+is a copy: no step.
 
-**Orders.** ``written``: left to right as written, ``((A B) C) D``.
-``cheapest``: the orders no other order beats at every size of the dims,
-found by dynamic programming over subsets of the operands (each step's cost
-depends only on the two subsets it joins), keeping at each subset every
-candidate that no other is proved cheaper than at all dims >= 1
-(:func:`~symflops.core.polynomial.dominated`).  As opt_einsum's search does by
-default, the candidates are the orders that multiply only intermediates
-linked by shared letters (each one's operands linked too), with no outer
-product of operands that the term links otherwise; an outer product is used
-only to join operands that share nothing.  (An avoidable outer product wins
-mostly where a dim is 1, and would make nearly every multi-operand count a
-case distinction; ``X[i] Y[j] Z[i,j,k]`` with ``I < 2K`` is an exception the
-convention accepts.)  When one candidate remains it is the
-cheapest order at every size; when several remain their costs cross, and the
-exact count of the cheapest order is their minimum, which depends on the sizes.
+**Orders.** ``written``: left to right as written, ``((A B) C) D``; the
+cheapest orders are searched in :mod:`.search`.
 """
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
-from fractions import Fraction
 from typing import Any, Literal, Mapping, Sequence
 
 import sympy
 
 from ...core.domain import Bound, domain_size
-from ...core.offsets import proved_at_most
 from ...core.ir import Einsum, Factor, comparison, selections
-from ...core.polynomial import dominated, terms
 from ...core.records import Candidate, Tree
 from ...core.sizes import NONNEGATIVE, POSITIVE, ZERO, sign
 from ..base import Unit
@@ -85,13 +82,23 @@ class PairStep:
 class Pattern:
     """What counting needs of a term: each operand's letters (a letter a
     lookup or a shift determines stands for the letters that determine it),
-    the output's, the where-clause's bounds, and the scatter letters (summed
-    letters that choose an output position through a lookup)."""
+    the output's, the where-clause's bounds, the scatter letters (summed
+    letters that choose an output position through a lookup, a shift or an
+    offset), and those of them that choose it through a window (an affine
+    index of two or more letters: ``p, k`` in ``dX[b,c,q] = dY[b,c,p] W[c,k]
+    where q = p + k``)."""
 
     leaves: tuple[frozenset[str], ...]
     out: frozenset[str]
     bounds: tuple[Bound, ...]
     scatter: frozenset[str]
+    shifted: frozenset[str] = frozenset()
+
+    @property
+    def convolution(self) -> bool:
+        """Whether every scatter letter chooses its output position through a
+        window: the term may be a convolution's (or a transposed convolution's)."""
+        return bool(self.scatter) and self.scatter <= self.shifted
 
 
 def bounds_of(e: Einsum) -> tuple[Bound, ...]:
@@ -109,7 +116,9 @@ def pattern(e: Einsum) -> Pattern:
     alone = scatter - out - frozenset().union(*leaves)
     if alone and leaves:
         leaves[0] = leaves[0] | alone
-    return Pattern(tuple(leaves), out, bounds_of(e), scatter - out)
+    shifted = frozenset(j for f in e.operands if f.is_shift and f.indices[0] in out
+                        and len(f.indices) > 2 for j in f.indices[1:])
+    return Pattern(tuple(leaves), out, bounds_of(e), scatter - out, shifted - out)
 
 
 def size(letters: frozenset[str] | set[str], extents: Mapping[str, sympy.Expr],
@@ -137,7 +146,9 @@ def _kept(p: Pattern, subset: frozenset[int]) -> frozenset[str]:
 
 
 def _step(p: Pattern, a: frozenset[int], b: frozenset[int], extents: Mapping[str, sympy.Expr],
-          unit: Unit, kept: Any = None) -> PairStep:
+          unit: Unit, kept: Any = None, n: sympy.Expr | int | None = None) -> PairStep:
+    """The step joining the operands ``a`` and ``b``; ``n``, when given, the
+    number of index tuples it ranges over (else counted here)."""
     kept = kept or (lambda subset: _kept(p, subset))
     ka, kb = kept(a), kept(b)
     span = ka | kb
@@ -145,13 +156,20 @@ def _step(p: Pattern, a: frozenset[int], b: frozenset[int], extents: Mapping[str
     if summed:
         one_sided = any(not (x in ka and x in kb) for x in span - summed)
         kind: StepKind = "contraction" if one_sided else "dot"
-    else:
+    elif len(a | b) == len(p.leaves) and p.scatter:
         # The last step of a scatter adds each product into the element its
-        # lookup selects: an add per term, as a sum would.
-        last = len(a | b) == len(p.leaves)
-        kind = "scatter" if last and p.scatter else "product"
-        summed = p.scatter if kind == "scatter" else summed
-    n = size(span, extents, p.bounds)
+        # index selects: an add per term, as a sum would.  Through a window
+        # (q = p + k) whose operands each have a letter the other lacks, it
+        # is a convolution: each position sums products pairing different
+        # elements of both, a contraction.  Through a lookup, a shift by a
+        # constant, or with one operand's letters all on the other (a gain on
+        # a windowed view), it multiplies elementwise and places or adds the
+        # products: a scatter, elementwise.
+        summed = p.scatter
+        kind = "contraction" if p.convolution and not (ka <= kb or kb <= ka) else "scatter"
+    else:
+        kind = "product"
+    n = size(span, extents, p.bounds) if n is None else n
     return PairStep(ka, kb, span, summed, kind, n, _per(kind, unit) * n)
 
 
@@ -231,174 +249,6 @@ def candidate(e: Einsum, extents: Mapping[str, sympy.Expr], unit: Unit, tree: Tr
         else:
             elementwise += s.cost
     return Candidate(tree, sympy.expand(flops), sympy.expand(elementwise))
-
-
-# ----------------------------------------------------------------- orders --
-
-def cheapest(e: Einsum, extents: Mapping[str, sympy.Expr], unit: Unit) -> tuple[Candidate, ...]:
-    """The orders of ``e`` that no other order is proved cheaper than at every
-    size (one, unless their costs cross), the written order first when it is one.
-    Searched once per pattern of letters and extents (a model's rules repeat
-    its blocks' under other names)."""
-    letter = {x: f"i{k}" for k, x in enumerate(e.indices)}
-    renamed = Einsum(Factor("Y", tuple(letter[i] for i in e.output.indices)),
-                     tuple(Factor(f"X{k}", tuple(letter[i] for i in f.indices), fn=f.fn)
-                           for k, f in enumerate(e.operands)))
-    return _cheapest(renamed, tuple((letter[x], extents[x]) for x in e.indices if x in extents),
-                     unit)
-
-
-#: A term whose cheapest orders (at some sizes each) exceed this many at any
-#: stage of the search is refused: the count would be a minimum of that many
-#: polynomials.  A chain of matrices of distinct sizes has Catalan-many: 5 of
-#: 4 matrices, 14 of 5, 42 of 6.
-MAX_CANDIDATES = 32
-
-
-class TooManyOrders(ValueError):
-    """More than :data:`MAX_CANDIDATES` orders are each the cheapest at some sizes."""
-
-
-Poly = dict  # {exponents of the dims: coefficient}: a polynomial's terms
-
-
-def _add(*polys: Poly) -> Poly:
-    out: Poly = {}
-    for poly in polys:
-        for m, c in poly.items():
-            out[m] = out.get(m, 0) + c
-    return {m: c for m, c in out.items() if c != 0}
-
-
-@functools.lru_cache(maxsize=4096)
-def _cheapest(e: Einsum, index_extents: tuple[tuple[str, sympy.Expr], ...], unit: Unit
-              ) -> tuple[Candidate, ...]:
-    extents = dict(index_extents)
-    n = len(e.factors)
-    if n <= 2:
-        return (candidate(e, extents, unit, written(n)),)
-    p = pattern(e)
-    gens = tuple(sorted(set().union(*(x.free_symbols for x in extents.values())), key=str))
-    kept = functools.lru_cache(maxsize=None)(lambda subset: _kept(p, subset))
-    linked = functools.lru_cache(maxsize=None)(lambda subset: _connected(p, subset))
-    sizes: dict[frozenset[str], tuple[sympy.Expr, Poly | None]] = {}
-
-    def step(a: frozenset[int], b: frozenset[int]) -> tuple[str, sympy.Expr, Poly | None]:
-        s = _step(p, a, b, extents, unit, kept)
-        if s.span not in sizes:
-            found = terms(s.size, gens)
-            sizes[s.span] = (s.size, None if found is None else
-                             {m: Fraction(int(c.p), int(c.q)) for m, c in found.items()})
-        size_poly = sizes[s.span][1]
-        per = _per(s.kind, unit)
-        poly = None if size_poly is None else {m: c * per for m, c in size_poly.items()}
-        return s.bucket, s.cost, poly
-
-    # Each candidate: (tree, flops, elementwise), costs as term dictionaries
-    # while every step is a polynomial (the common case), else SymPy expressions.
-    zero_dict: Poly = {}
-    best: dict[frozenset[int], list[tuple[Tree, Any, Any]]] = {
-        frozenset((i,)): [(i, zero_dict, zero_dict)] for i in range(n)}
-    symbolic = False
-    masks = sorted(range(1, 1 << n), key=lambda mask: (bin(mask).count("1"), mask))
-    for mask in masks:
-        whole = frozenset(i for i in range(n) if mask >> i & 1)
-        if len(whole) < 2:
-            continue
-        first = min(whole)
-        splits = [(part, whole - part) for part in _parts(whole) if first in part]
-        if linked(whole):  # no outer product inside linked operands (see the docstring)
-            splits = [(a, b) for a, b in splits if linked(a) and linked(b)]
-        found = []
-        for part, other in splits:
-            bucket, cost, poly = step(part, other)
-            if poly is None and not symbolic:
-                symbolic = True
-                best = {k: [(t, _expr(f, gens), _expr(w, gens)) for t, f, w in v]
-                        for k, v in best.items()}
-            add = cost if symbolic else poly
-            for ta, fa, ea in best[part]:
-                for tb, fb, eb in best[other]:
-                    if symbolic:
-                        flops = fa + fb + (add if bucket == "flops" else 0)
-                        elementwise = ea + eb + (0 if bucket == "flops" else add)
-                    else:
-                        flops = _add(fa, fb, add) if bucket == "flops" else _add(fa, fb)
-                        elementwise = _add(ea, eb) if bucket == "flops" else _add(ea, eb, add)
-                    found.append(((ta, tb), flops, elementwise))
-        best[whole] = _pareto(found, gens, symbolic)
-        if len(best[whole]) > MAX_CANDIDATES:
-            raise TooManyOrders(f"more than {MAX_CANDIDATES} orders of {tree_text(e, written(n))} "
-                                "are each the cheapest at some sizes")
-    full = frozenset(range(n))
-    out = [Candidate(t, sympy.expand(f if symbolic else _expr(f, gens)),
-                     sympy.expand(w if symbolic else _expr(w, gens))) for t, f, w in best[full]]
-    # The written order, when it is among the cheapest, is the one shown first.
-    mine = candidate(e, extents, unit, written(n))
-    if any(sympy.expand(c.total - mine.total) == 0 for c in out):
-        out = [mine] + [c for c in out if sympy.expand(c.total - mine.total) != 0]
-    return tuple(out)
-
-
-def _expr(poly: Poly, gens: tuple[sympy.Symbol, ...]) -> sympy.Expr:
-    return sympy.Add(*(sympy.Mul(sympy.Rational(c.numerator, c.denominator) if isinstance(c, Fraction)
-                                 else sympy.Rational(c), *(g ** k for g, k in zip(gens, m) if k))
-                       for m, c in poly.items()))
-
-
-def _connected(p: Pattern, subset: frozenset[int]) -> bool:
-    """Whether the operands of ``subset`` are linked by shared letters."""
-    start = min(subset)
-    todo, seen = [start], {start}
-    while todo:
-        i = todo.pop()
-        for j in subset - seen:
-            if p.leaves[i] & p.leaves[j]:
-                seen.add(j)
-                todo.append(j)
-    return seen == subset
-
-
-def _parts(whole: frozenset[int]) -> list[frozenset[int]]:
-    items = sorted(whole)
-    return [frozenset(x for k, x in enumerate(items) if mask >> k & 1)
-            for mask in range(1, (1 << len(items)) - 1)]
-
-
-def _pareto(found: list[tuple[Tree, Any, Any]], gens: tuple[sympy.Symbol, ...], symbolic: bool
-            ) -> list[tuple[Tree, Any, Any]]:
-    """The candidates no other is proved to cost at most as much as at every
-    size (of two that cost the same, the first found)."""
-    if symbolic:
-        totals = [sympy.expand(f + w) for _, f, w in found]
-        polys = [terms(t, gens) if gens else None for t in totals]
-    else:
-        polys = [_add(f, w) for _, f, w in found]
-        totals = None
-    unique: dict = {}
-    order = []
-    for k, poly in enumerate(polys):  # equal costs: the first found
-        key = (tuple(sorted(poly.items())) if poly is not None
-               else sympy.srepr(totals[k]))
-        if key not in unique:
-            unique[key] = k
-            order.append(k)
-    keep = []
-    for k in order:
-        if not any(j != k and _at_most(j, k, polys, totals) for j in order):
-            keep.append(found[k])
-    return keep
-
-
-def _at_most(j: int, k: int, polys: list, totals: list | None) -> bool:
-    """Whether candidate ``j`` is proved to cost at most candidate ``k`` at
-    every value of the dims >= 1."""
-    if polys[j] is not None and polys[k] is not None:
-        return dominated(polys[j], polys[k])
-    a, b = totals[j], totals[k]
-    if a.has(sympy.Min) or b.has(sympy.Min):  # a window's count: min(S, W) and the dims
-        return proved_at_most(a, b)
-    return bool(a.is_number and b.is_number and a <= b)
 
 
 # --------------------------------------------------------------- printing --

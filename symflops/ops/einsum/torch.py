@@ -1,5 +1,16 @@
 """An einsum with PyTorch, as a model written in PyTorch computes it: the oracle
-``symflops verify`` compares gradients, FLOPs and saved tensors with."""
+``symflops verify`` compares gradients, FLOPs and saved tensors with.
+
+Each pairwise product runs as the kernel its bucket names
+(:mod:`symflops.ops.einsum.orders`), so that FlopCounterMode counts what
+symflops's ``flops`` counts: a dot product (a summed letter, every kept
+letter on both operands: a gain's ``sum_b X[b,d] G[b,d]``, a full dot
+``sum_v P[v] L[v]``) as a multiply and a sum, as ``torch.dot``,
+``torch.linalg.vecdot`` and ``(x * y).sum()`` run it (none counted);
+every other product with ``torch.einsum`` (a contraction lowers to bmm,
+counted).  ``torch.einsum`` alone would lower a dot product to a bmm over
+length-1 axes and count it, which no dot-product kernel of PyTorch does.
+"""
 
 from __future__ import annotations
 
@@ -66,6 +77,27 @@ def _torch_indicators(torch: Any, e: Einsum, tensors: Mapping[str, Any], args: l
         args[k] = torch.einsum(f"{mine},{names[a]}{names[b]}->{mine}", args[k], mask)
 
 
+def _pair(torch: Any, a: Any, la: Sequence[str], b: Any, lb: Sequence[str],
+          out: Sequence[str], letters: Mapping[str, str]) -> Any:
+    """``a[la] b[lb] -> [out]`` (``out`` letters each on an operand): a dot
+    product as a multiply and a sum, anything else with ``torch.einsum``
+    (see the module doc)."""
+    summed = [i for i in dict.fromkeys([*la, *lb]) if i not in out]
+    if (summed and len(set(la)) == len(la) and len(set(lb)) == len(lb)
+            and all(i in la and i in lb for i in out)):
+        joined = [*out, *summed]
+
+        def aligned(x: Any, mine: Sequence[str]) -> Any:
+            x = x.permute([mine.index(i) for i in joined if i in mine])
+            return x.reshape([x.shape[[i for i in joined if i in mine].index(i)] if i in mine
+                              else 1 for i in joined])
+
+        return (aligned(a, la) * aligned(b, lb)).sum(dim=tuple(range(len(out), len(joined))))
+    spec = (f"{''.join(letters[i] for i in la)},{''.join(letters[i] for i in lb)}"
+            f"->{''.join(letters[i] for i in out)}")
+    return torch.einsum(spec, a, b)
+
+
 def _written_order(torch: Any, args: Sequence[Any], operands: Sequence[Sequence[str]],
                    out: Sequence[str], letters: Mapping[str, str]) -> Any:
     """Three or more operands contracted pairwise left to right, one
@@ -76,9 +108,7 @@ def _written_order(torch: Any, args: Sequence[Any], operands: Sequence[Sequence[
         later = {i for f in operands[k + 1:] for i in f} | set(out)
         joined = list(dict.fromkeys([*have, *operands[k]]))
         keep = [i for i in joined if i in later]
-        spec = (f"{''.join(letters[i] for i in have)},{''.join(letters[i] for i in operands[k])}"
-                f"->{''.join(letters[i] for i in keep)}")
-        acc, have = torch.einsum(spec, acc, args[k]), keep
+        acc, have = _pair(torch, acc, have, args[k], operands[k], keep, letters), keep
     spec = f"{''.join(letters[i] for i in have)}->{''.join(letters[i] for i in out)}"
     return torch.einsum(spec, acc)
 
@@ -98,6 +128,8 @@ def torch_einsum(torch: Any, e: Einsum, tensors: Mapping[str, Any],
     present = [i for i in e.output.indices if any(i in f for f in operands)]
     if len(args) > 2 and len(args) == len(e.operands):
         out = _written_order(torch, args, operands, present, letters)
+    elif len(args) == 2:
+        out = _pair(torch, args[0], operands[0], args[1], operands[1], present, letters)
     elif args:
         spec = ",".join("".join(letters[i] for i in f) for f in operands)
         out = torch.einsum(spec + "->" + "".join(letters[i] for i in present), *args)
