@@ -171,6 +171,20 @@ def test_verify_passes_on_every_form(capsys):
     assert report.passed, [c for c in report.rules if not c.passed]
 
 
+def test_masked_exp_saves_its_output():
+    # exp of a segment sum, zero above the diagonal: inside the domain L = exp(Seg),
+    # so its rule reads the saved output, as exp's does without a where-clause.
+    # Before: dSeg = dL exp'(Seg), which saved Seg as well as L.
+    lay = layer("L[b,h,l,m] = exp(Seg[b,h,l,m]) where m <= l",
+                "Y[b,h,l] = L[b,h,l,m] A[b,h,m]",
+                extra={"Seg": {"shape": ["B", "H", "C", "C"], "role": "input"}})
+    d = symflops.derive(lay)
+    assert "dSeg[b,h,l,m] = dL[b,h,l,m] exp'@out(L[b,h,l,m]) where m <= l" in \
+        [r.statement for r in d.rules]
+    assert "Seg" not in d.saved and "L" in d.saved
+    assert verify(d, seed=3).passed
+
+
 # ------------------------------------------------------- the recurrence --
 
 def recurrence(op):
