@@ -272,3 +272,17 @@ def test_a_two_summed_letter_box_compared_is_refused(tmp_path, capsys):
     assert cli.main(["derive", str(path)]) == 2
     first = capsys.readouterr().err.splitlines()[0]
     assert "compares two summed letters, 'v' and 'u'" in first and "fix: " in first
+
+
+# -------------------------------------------------------- verify --at --
+
+def test_verify_at_given_sizes(tmp_path, capsys):
+    path = tmp_path / "cs.yaml"
+    path.write_text("dims: {B: batch, S: steps}\ntensors:\n  X: {shape: [B, S], role: input}\n"
+                    "ops:\n  - Y[b,s] = X[b,u] where u <= s\n")
+    assert cli.main(["verify", str(path), "--at", "B=2,S=3", "--no-torch"]) == 0
+    assert "small sizes:  B=2, S=3" in capsys.readouterr().out
+    assert cli.main(["verify", str(path), "--at", "B=2", "--no-torch"]) == 2
+    assert "S" in capsys.readouterr().err
+    assert cli.main(["verify", str(path), "--at", "B=1000,S=1000", "--no-torch"]) == 2
+    assert "verify needs small sizes" in capsys.readouterr().err
