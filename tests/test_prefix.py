@@ -274,6 +274,23 @@ def test_a_two_summed_letter_box_compared_is_refused(tmp_path, capsys):
     assert "compares two summed letters, 'v' and 'u'" in first and "fix: " in first
 
 
+# ---------------------------------------------------------------- sheet --
+
+def test_the_sheet_states_the_count(tmp_path, capsys):
+    path = tmp_path / "cs.yaml"
+    path.write_text("dims: {B: batch, S: steps}\ntokens: B*S\n"
+                    "tensors:\n  X: {shape: [B, S], role: input}\n"
+                    "ops:\n  - Y[b,s] = X[b,u] where u <= s\n")
+    for fmt in ("md", "tex"):
+        assert cli.main(["render", str(path), "--format", fmt, "-o", str(tmp_path / f"s.{fmt}")]) == 0
+        text = (tmp_path / f"s.{fmt}").read_text()
+        assert "A prefix sum: a running sum of" in text
+        # a layer with tokens and no parameter: no empty list of dense names
+        # (it printed an empty display "$$", which pdflatex refuses)
+        assert "sum over an index: $$" not in text
+        assert "sum over an index): $" in text
+
+
 # -------------------------------------------------------- verify --at --
 
 def test_verify_at_given_sizes(tmp_path, capsys):
