@@ -128,6 +128,19 @@ def test_window_count_against_the_algorithm_run_by_hand(s, w):
     assert c.elementwise_forward.subs(at) == _simulated((s, s, 2 * 3), limits)
 
 
+def test_the_enumeration_check_catches_a_wrong_count():
+    from dataclasses import replace
+
+    from symflops.ops.prefix_count import _check, box, prefix_count
+    (op,) = layer("Wi[b,s,h] = La[b,u,h] where u <= s, s - u < W").ops
+    found = prefix_count(op.term, op.dims())
+    for wrong in (replace(found, combines=found.combines + 1),
+                  replace(found, combines=B * H * (S - 1)),      # the other orientation's
+                  replace(found, scans=found.scans + B)):
+        with pytest.raises(AssertionError, match="enumeration"):
+            _check(wrong, box(op.term), op.dims())
+
+
 def test_numpy_forward_is_cumsum_and_rules_match_finite_differences():
     lay = layer("Cs[b,s,h] = La[b,u,h] where u <= s",
                 "Su[b,s,h] = La[b,u,h] where u >= s",

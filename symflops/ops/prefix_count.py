@@ -284,12 +284,15 @@ CHECK_POINTS = 128
 def _check(found: PrefixCount, b: Box, extents: Mapping[str, sympy.Expr]) -> None:
     """Compare ``found`` with the algorithm run by enumeration at small dims:
     each output element's range of each summed letter, tested condition by
-    condition, and its corners; raise on a mismatch."""
+    condition, and its corners (the output letters no condition names each
+    multiply the count by their extent); raise on a mismatch."""
     limits = [*((x, y, c, "low") for x, ls in b.lowers for y, c in ls),
               *((x, y, c, "high") for x, ls in b.uppers for y, c in ls)]
     exprs = [*extents.values(), *(c for _, _, c, _ in limits), *(a.offset for a in b.among)]
     dims = sorted(set().union(*(sympy.sympify(e).free_symbols for e in exprs)), key=str)
     orientation = dict(found.orientation)
+    named = [y for y in b.output if any(y == l[1] for l in limits)
+             or any(y in (a.low, a.high) for a in b.among)]
     for values in itertools.islice(itertools.product(range(1, CHECK_MAX + 1), repeat=len(dims)),
                                    CHECK_POINTS):
         at = dict(zip(dims, values))
@@ -298,19 +301,20 @@ def _check(found: PrefixCount, b: Box, extents: Mapping[str, sympy.Expr]) -> Non
             continue
         scans = sum((n[x] - 1) * _prod(n[a] for a in dict.fromkeys(b.operand) if a != x)
                     for x in b.summed)
+        bounds = [(x, y, int(c.xreplace(at)), side) for x, y, c, side in limits]
+        among = [(a.low, a.high, int(a.offset.xreplace(at)) - (1 if a.strict else 0))
+                 for a in b.among]
         combines = 0
-        for o in itertools.product(*(range(n[y]) for y in b.output)):
-            at_o = dict(zip(b.output, o))
-            if not all(at_o[a.low] <= at_o[a.high] + int(a.offset.xreplace(at))
-                       - (1 if a.strict else 0) for a in b.among):
+        for o in itertools.product(*(range(n[y]) for y in named)):
+            at_o = dict(zip(named, o))
+            if not all(at_o[low] <= at_o[high] + c for low, high, c in among):
                 continue
             incomplete = 0
             empty = False
             for x in b.summed:
                 inside = [v for v in range(n[x]) if all(
-                    (v >= at_o[y] + int(c.xreplace(at))) if side == "low"
-                    else (v <= at_o[y] + int(c.xreplace(at)))
-                    for x2, y, c, side in limits if x2 == x)]
+                    (v >= at_o[y] + c) if side == "low" else (v <= at_o[y] + c)
+                    for x2, y, c, side in bounds if x2 == x)]
                 if not inside:
                     empty = True
                     break
@@ -319,6 +323,7 @@ def _check(found: PrefixCount, b: Box, extents: Mapping[str, sympy.Expr]) -> Non
                     incomplete += 1
             if not empty:
                 combines += 2 ** incomplete - 1
+        combines *= _prod(n[y] for y in b.output if y not in named)
         got = (int(found.scans.xreplace(at)), int(found.combines.xreplace(at)))
         if got != (scans, combines):
             raise AssertionError(f"prefix-sum count {found} gives {got} at {at}, "
