@@ -8,7 +8,6 @@ on a brute-force enumeration written here; values come from ``np.cumsum`` and
 ``torch.cumsum`` and from finite differences.
 """
 
-import itertools
 from pathlib import Path
 
 import numpy as np
