@@ -122,5 +122,19 @@ def small_sizes(layer: Layer, rng: np.random.Generator) -> dict[str, int]:
     return choose_sizes(layer, rng, 2, max(5, len(layer.dims) + 1))
 
 
+def given_sizes(layer: Layer, dims: Mapping[str, int]) -> dict[str, int]:
+    """The small sizes a user gives (``verify --at``), checked as drawn ones
+    are: every declared axis at least 1, nothing beyond :data:`SMALL_LIMITS`."""
+    dims = {d.name: int(dims[d.name]) for d in layer.dims}
+    if not _all_extents_positive(layer, dims):
+        raise SymflopsError("with these sizes an axis of the layer has no position",
+                            hint="give sizes at which every declared axis is at least 1")
+    problem = _too_large(layer, dims, SMALL_LIMITS)
+    if problem is not None:
+        raise SymflopsError(f"verify needs small sizes: {problem[0]}", problem[1],
+                            "give sizes of a few units each")
+    return dims
+
+
 def shape_at(layer: Layer, name: str, dims: Mapping[str, int]) -> tuple[int, ...]:
     return tuple(extent(e, dims) for e in layer.tensor(name).shape)

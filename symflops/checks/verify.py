@@ -66,7 +66,8 @@ from .numeric import (apply_rules, central_differences, chained, check_domains, 
 from .oracle import check_flops, check_saved, grad_or_zeros, load_torch, torch_forward, torch_leaf
 from .report import (FD_TOLERANCE, TORCH_TOLERANCE, FlopCheck, GradCheck, Report, RuleCheck,
                      json_ready, text_report)
-from .sizes import MEDIUM, MEDIUM_LIMITS, choose_sizes, random_leaves, shape_at, small_sizes
+from .sizes import (MEDIUM, MEDIUM_LIMITS, choose_sizes, given_sizes, random_leaves, shape_at,
+                    small_sizes)
 
 __all__ = ["Report", "json_ready", "text_report", "verify"]
 
@@ -165,15 +166,17 @@ def check_chain(derivation: Derivation, leaves: Mapping[str, np.ndarray], dims: 
 
 # ---------------------------------------------------------------- verify --
 
-def verify(derivation: Derivation, seed: int = 0, use_torch: bool = True) -> Report:
-    """Every check of the module doc on ``derivation``; never raises for a
-    wrong rule (that is a failed check in the report)."""
+def verify(derivation: Derivation, seed: int = 0, use_torch: bool = True,
+           small: Mapping[str, int] | None = None) -> Report:
+    """Every check of the module doc on ``derivation``, at the small sizes
+    ``small`` (drawn when None); never raises for a wrong rule (that is a
+    failed check in the report)."""
     layer = derivation.layer
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise SymflopsError(f"--seed must be a whole number 0 or more, got {seed!r}",
                             hint="give e.g. --seed 0 or --seed 12345")
     rng = np.random.default_rng(seed)
-    small = small_sizes(layer, rng)
+    small = small_sizes(layer, rng) if small is None else given_sizes(layer, small)
     medium = choose_sizes(layer, rng, *MEDIUM, MEDIUM_LIMITS)
     torch = load_torch() if use_torch else None
     leaves = random_leaves(layer, small, rng)

@@ -122,6 +122,11 @@ def verify_arguments(parser: argparse.ArgumentParser) -> None:
                         help="seed for the random sizes and values (default 0)")
     parser.add_argument("--no-torch", dest="no_torch", action="store_true",
                         help="finite differences only, even when PyTorch is installed")
+    parser.add_argument("--at", metavar="DIM=VALUE,...",
+                        help="the small sizes to check the rules at, every dim given, e.g. "
+                             "--at B=2,S=3,D=4 (default: drawn with --seed, distinct, from 2 to "
+                             "the number of dims + 1, at least 5); the FLOP counts are also "
+                             "checked at medium sizes, drawn")
 
 
 def grads_arguments(parser: argparse.ArgumentParser) -> None:

@@ -101,7 +101,22 @@ class ConditionNote:
     full: sympy.Expr
 
 
-DomainNote = Union[LookupNote, ShiftNote, ConditionNote]
+@dataclass(frozen=True)
+class PrefixNote:
+    """A prefix sum (:mod:`symflops.ops.prefix`): running sums of ``operand``
+    along ``summed`` (``scans`` adds) and their differences (``combines``),
+    where one add per term of the domain would be ``direct``; ``grads``: its
+    rules, each a prefix sum too, with their adds."""
+
+    operand: str
+    summed: tuple[str, ...]
+    scans: sympy.Expr
+    combines: sympy.Expr
+    direct: sympy.Expr
+    grads: tuple[tuple[str, sympy.Expr], ...]
+
+
+DomainNote = Union[LookupNote, ShiftNote, ConditionNote, PrefixNote]
 
 
 @dataclass(frozen=True)
@@ -275,6 +290,12 @@ def domain_notes(k: int, derivation: Derivation, c: Costs) -> tuple[DomainNote, 
     op, unit = derivation.layer.ops[k], c.unit
     extents = op.dims()
     notes: list[DomainNote] = []
+    running = getattr(op, "running", None)  # a prefix sum (it lists no einsum terms)
+    if running is not None:
+        r = running()
+        notes.append(PrefixNote(r.operand, r.summed, r.count.scans, r.count.combines, r.direct,
+                                tuple((rule.grad, rc.elementwise) for rule, rc
+                                      in zip(derivation.rules, c.backward) if rule.op == k)))
     for e in op.terms:
         lookups = [f for f in e.operands if f.is_select and f.indices[0] in e.summed]
         if lookups:

@@ -25,6 +25,7 @@ from ..core.sizes import NONNEGATIVE, POSITIVE, ZERO, check_size, sign
 from ..lang.statement import AffineTerm, Call, Ref, Shift, Statement
 from ..ops.base import claim
 from ..ops.einsum.lower import affine
+from ..ops.prefix_statement import bounded_extents
 from ..ops.registry import CALLS
 from .ranges import check_range, check_start, needed, new_dim, pad_text, pairs, reach
 
@@ -77,6 +78,10 @@ def bind_letters(st: Statement, known: Mapping[str, Tensor], dims: Mapping[str, 
     _solve_shifts(st, bound, dims, known, at, subs or {})
     _solve_output(st, bound, dims, at)
     _check_lookups(st, known, at, ranges, bound)
+    # an output letter on no operand, bounded in the where-clause: a prefix sum
+    for letter, (extent, source, column) in bounded_extents(
+            st, {k: v.extent for k, v in bound.items()}, at, CALLS).items():
+        bound[letter] = Letter(extent, bound[source].tensor, at(column))
     _check_output(st, bound, at)
     _check_where(st, bound, dims, known, at)
     return st, bound
@@ -380,8 +385,9 @@ def _check_output(st: Statement, bound: Mapping[str, Letter], at: At) -> None:
         if letter not in bound:
             raise SymflopsError(
                 f"output index {letter!r} of {st.lhs.name} is on no operand", at(col),
-                f"every output index must index some operand; the operands carry "
-                f"{', '.join(sorted(bound)) or 'no indices'}")
+                f"every output index must index some operand, or bound a letter it sums over in "
+                f"the where-clause (a prefix sum: 'Cs[b,s] = X[b,u] where u <= s'); the "
+                f"operands carry {', '.join(sorted(bound)) or 'no indices'}")
         if letter in seen:
             raise SymflopsError(f"index {letter!r} appears twice on the output {st.lhs.name}",
                                 at(col), "an output index names one axis; use a new letter")

@@ -4,8 +4,10 @@
 lowering (:func:`symflops.ops.einsum.lower.lower`, the one call there) when
 the output is among its operands; the declaration's letter binding first
 leaves the state out (:func:`without_state`), its letters being the output's.
-Everything else that reads the output is refused by name at its column: an
-offset other than -1, an offset along two letters or none, the state under a
+Without a gate (``H[b,s,d] = H[b,s-1,d] + X[b,s,d]``) it is the prefix sum
+``H[b,s,d] = X[b,u,d] where u <= s`` and becomes that op
+(:class:`symflops.ops.prefix.PrefixSum`).  Everything else that reads the
+output is refused by name at its column: an offset other than -1, an offset along two letters or none, the state under a
 function, read twice, a difference, several gates, a drive that is no plain
 tensor with the output's letters.  The index records are the affine grammar's
 (:class:`symflops.lang.syntax.Shift`).
@@ -19,6 +21,8 @@ from typing import Any
 from ..core.errors import SymflopsError
 from ..core.ir import Factor
 from .base import Scope
+from .prefix import PrefixSum, gateless
+from .prefix_statement import fresh_summed
 from .recurrence import EXAMPLE, OFFSET, Recurrence, prev_name, total_name
 
 
@@ -68,9 +72,12 @@ def _letter(ref: Any, position: int) -> tuple[str, int]:
     return s.terms[0].letter, s.column
 
 
-def lower_recurrence(st: Any, out: Factor, scope: Scope) -> Recurrence:
+def lower_recurrence(st: Any, out: Factor, scope: Scope) -> Recurrence | PrefixSum:
     """``H[..s..] = G[..] H[..s-1..] + X[..s..]`` as a :class:`Recurrence`;
-    SymflopsError at the place of anything else that reads the output."""
+    without a gate, ``H[..s..] = H[..s-1..] + X[..s..]``, as the prefix sum
+    ``H[..s..] = X[..u..] where u <= s`` (:mod:`.prefix`, one mechanism for
+    both spellings); SymflopsError at the place of anything else that reads
+    the output."""
     at, name, example = scope.at, out.tensor, EXAMPLE
     for t in st.terms:
         for f in t.factors:
@@ -108,21 +115,28 @@ def lower_recurrence(st: Any, out: Factor, scope: Scope) -> Recurrence:
     with_state = [t for t in st.terms if any(f is ref for f in t.factors)][0]
     drive_term = [t for t in st.terms if t is not with_state][0]
     gates = [f for f in with_state.factors if f is not ref]
-    if len(gates) != 1 or not hasattr(gates[0], "indices") or gates[0].gathers or gates[0].shifts:
+    if len(gates) > 1 or gates and (not hasattr(gates[0], "indices") or gates[0].gathers
+                                    or gates[0].shifts):
         raise SymflopsError("the previous state must be multiplied by one tensor, the gate",
-                            at(with_state.column), f"e.g. {example}; compute a product of "
-                            "several tensors in an op of its own")
-    gate = gates[0]
-    if len(set(gate.indices)) != len(gate.indices) or not set(gate.indices) <= set(out.indices):
-        raise SymflopsError(f"the gate {gate.name} must carry distinct letters of the output",
-                            at(gate.column), f"e.g. A[d] or G[{','.join(out.indices)}]")
+                            at(with_state.column), f"e.g. {example}, or by nothing (a "
+                            "prefix sum); compute a product of several tensors or a scaled "
+                            "gate in an op of its own")
     drives = drive_term.factors
-    plain = len(drives) == 1 and hasattr(drives[0], "indices") and not drives[0].shifts
+    plain = len(drives) == 1 and hasattr(drives[0], "indices") and not drives[0].shifts \
+        and not drives[0].gathers
     if not plain or tuple(drives[0].indices) != out.indices:
         raise SymflopsError("the drive must be one tensor with the output's letters in order",
                             at(drive_term.column), f"e.g. {example}; compute it in an op "
                             "of its own")
     drive = drives[0]
+    if not gates:  # H[b,s,d] = H[b,s-1,d] + X[b,s,d]: the prefix sum of X along s
+        letter = fresh_summed(set(out.indices), scope.dims)
+        return gateless(out, Factor(drive.name, drive.indices, at(drive.column)), time,
+                        {**scope.extents}, letter, scope.text, scope.span)
+    gate = gates[0]
+    if len(set(gate.indices)) != len(gate.indices) or not set(gate.indices) <= set(out.indices):
+        raise SymflopsError(f"the gate {gate.name} must carry distinct letters of the output",
+                            at(gate.column), f"e.g. A[d] or G[{','.join(out.indices)}]")
     for taken in (prev_name(name), total_name(name)):
         # the derivation and the sheet name the previous state and the total gradient so
         if taken in scope.known:

@@ -273,7 +273,7 @@ def sheet_context(derivation: Derivation, counts: SheetCounts, fmt: Format) -> S
         backward_elementwise=poly(costs.elementwise_backward),
         generic=generic,
         normalizations=normalizations,
-        recurrences=recurrence_items(derivation, costs, m, poly),
+        recurrences=recurrence_items(derivation, costs, m, poly, fold),
         functions=function_items(layer, derivation, m),
         backward=backward,
         backward_lines=[line for b in backward for line in b["index_lines"]],

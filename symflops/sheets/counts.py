@@ -20,7 +20,7 @@ from .equations import Equation, Factor as EqFactor, Named, Part, chain, side
 from .notation import Math
 from ..count.cost import Costs
 from ..count.explain import (ConditionNote, DomainNote, LookupNote, NumbersAt, OrderChoice,
-                             PairwiseCount, ShiftNote)
+                             PairwiseCount, PrefixNote, ShiftNote)
 from ..count.precision import dtype_name
 from ..count.records import WholeModel
 from ..core.ir import Einsum, Layer, Tensor
@@ -107,6 +107,23 @@ def domain_note(notes: Sequence[DomainNote], unit: str, m: Math, esc: Any) -> st
                          if n.padded.inside is not None else
                          esc(" tuples; how many read inside the axis is not derived for this "
                              "index."))
+            sentences.append(text)
+        elif isinstance(n, PrefixNote):
+            letters = r",\ ".join(m.t(x) for x in n.summed)
+            text = (esc("A prefix sum: a running sum of ") + f"${m.t(n.operand)}$"
+                    + esc(" along ") + f"${letters}$"
+                    + esc(" (one add per element after the first of each row), ")
+                    + f"${poly(n.scans)}$" + esc(" adds")
+                    + (esc(", and a difference of running sums for each output element whose "
+                           "range leaves out the start (or the end) of the axis, ")
+                       + f"${poly(n.combines)}$" if n.combines != 0 else esc(", and no difference"))
+                    + esc("; one add per term of the domain would be ") + f"${poly(n.direct)}$"
+                    + esc("."))
+            for grad, work in n.grads:
+                text += (esc(" Its gradient ") + f"${m.t(grad)}$"
+                         + esc(" is a sum that its output letter bounds too (a suffix sum where "
+                               "the range runs to the end), counted the same way: ")
+                         + f"${poly(work)}$" + esc(" adds."))
             sentences.append(text)
         elif isinstance(n, ConditionNote):
             domain = r",\ ".join(m.ix(f) for f in n.domain)

@@ -46,9 +46,12 @@ def _with_log2(expr: sympy.Expr, size: sympy.Expr) -> str:
 
 
 def recurrence_items(derivation: Derivation, costs: Costs, m: Math,
-                     poly: Callable[[sympy.Expr], str]) -> list[dict[str, Any]]:
+                     poly: Callable[[sympy.Expr], str],
+                     fold: Callable[[list[str]], list[str]] = lambda lines: lines
+                     ) -> list[dict[str, Any]]:
     """One item per recurrence whose output needs a gradient: its unrolled
-    form, the derivation of the previous state's rule, the reverse-time
+    form, the derivation of the previous state's rule (its lines folded to
+    the page by ``fold``, as the sheet's other derivations), the reverse-time
     recurrence it gives, the rules with it, and the counts."""
     layer = derivation.layer
     unit = costs.unit
@@ -71,7 +74,7 @@ def recurrence_items(derivation: Derivation, costs: Costs, m: Math,
             "previous": f"{m.ix(prev)} = {_at(m, out, time, time + '-1')}",
             "zero": _at(m, out, time, "-1") + " = 0",
             "unrolled": f"{m.ix(out)} = " + " + ".join(m.einsum_rhs(t) for t in unrolled.terms),
-            "lines": derivation_lines([op.previous_rule(k)], m),
+            "lines": fold(derivation_lines([op.previous_rule(k)], m)),
             "total": m.ix(g),
             "scan": (f"{m.ix(g)} = {m.ix(Factor(grad_name(op.output), out.indices))} + "
                      f"{_at(m, gate, time, time + '+1')}\\, {_at(m, g, time, time + '+1')}"),

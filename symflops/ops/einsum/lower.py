@@ -25,6 +25,7 @@ from ..base import CallKind, Lowered, Op, Scope, claim, usages
 from ..conditions import check_domain, condition_factor
 from ..functions import FUNCTIONS
 from ..functions import known as known_functions
+from ..prefix_statement import is_prefix, lower_prefix
 from ..recurrence_statement import lower_recurrence
 from .node import Contraction
 
@@ -35,9 +36,12 @@ DROPOUT_DEFAULT = sympy.Rational(1, 10)
 def lower(st: Statement, out: Factor, scope: Scope, calls: Sequence[CallKind]) -> Lowered:
     """The statement as ops: those its calls need first, then the contraction;
     with the tensors the lowering made (dropout masks, normalised intermediates).
-    A statement that reads its own output is a recurrence (:mod:`..recurrence`)."""
+    A statement that reads its own output is a recurrence (:mod:`..recurrence`);
+    one whose output letter no operand carries is a prefix sum (:mod:`..prefix`)."""
     if any(ref.name == out.tensor for ref in st.refs):
         return Lowered((lower_recurrence(st, out, scope),))
+    if is_prefix(st):  # an output letter on no operand, bounded by the where-clause
+        return Lowered((lower_prefix(st, out, scope),))
     made: dict[str, Tensor] = {}
     first: list[Op] = []
     terms = []

@@ -10,6 +10,7 @@ array, the shift's 0/1 tensor.
 
 from __future__ import annotations
 
+import functools
 import string
 from typing import Any, Mapping, Sequence
 
@@ -118,4 +119,14 @@ def run_op(op: Op, values: Mapping[str, np.ndarray], extents: Mapping[str, int],
 
 def extents_at(index_dims: Sequence[tuple[str, sympy.Expr]], dims: Mapping[str, int]) -> dict[str, int]:
     """Each letter's extent at the dim values ``dims``."""
-    return {i: int(e.subs({s: dims[str(s)] for s in e.free_symbols})) for i, e in index_dims}
+    return dict(_extents_at(tuple(index_dims), tuple(sorted(dims.items()))))
+
+
+@functools.lru_cache(maxsize=4096)
+def _extents_at(index_dims: tuple[tuple[str, sympy.Expr], ...],
+                dims: tuple[tuple[str, int], ...]) -> tuple[tuple[str, int], ...]:
+    """:func:`extents_at`, remembered: finite differences run every op
+    thousands of times at the same dims."""
+    values = dict(dims)
+    return tuple((i, int(e.subs({s: values[str(s)] for s in e.free_symbols})))
+                 for i, e in index_dims)

@@ -116,7 +116,10 @@ def _derivative_factor(e: Einsum, occurrence: Factor,
     if occurrence.function is None:
         return ()
     function = FUNCTIONS[occurrence.function.name]
-    lone = (output_form and len(e.operands) == 1 and e.coefficient == 1
+    # A where-clause on the output's letters only restricts it (Y = f(X) inside
+    # the domain, 0 outside, and the rule carries the same clause): still lone.
+    lone = (output_form and len(e.factors) == 1 and e.coefficient == 1
+            and all(f.is_comparison for f in e.operands if f.is_indicator)
             and occurrence.indices == e.output.indices
             and len(set(occurrence.indices)) == len(occurrence.indices))
     if function.saves == "output" and lone:
