@@ -260,7 +260,7 @@ BAD = [
     ("Y[b,s,h] = X[b,u,h] where u <= s, h <= s", "compared with letters of different extents",
      4),
     ("Y[b,s,h,t] = X[b,u,h] where u <= s, s <= t", "output index 't' of Y is on no operand", 8),
-    ("Y[b,s,h] = X[b,u,h] where u <= s, s - u < W - W", "the range of 'u' is empty for all dims",
+    ("Y[b,s,h] = X[b,u,h] where u <= s, s - u < W - W", "leave no pair (u, s) for any dims",
      26),
     ("Y[b,s,h,t] = X[b,u,h] where u <= s, u <= t, t <= s", "compares two output letters", 44),
     ("Y[b,s,h] = X[b,u+1,h] where u <= s", "ranges over S - 1", 15),
