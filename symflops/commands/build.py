@@ -209,7 +209,8 @@ def build(src: str = "derivations", out: str = "build", *, pdf: bool | None = No
     ``examples`` (``--example``): a sheet that declares one of these shows
     only those of its examples; a name that no declaration has is refused.
     ``jobs`` worker processes derive declarations side by side (0: one per
-    core); files are written by this process, in name order.  Progress goes
+    core; at most :func:`workers`); files are written by this process, in
+    name order.  Progress goes
     to ``stdout``, failures to ``stderr`` (default: the current sys.stdout
     and sys.stderr)."""
     stdout, stderr = stdout or sys.stdout, stderr or sys.stderr
@@ -238,15 +239,16 @@ def build(src: str = "derivations", out: str = "build", *, pdf: bool | None = No
             if jobs == 1 or len(files) == 1:
                 outcomes: Iterable[Outcome] = map(work, files)
             else:
-                # fork: the workers share the parent's loaded modules (and nothing is pickled but text)
-                pool = concurrent.futures.ProcessPoolExecutor(
-                    max_workers=jobs or os.cpu_count(), mp_context=multiprocessing.get_context("fork"),
-                    initializer=_worker_start)
                 # Declarations that read the same file (a model and its block) go to
                 # one worker, which then derives their shared ops once; the largest
                 # groups first, so that no worker is left with a big one at the end.
+                groups = _groups(files)
+                # fork: the workers share the parent's loaded modules (and nothing is pickled but text)
+                pool = concurrent.futures.ProcessPoolExecutor(
+                    max_workers=workers(jobs, len(groups)),
+                    mp_context=multiprocessing.get_context("fork"), initializer=_worker_start)
                 futures = {}
-                for group in _groups(files):
+                for group in groups:
                     future = pool.submit(_each, work, group)
                     futures.update({path: (future, k) for k, path in enumerate(group)})
                 outcomes = (_result(futures[path][0], futures[path][1], path) for path in files)
@@ -271,6 +273,23 @@ def build(src: str = "derivations", out: str = "build", *, pdf: bool | None = No
             if pool is not None:
                 pool.shutdown(cancel_futures=True)
     return result
+
+
+def cores() -> int:
+    """The cores this process may run on (its CPU affinity where the system
+    has one, else every core)."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def workers(jobs: int, tasks: int) -> int:
+    """The worker processes of ``-j jobs`` for ``tasks`` groups of declarations:
+    ``jobs`` (0: one per core), but never more than the cores nor the groups
+    (``-j 10000`` forked ten thousand processes, all but a few idle, and the
+    machine stalled); at least one."""
+    return max(1, min(jobs or cores(), cores(), tasks))
 
 
 def _result(future: concurrent.futures.Future, k: int, path: str) -> Outcome:
