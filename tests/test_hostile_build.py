@@ -1,7 +1,10 @@
-"""``symflops build`` on hostile sources: ``-j`` far beyond the machine.
+"""``symflops build`` on hostile sources: declarations whose files would land
+on one another's, ``-j`` far beyond the machine.
 
-Issue 25 item 8.  Every expected value is written here by hand from the
-README (*Commands*, *Builds*).
+Issue 25 items 3 and 8.  Every expected value is written here by hand
+from the README (*Builds*, *Figures*): a sheet of ``NAME.yaml`` is
+``NAME.md``/``.tex``/``.pdf``, its figures ``STEM.KIND.EXT`` with ``STEM``
+the name with each character outside ``[A-Za-z0-9_.-]`` replaced by ``_``.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from symflops.commands import build as build_module
+from symflops.commands import names
 from symflops.commands.build import build
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -33,6 +37,70 @@ def _quiet_build(src, out, **kwargs):
     err = io.StringIO()
     result = build(str(src), str(out), pdf=False, stdout=io.StringIO(), stderr=err, **kwargs)
     return result, err.getvalue()
+
+
+# --------------------------------------------------------- names that clash --
+
+@pytest.mark.parametrize("jobs", [1, 2])
+@pytest.mark.parametrize("first, second, shared", [
+    # 'a b' has the figure stem a_b (the space replaced): a_b.graph.pdf is both's
+    ("a b.yaml", "a_b.yaml", "a_b.graph.pdf"),
+    # the same sheet name from two extensions
+    ("x.yaml", "x.yml", "x.md"),
+    # the sheet x.graph.pdf of x.graph.yaml is the graph figure of x.yaml
+    ("x.graph.yaml", "x.yaml", "x.graph.pdf"),
+    # one file where case is ignored (macOS, Windows), refused on every system
+    ("A.yaml", "a.yaml", "A.md"),
+])
+def test_two_declarations_that_would_write_one_file_are_refused(tmp_path, jobs, first, second,
+                                                                shared):
+    src, out = tmp_path / "src", tmp_path / "out"
+    src.mkdir()
+    shutil.copy(FFN, src / first)
+    shutil.copy(DROPOUT, src / second)
+    shutil.copy(FFN, src / "other.yaml")
+    result, err = _quiet_build(src, out, jobs=jobs)
+    # both refused, each message naming both files and the file they share; the other built
+    assert sorted(os.path.basename(p) for p in result.failed) == sorted([first, second]), err
+    lines = [line for line in err.splitlines() if "not built" in line]
+    assert len(lines) == 2, err
+    for line in lines:
+        assert str(src / first) in line and str(src / second) in line, line
+        assert f"'{shared}'" in line or f"'{shared.lower()}'" in line, line
+        assert "rename one of the two" in line
+    assert sorted(p.name for p in out.iterdir() if not p.name.startswith("other.")) == []
+    assert (out / "other.md").read_text().startswith("# Transformer feed-forward")
+
+
+def test_the_cli_exits_2_for_a_clash(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    shutil.copy(FFN, src / "a b.yaml")
+    shutil.copy(DROPOUT, src / "a_b.yaml")
+    result = run("build", "--src", src, "--out", tmp_path / "out", "--no-pdf")
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert "would both write 'a_b.graph.pdf'" in result.stderr, result.stderr
+    assert not (tmp_path / "out" / "a_b.graph.pdf").exists()
+
+
+def test_every_figure_a_sheet_writes_is_among_the_names_checked(tmp_path):
+    """The clash check compares names.outputs(path); the figures a
+    build really writes (at an --at configuration, so all four kinds) must
+    all be in it, else two declarations could still share a file."""
+    src, out = tmp_path / "src", tmp_path / "out"
+    src.mkdir()
+    shutil.copy(ROOT / "derivations" / "transformer_block.yaml", src / "t b+.yaml")
+    result, err = _quiet_build(src, out, configs=[])
+    assert not result.failed, err
+    written = {os.path.basename(p) for p in result.written + result.figures}
+    assert written, err
+    assert written <= set(names.outputs(str(src / "t b+.yaml"))), written
+    assert {"t_b_.graph.pdf", "t b+.md"} <= written
+
+
+def test_the_shipped_declarations_do_not_clash():
+    files = sorted(str(p) for p in (ROOT / "derivations").glob("*.y*ml"))
+    assert names.clashing(files) == {}
 
 
 # ------------------------------------------------------------- -j 10000 --

@@ -35,7 +35,7 @@ import sys
 import tempfile
 import traceback
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence, TextIO
+from typing import Any, Callable, Iterator, Mapping, Sequence, TextIO
 
 import sympy
 
@@ -45,6 +45,7 @@ from ..derive.backward import derive
 from ..derive.patterns import with_patterns
 from ..count.evaluate import check_definitions
 from ..core.errors import SymflopsError, Terminated, shorten
+from .names import clashing
 from .output import directory, target as output_target, write_file
 from ..sheets.escape import check_tex
 from ..sheets.figures import draw, figures_of
@@ -210,7 +211,8 @@ def build(src: str = "derivations", out: str = "build", *, pdf: bool | None = No
     only those of its examples; a name that no declaration has is refused.
     ``jobs`` worker processes derive declarations side by side (0: one per
     core; at most :func:`workers`); files are written by this process, in
-    name order.  Progress goes
+    name order.  Two declarations that would write one file (:func:`clashing`)
+    are both failed, and the others built.  Progress goes
     to ``stdout``, failures to ``stderr`` (default: the current sys.stdout
     and sys.stderr)."""
     stdout, stderr = stdout or sys.stdout, stderr or sys.stderr
@@ -231,18 +233,20 @@ def build(src: str = "derivations", out: str = "build", *, pdf: bool | None = No
         check_examples(files, examples)
     directory(out, "--out")
     result = BuildResult()
+    clashes = clashing(files)
+    todo = [p for p in files if p not in clashes]
     work = functools.partial(_sheets, configs=configs, templates=templates, unit=unit,
                              precision=precision, pdf=pdf, examples=tuple(examples))
     with _library_scratch():
         pool = None
         try:
-            if jobs == 1 or len(files) == 1:
-                outcomes: Iterable[Outcome] = map(work, files)
+            if jobs == 1 or len(todo) <= 1:
+                outcomes: Iterator[Outcome] = map(work, todo)
             else:
                 # Declarations that read the same file (a model and its block) go to
                 # one worker, which then derives their shared ops once; the largest
                 # groups first, so that no worker is left with a big one at the end.
-                groups = _groups(files)
+                groups = _groups(todo)
                 # fork: the workers share the parent's loaded modules (and nothing is pickled but text)
                 pool = concurrent.futures.ProcessPoolExecutor(
                     max_workers=workers(jobs, len(groups)),
@@ -251,8 +255,10 @@ def build(src: str = "derivations", out: str = "build", *, pdf: bool | None = No
                 for group in groups:
                     future = pool.submit(_each, work, group)
                     futures.update({path: (future, k) for k, path in enumerate(group)})
-                outcomes = (_result(futures[path][0], futures[path][1], path) for path in files)
-            for path, outcome in zip(files, outcomes):
+                outcomes = (_result(futures[path][0], futures[path][1], path) for path in todo)
+            for path in files:
+                outcome = (Outcome({}, None, (str(clashes[path]),)) if path in clashes
+                           else next(outcomes))
                 errors = list(outcome.errors)
                 try:
                     _write(path, out, outcome, result, stdout)

@@ -74,6 +74,20 @@ def figure_stem(stem: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", stem) or "_"
 
 
+#: every figure file a sheet may have, by kind: the graph as a PDF only
+FIGURE_FILES: tuple[tuple[FigureKind, tuple[ImageFormat, ...]], ...] = (
+    ("graph", ("pdf",)), ("components", ("png", "pdf")), ("flops", ("png", "pdf")),
+    ("memory", ("png", "pdf")))
+
+
+def figure_names(stem: str) -> tuple[str, ...]:
+    """The names of every figure file the sheet written as ``STEM.md`` /
+    ``STEM.tex`` may have (which it has depends on the configuration): what
+    ``symflops build`` checks no two declarations share."""
+    name = figure_stem(stem)
+    return tuple(f"{name}.{kind}.{ext}" for kind, exts in FIGURE_FILES for ext in exts)
+
+
 def _sums(graph: Graph) -> str:
     """The gradients with several contributions, as a sentence (or '')."""
     parts = []
