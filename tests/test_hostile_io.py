@@ -22,6 +22,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import unicodedata
 from pathlib import Path
 
 import numpy as np
@@ -469,6 +470,71 @@ def test_hostile_names_render_literally(tmp_path):
                                   capture_output=True, text=True).stdout
             assert "Sneaky # Heading <b>bold</b> 50% $x$ & {y} ~z^ back\\slash" in text
             assert "evil\\n<img src=x onerror=alert(1)>.yaml" in text.replace("\n", "")
+
+
+# Format characters (Unicode category Cf): U+202E RIGHT-TO-LEFT OVERRIDE shows
+# the text after it reversed ("invoice\u202efdp.exe" reads "invoiceexe.pdf"),
+# U+2066..2069 isolate, U+200B..200F are zero-width, U+FEFF a BOM, U+00AD a
+# soft hyphen.  Like control characters, each is a space in sheet text and its
+# escape in a code span (README, Escaping).
+FORMAT_TITLE = "Pay \u202eexe.fdp\u202c now \u2066iso\u2069 zero\u200bwidth bom\ufeff shy\u00ad"
+FORMAT_NAME = "bill\u202efdp.yaml"
+FORMAT = f"""\
+title: "{FORMAT_TITLE}"
+dims:
+  B: "batch\\u200f"
+  D: width
+tensors:
+  X: {{shape: [B, D], role: input, description: "in\\u2067put"}}
+  W: {{shape: [D, D], role: param}}
+ops:
+  - Y[b, e] = X[b, d] W[d, e]
+"""
+
+
+def test_format_characters_never_reach_a_sheet(tmp_path):
+    path = tmp_path / FORMAT_NAME
+    path.write_text(FORMAT)
+    md = clean(run("render", path)).stdout
+    assert not [c for c in md if unicodedata.category(c) == "Cf"]
+    # each of the six format characters of the title a space, by hand:
+    assert md.startswith("# Pay  exe.fdp  now  iso  zero width bom  shy \n"), md[:80]
+    assert "`bill\\u202efdp.yaml`" in md           # the file name, escaped in its code span
+    assert "batch " in md and "in put" in md
+    tex = clean(run("render", path, "--format", "tex")).stdout   # exit 0: nothing refused
+    assert not [c for c in tex if unicodedata.category(c) == "Cf"]
+    assert r"\title{Pay  exe.fdp  now  iso  zero width bom  shy }" in tex
+    assert r"\texttt{bill\textbackslash{}u202efdp.yaml}" in tex
+    if pdflatex_available():
+        assert build_module.compile_pdf(tex, "format").startswith(b"%PDF")
+
+
+def test_format_characters_in_a_message_are_shown_escaped(tmp_path, capsys):
+    path = tmp_path / "key.yaml"
+    path.write_text('dims: {B: b}\ntensors: {}\nops: []\n"ti\\u202etle": x\n')
+    code, _, err = main(["derive", path], capsys)
+    assert code == 2 and "unknown key 'ti\\u202etle'" in err, err
+    assert not [c for c in err if unicodedata.category(c) == "Cf"]
+
+
+def test_a_figure_title_holds_no_line_break_or_format_character(tmp_path, monkeypatch):
+    """matplotlib draws a figure's title as it is given (a line break starts a
+    second line, U+202E reverses what follows): the name and the example's
+    name reach it with each such character a space."""
+    from symflops.count.cost import costs
+    from symflops.count.explain import explain
+    from symflops.declaration.reader import loads
+    from symflops.derive.backward import derive
+    from symflops.sheets import figures
+
+    text = FFN.read_text().replace("name: ffn", 'name: "two\\nlines\\u202eflipped"')
+    assert "two\\nlines" in text
+    d = derive(loads(text, str(tmp_path / "ffn.yaml")))
+    c = costs(d)
+    titles = []
+    monkeypatch.setattr(figures, "bars_figure", lambda rows, title, *a: titles.append(title) or b"")
+    figures.draw(figures.figures_of(d, explain(d, c, [])), d, c, "md")
+    assert titles and titles[0].startswith("two lines flipped at "), titles
 
 
 @pytest.mark.skipif(not pdflatex_available(), reason="pdflatex is not installed")

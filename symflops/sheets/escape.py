@@ -1,8 +1,9 @@
 """Escaping user text for a sheet: Markdown, LaTeX and code spans.
 
-Invariants: user text never leaves its line (line breaks and control
-characters are spaces in text, visible escapes in code), every character
-with meaning in the target is escaped, and the LaTeX sheet is refused,
+Invariants: user text never leaves its line nor reorders the text around
+it (line breaks, control and format characters are spaces in text, visible
+escapes in code: :data:`HIDDEN`), every character with meaning in the
+target is escaped, and the LaTeX sheet is refused,
 naming the character and its place, for text pdflatex cannot set
 (:data:`TEX_SETTABLE`); the Markdown sheet takes any text.
 """
@@ -33,9 +34,24 @@ TEX_SETTABLE = tuple((int(a, 16), int(b or a, 16)) for a, _, b in (r.partition("
 2120 2122 2126-2127 212E 2190-2193""".split()))
 
 
+#: Never written as they are: control characters (Cc), line and paragraph
+#: separators (Zl, Zp) and format characters (Cf: the bidirectional overrides
+#: and isolates U+202A-202E and U+2066-2069, which reorder the text around them,
+#: zero-width characters U+200B-200F, U+FEFF, the soft hyphen U+00AD, ...),
+#: which are invisible or act on what follows, and lone surrogates (Cs), which
+#: no file can hold; pdflatex sets none of them.
+HIDDEN = ("Cc", "Zl", "Zp", "Cf", "Cs")
+
+
 def _is_break(c: str) -> bool:
-    """A control character or a line or paragraph separator: never written as it is."""
-    return unicodedata.category(c) in ("Cc", "Zl", "Zp")
+    """A control, separator or format character (:data:`HIDDEN`): never written as it is."""
+    return unicodedata.category(c) in HIDDEN
+
+
+def plain(text: str) -> str:
+    """User text for a place with no escaping of its own (a figure's title
+    drawn by matplotlib): each :data:`HIDDEN` character a space."""
+    return "".join(" " if _is_break(c) else c for c in str(text))
 
 
 def tex_settable(c: str) -> bool:
@@ -46,8 +62,9 @@ def tex_settable(c: str) -> bool:
 
 def escape_tex(text: str) -> str:
     r"""Text that LaTeX prints literally: ``\input{x}`` becomes ``\textbackslash{}input\{x\}``.
-    A line break or control character is a space (a blank line would end the
-    paragraph, a raw control character is an error); a character the fonts do
+    A line break, control or format character (:data:`HIDDEN`) is a space (a
+    blank line would end the paragraph, a raw control character is an error,
+    a format character has no glyph); a character the fonts do
     not have is a SymflopsError (:func:`check_tex` names the field first)."""
     out = []
     for c in str(text):
@@ -62,9 +79,10 @@ def escape_tex(text: str) -> str:
 
 def escape_md(text: str) -> str:
     """Text that Markdown (and the math renderers of common viewers) print
-    literally.  A line break of any kind (``\\r`` too) or other control
-    character is a space, so that user text never starts a line of its own
-    (a heading, a list, an HTML block)."""
+    literally.  A line break of any kind (``\\r`` too), other control
+    character or format character (:data:`HIDDEN`) is a space, so that user
+    text never starts a line of its own (a heading, a list, an HTML block)
+    and never reverses the text after it (U+202E)."""
     out = []
     for c in str(text):
         if c == "<":
@@ -83,8 +101,8 @@ def escape_md(text: str) -> str:
 
 
 def _visible(text: str) -> str:
-    """Code (a file name, a statement) with control characters shown as
-    escapes (``\\n``), so that it stays on its line and reads as it is."""
+    """Code (a file name, a statement) with control and format characters
+    shown as escapes (``\\n``, ``\\u202e``), so that it stays on its line and reads as it is."""
     return "".join(printable(c) if _is_break(c) else c for c in str(text))
 
 

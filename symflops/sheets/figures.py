@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Literal, Mapping, TypedDict
 
 from .environment import Format
-from .escape import ESCAPES
+from .escape import ESCAPES, plain
 from .graph import Graph, computation_graph, mermaid
 from .plots import (ImageFormat, bars_figure, component_rows, flops_figure, graph_figure,
                     memory_figure, overtakes, policies, sequence_axis)
@@ -183,7 +183,7 @@ def draw(figures: SheetFigures, derivation: Derivation, costs: Costs,
          fmt: Format | None = None) -> dict[str, bytes]:
     """The bytes of each figure file (of one sheet format, or of both), by file name."""
     values = dict(figures.values)
-    title = f"{derivation.layer.name} at {figures.configuration}"
+    title = plain(f"{derivation.layer.name} at {figures.configuration}")
     dim = sequence_axis(derivation.layer).dim
     out = {}
     for f in figures.of(fmt) if fmt else figures.files:
