@@ -1,7 +1,7 @@
 """``symflops build`` on hostile sources: declarations whose files would land
-on one another's, ``-j`` far beyond the machine.
+on one another's, ``-j`` far beyond the machine, files that are not regular.
 
-Issue 25 items 3 and 8.  Every expected value is written here by hand
+Issue 25 items 3, 8 and 10.  Every expected value is written here by hand
 from the README (*Builds*, *Figures*): a sheet of ``NAME.yaml`` is
 ``NAME.md``/``.tex``/``.pdf``, its figures ``STEM.KIND.EXT`` with ``STEM``
 the name with each character outside ``[A-Za-z0-9_.-]`` replaced by ``_``.
@@ -13,6 +13,7 @@ import concurrent.futures
 import io
 import os
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -157,3 +158,29 @@ def test_the_cores_are_the_ones_this_process_may_use(monkeypatch):
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
     monkeypatch.setattr(os, "cpu_count", lambda: 64)
     assert build_module.workers(0, 10) == 1
+
+
+# ------------------------------------------------- files that are not regular --
+
+# Issue 25 item 10 reported that a FIFO in a -j 2 build's source gave no path
+# in its message; on this code -j 1 and -j 2 already printed the same line, so
+# this test holds the two to each other rather than reproducing a failure.
+@pytest.mark.parametrize("kind", ["fifo", "directory", "device", "socket"])
+def test_a_source_that_is_not_a_file_is_reported_alike_with_and_without_workers(tmp_path,
+                                                                               kind):
+    src = tmp_path / "src"
+    src.mkdir()
+    shutil.copy(FFN, src)
+    shutil.copy(DROPOUT, src)
+    odd = src / "odd.yaml"
+    {"fifo": os.mkfifo, "directory": os.mkdir, "device": lambda p: os.symlink("/dev/null", p),
+     "socket": lambda p: socket.socket(socket.AF_UNIX).bind(str(p))}[kind](odd)
+    said = {}
+    for jobs in ("1", "2"):
+        result = run("build", "--src", src, "--out", tmp_path / f"out{jobs}", "--no-pdf",
+                     "-j", jobs)
+        assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+        said[jobs] = [line.replace(f"out{jobs}", "out") for line in result.stderr.splitlines()]
+        assert any(line.startswith(f"symflops: error: {odd}: is ") for line in said[jobs]), \
+            result.stderr
+    assert said["1"] == said["2"]

@@ -141,6 +141,10 @@ def file_kind(mode: int) -> str:
     return "not a regular file"
 
 
+NOT_REGULAR = ("give the path of a regular file (a FIFO, a device, a socket or a directory is "
+               "never read)")
+
+
 def read_text(path: str | os.PathLike[str], hint: str, span: Span | None = None,
               lead: str | None = None, limit: int = MAX_READ) -> str:
     """A UTF-8 text file's contents; a missing, unreadable, non-regular or
@@ -158,14 +162,20 @@ def read_text(path: str | os.PathLike[str], hint: str, span: Span | None = None,
     except FileNotFoundError:
         raise SymflopsError(f"{lead}: no such file", span, hint) from None
     except OSError as exc:
+        try:  # a socket cannot be opened at all (ENXIO): say what it is
+            mode = os.stat(file).st_mode
+        except OSError:
+            mode = stat.S_IFREG
+        if not stat.S_ISREG(mode):
+            raise SymflopsError(f"{lead}: is {file_kind(mode)}, not a regular file", span,
+                                NOT_REGULAR) from None
         raise SymflopsError(f"{lead}: cannot read: {exc.strerror or exc}", span,
                             "give a readable UTF-8 text file") from None
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
             raise SymflopsError(f"{lead}: is {file_kind(mode)}, not a regular file", span,
-                                "give the path of a regular file (a FIFO, a device or a "
-                                "directory is never read)")
+                                NOT_REGULAR)
         chunks, size = [], 0
         while size <= limit:
             chunk = os.read(fd, limit + 1 - size)
@@ -198,7 +208,7 @@ def _not_utf8(file: str, data: bytes, exc: UnicodeDecodeError) -> SymflopsError:
     column = len(data[start:exc.start].decode("utf-8")) + 1
     return SymflopsError(f"this file is not UTF-8 text: byte 0x{data[exc.start]:02x} cannot be "
                          "decoded", Span(file, line, column),
-                         "save the file as UTF-8 (a declaration is UTF-8 text)")
+                         "save the file as UTF-8 (symflops reads UTF-8 text only)")
 
 
 class Terminated(BaseException):

@@ -63,7 +63,7 @@ def import_data(data: Any, path: str = "config.json", text: str = "",
     if not isinstance(data, Mapping):
         raise SymflopsError(f"{path}: a config.json must hold a JSON object, found "
                             f"{type(data).__name__}", hint="give the model's config.json")
-    model_type = model_type_of(data, path, FAMILIES)
+    model_type = model_type_of(data, path, FAMILIES, text)
     family = FAMILIES[model_type]
     c = Config(path, text, data, model_type)
     check_keys(c, family.read, family.ignored)
