@@ -324,6 +324,103 @@ def test_a_file_that_is_not_a_declaration_is_not_echoed(tmp_path, capsys, comman
     assert HASH not in err and "root:x:0" not in err and "/bin/bash" not in err
 
 
+# Issue 25 item 9: the excerpt rule went by the name given, so x.json, a link
+# to /etc/shadow, had the file's first line printed under the caret, and an
+# include of /etc/shadow (SYMFLOPS_INCLUDE_PATH=/) quoted its first entry as
+# "unknown key 'root:*:...'".  A fake secret stands in for /etc/shadow (root
+# can read the real one, another user cannot: it cannot be relied on).
+SHADOW = ("root:$6$s4ltS4lt$Q2hhbmdlTWVQbGVhc2VUaGlzSXNBRmFrZUhhc2g:19000:0:99999:7:::\n"
+          "daemon:*:19000:0:99999:7:::\n")
+
+
+def _secret_links(tmp_path):
+    (tmp_path / "outside").mkdir(exist_ok=True)
+    secret = tmp_path / "outside" / "shadow"
+    secret.write_text(SHADOW)
+    for name in ("x.json", "x.yaml", "config.json"):
+        os.symlink(secret, tmp_path / name)
+    return secret
+
+
+@pytest.mark.parametrize("argv", [
+    ["plan", "--hf-config", "x.json", "--tokens", "1e9"],
+    ["render", "--hf-config", "x.json"],
+    ["import-hf", "config.json"],
+    ["derive", "x.yaml"],
+    ["derive", "x.json"],
+    ["eval", "x.yaml", "B=1"],
+])
+def test_a_link_to_a_secret_under_a_quoted_name_is_not_echoed(tmp_path, capsys, argv):
+    _secret_links(tmp_path)
+    code, _, err = main([tmp_path / a if a.startswith(("x.", "config.")) else a for a in argv],
+                        capsys)
+    assert code == 2 and f"{tmp_path / argv[2 if argv[1] == '--hf-config' else 1]}:" in err, err
+    assert len(err.splitlines()) == 1, err       # the message only, no line under a caret
+    assert HASH not in err and "root:" not in err and "daemon" not in err, err
+
+
+def test_a_mapping_that_is_not_a_declaration_has_none_of_its_keys_quoted(tmp_path, capsys,
+                                                                         monkeypatch):
+    """The shadow format reads as a YAML mapping ('root:...:7::' is a key, its
+    last ':' the indicator): a file none of whose keys is a declaration's is
+    refused as not a declaration, by position, whether named on the command
+    line or included."""
+    secret = _secret_links(tmp_path)
+    (tmp_path / "outside" / "shadow.yaml").write_text(SHADOW)
+    monkeypatch.setenv("SYMFLOPS_INCLUDE_PATH", str(secret.parent))
+    for include, argv in ((None, ["derive", tmp_path / "outside" / "shadow.yaml"]),
+                          ("shadow", None), ("shadow.yaml", None)):
+        argv = argv or ["derive", _tree(tmp_path, include)]
+        code, _, err = main(argv, capsys)
+        where = secret.parent / (include or "shadow.yaml")
+        assert code == 2 and (f"{where}:1:1: error: this file is not a declaration: none of its "
+                              "top-level keys is one a declaration has") in err, err
+        assert len(err.splitlines()) == 1, err
+        assert HASH not in err and "root:" not in err and "daemon" not in err, err
+
+
+def test_a_yaml_error_in_a_file_that_is_not_a_declaration_shows_no_line(tmp_path, capsys):
+    # the shadow's first entry, then a line YAML cannot read: a mapping with no
+    # declaration key up to the error
+    path = tmp_path / "secret.yaml"
+    path.write_text(SHADOW + "alice:$6$" + HASH + ": {X: ]}\n")
+    code, _, err = main(["derive", path], capsys)
+    assert code == 2 and f"{path}:" in err and "this is not valid YAML" in err, err
+    assert len(err.splitlines()) == 1 and HASH not in err, err
+    # a declaration with the same error further on keeps its line under the caret
+    path.write_text("dims: {B: b}\ntensors: {X: ]}\n")
+    code, _, err = main(["derive", path], capsys)
+    assert code == 2 and f"{path}:2:14: error: this is not valid YAML" in err, err
+    assert err.splitlines()[1:] == ["    tensors: {X: ]}", " " * 17 + "^"], err
+
+
+def test_a_link_into_etc_is_never_quoted(tmp_path, capsys, monkeypatch):
+    link = tmp_path / "x.json"
+    os.symlink("/etc/passwd", link)
+    code, _, err = main(["plan", "--hf-config", link, "--tokens", "1e9"], capsys)
+    assert code == 2 and len(err.splitlines()) == 1 and "root:" not in err, err
+    from symflops.core import errors
+    assert not errors.quotable(str(link))
+    # a file quotable by its name and its contents, in a private directory: a
+    # stand-in for /etc made private here, holding a declaration with an error
+    private = tmp_path / "private"
+    private.mkdir()
+    (private / "d.yaml").write_text("dims: {B: b}\ntensors: {}\nops: []\ntitle: [1]\n")
+    code, _, err = main(["derive", private / "d.yaml"], capsys)
+    assert code == 2 and len(err.splitlines()) == 3, err   # quoted: not private yet
+    monkeypatch.setattr(errors, "PRIVATE_DIRS", (*errors.PRIVATE_DIRS, str(private)))
+    os.symlink(private / "d.yaml", tmp_path / "d.yaml")
+    for path in (private / "d.yaml", tmp_path / "d.yaml"):
+        code, _, err = main(["derive", path], capsys)
+        assert code == 2 and f"{path}:4:8: error: 'title' must be text" in err, err
+        assert len(err.splitlines()) == 1, err
+    os.mkdir(tmp_path / ".ssh")
+    (tmp_path / ".ssh" / "config.yaml").write_text("dims: {}\n")
+    (tmp_path / "plain.yaml").write_text("dims: {}\n")
+    assert errors.quotable(str(tmp_path / "plain.yaml"))
+    assert not errors.quotable(str(tmp_path / ".ssh" / "config.yaml"))
+
+
 def test_a_long_value_is_quoted_short(tmp_path, capsys):
     path = tmp_path / "long.yaml"
     path.write_text("dims: {B: b}\ntensors: " + "x" * 100_000 + "\nops: []\n")

@@ -322,7 +322,7 @@ def _load_block(path: str, span: Span | None, stack: tuple[str, ...]) -> Layer:
     text = read_text(path, "give a path relative to this file, e.g. 'include: ffn.yaml'", span,
                      lead=f"cannot include {path}")
     stem = os.path.splitext(os.path.basename(path))[0]
-    return build_layer(parse_yaml(text, path), path, stem, stack)
+    return build_layer(parse_yaml(text, path, TOP_KEYS), path, stem, stack)
 
 
 def _inline_blocks(top: Mapping[str, tuple[Span | None, Node]]) -> dict[str, Node]:
@@ -450,7 +450,7 @@ def load(path: str | os.PathLike[str]) -> Layer:
 def loads(text: str, file: str = "<string>") -> Layer:
     """Read a declaration from YAML text; ``file`` names it in error messages."""
     stem = os.path.splitext(os.path.basename(file))[0] or "layer"
-    return build_layer(parse_yaml(text, file), file, stem)
+    return build_layer(parse_yaml(text, file, TOP_KEYS), file, stem)
 
 
 def declare(name: str, *, dims: Mapping[str, str], tensors: Mapping[str, Mapping[str, Any]],

@@ -27,16 +27,25 @@ def key_name(key: str) -> str:
     return repr(key) if len(key) <= 40 else f"of {len(key)} characters"
 
 
-def span_at(path: str, text: str, at: int) -> Span | None:
+def span_at(path: str, text: str, at: int, show: bool = True) -> Span | None:
     """The position of character ``at`` (None when negative); the line is shown
-    only when it is short (a minified file is one long line)."""
+    only when ``show`` and it is short (a minified file is one long line)."""
     if at < 0:
         return None
     line = text.count("\n", 0, at) + 1
     start = text.rfind("\n", 0, at) + 1
     end = text.find("\n", at)
     shown = text[start:end if end >= 0 else None]
-    return Span(path, line, at - start + 1, shown if len(shown) <= 200 else None)
+    return Span(path, line, at - start + 1, shown if show and len(shown) <= 200 else None)
+
+
+def _an_object(text: str, at: int) -> bool:
+    """Whether ``text`` is a JSON object as far as character ``at`` (where the
+    parser stopped: what comes before is valid JSON): only then is a line of it
+    shown in a message.  A file that is not JSON from its first character
+    (``/etc/shadow`` by any name) is reported by position only."""
+    start = len(text) - len(text.lstrip())
+    return text[start:start + 1] == "{" and at > start
 
 
 _SPACE = re.compile(r"[ \t\n\r]*")
@@ -106,7 +115,7 @@ def read_json(path: str) -> tuple[str, Any]:
     except json.JSONDecodeError as exc:
         lines = text.splitlines()
         line_text = lines[exc.lineno - 1] if 0 < exc.lineno <= len(lines) else None
-        if line_text is not None and len(line_text) > 200:
+        if line_text is not None and (len(line_text) > 200 or not _an_object(text, exc.pos)):
             line_text = None
         raise SymflopsError(f"not valid JSON: {exc.msg}",
                             Span(path, exc.lineno, exc.colno, line_text),
@@ -117,14 +126,15 @@ def read_json(path: str) -> tuple[str, Any]:
                                  "lists") from None
     except _LongInteger:
         at = re.search(r"\d{%d,}" % (MAX_DIGITS + 1), text)
+        start = at.start() if at else -1
         raise SymflopsError(f"{path}: an integer of more than {MAX_DIGITS} digits",
-                            span_at(path, text, at.start() if at else -1),
+                            span_at(path, text, start, _an_object(text, start)),
                             "no count in a config.json is that long; check the file") from None
     except _DuplicateKey as exc:
         key = str(exc)
         second = text.find(f'"{key}"', text.find(f'"{key}"') + 1)
         raise SymflopsError(f"{path}: key {key_name(key)} appears twice",
-                            span_at(path, text, second),
+                            span_at(path, text, second, _an_object(text, second)),
                             "keep one of the two") from None
     except ValueError as exc:  # a number the parser cannot convert
         raise SymflopsError(f"{path}: not valid JSON: {exc}",
