@@ -12,6 +12,7 @@ import math
 from fractions import Fraction
 from typing import Any
 
+from ..core.errors import printable
 from .plan import Plan
 from .records import Number
 from .rows import RECOMPUTE_WORDS, equation, json_number, sections, show, show_value
@@ -46,8 +47,8 @@ def _header(plan: Plan) -> list[str]:
     if imported is not None:
         counted = ("the causal pairs t <= s" if imported.attention == "exact"
                    else "the full S x S square")
-        lines.append(f"declaration: written from {imported.file} by symflops import-hf; "
-                     f"attention products over {counted}")
+        lines.append(f"declaration: written from {printable(imported.file)} by symflops "
+                     f"import-hf; attention products over {counted}")
         lines.append(f"  save it: {imported.command} (or print it: --show-declaration)")
     if plan.accelerator is not None:
         lines.append(f"accelerator: {plan.accelerator.description} ({plan.accelerator.source})")
