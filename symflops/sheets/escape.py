@@ -15,12 +15,12 @@ import unicodedata
 from typing import Any
 
 from ..core.errors import Span, SymflopsError, printable, quote, read_text
+# Markdown escaping lives with the planner's Markdown report, in core/text.py
+from ..core.text import HIDDEN, escape_md, hidden as _is_break  # noqa: F401 (escape_md re-exported)
 
 _TEX = {"\\": r"\textbackslash{}", "{": r"\{", "}": r"\}", "$": r"\$", "&": r"\&",
         "#": r"\#", "^": r"\textasciicircum{}", "_": r"\_", "%": r"\%", "~": r"\textasciitilde{}",
         "<": r"\textless{}", ">": r"\textgreater{}", "|": r"\textbar{}"}
-# Characters that Markdown or its math extensions act on anywhere in a line.
-_MD = set("\\`*_[]<>|$~&")
 
 #: The characters beyond ASCII that pdflatex sets with the sheets' preamble
 #: (Latin Modern, T1 and TS1 encodings, LaTeX's default UTF-8 input): Latin-1,
@@ -32,20 +32,6 @@ TEX_SETTABLE = tuple((int(a, 16), int(b or a, 16)) for a, _, b in (r.partition("
 01E6-01EB 01F0 01F4-01F5 0218-021B 0232-0233 0237 2010-2016 2018-201A 201C-201E 2020-2022 2026
 2030-2031 2039-203B 203D 2044 204E 2052 20A1 20A4 20A6 20A9 20AB-20AC 20B1 2103 2116-2117 211E
 2120 2122 2126-2127 212E 2190-2193""".split()))
-
-
-#: Never written as they are: control characters (Cc), line and paragraph
-#: separators (Zl, Zp) and format characters (Cf: the bidirectional overrides
-#: and isolates U+202A-202E and U+2066-2069, which reorder the text around them,
-#: zero-width characters U+200B-200F, U+FEFF, the soft hyphen U+00AD, ...),
-#: which are invisible or act on what follows, and lone surrogates (Cs), which
-#: no file can hold; pdflatex sets none of them.
-HIDDEN = ("Cc", "Zl", "Zp", "Cf", "Cs")
-
-
-def _is_break(c: str) -> bool:
-    """A control, separator or format character (:data:`HIDDEN`): never written as it is."""
-    return unicodedata.category(c) in HIDDEN
 
 
 def plain(text: str) -> str:
@@ -74,29 +60,6 @@ def escape_tex(text: str) -> str:
             raise _unsettable(c, "text", None)
         else:
             out.append(_TEX.get(c, c))
-    return "".join(out)
-
-
-def escape_md(text: str) -> str:
-    """Text that Markdown (and the math renderers of common viewers) print
-    literally.  A line break of any kind (``\\r`` too), other control
-    character or format character (:data:`HIDDEN`) is a space, so that user
-    text never starts a line of its own (a heading, a list, an HTML block)
-    and never reverses the text after it (U+202E)."""
-    out = []
-    for c in str(text):
-        if c == "<":
-            out.append("&lt;")
-        elif c == ">":
-            out.append("&gt;")
-        elif c == "&":
-            out.append("&amp;")
-        elif c in _MD:
-            out.append("\\" + c)
-        elif _is_break(c):
-            out.append(" ")
-        else:
-            out.append(c)
     return "".join(out)
 
 
