@@ -634,6 +634,39 @@ def test_a_figure_title_holds_no_line_break_or_format_character(tmp_path, monkey
     assert titles and titles[0].startswith("two lines flipped at "), titles
 
 
+EVIL_NAME = "evil\x1b]0;pwned\x07\n<img src=x onerror=alert(1)>"
+LLAMA_DIMS = ["L=2", "V=100", "D=64", "N=4", "G=4", "E=16", "F=128"]
+
+
+def test_user_text_in_terminal_reports_is_shown_escaped(tmp_path):
+    """The name, the title and a file name reached the terminal as they were
+    (derive's and plan's first line, build's 'wrote' lines): an escape
+    sequence ran (ESC ] 0; sets a terminal's title), a line break began a
+    line of the report, and plan --markdown let raw HTML through."""
+    path = tmp_path / "evil.yaml"
+    shutil.copy(ROOT / "derivations" / "llama_block.yaml", tmp_path)
+    path.write_text((ROOT / "derivations" / "llama.yaml").read_text().replace(
+        "name: llama\n", 'name: "evil\\e]0;pwned\\a\\n<img src=x onerror=alert(1)>"\n', 1))
+    shown = "evil\\x1b]0;pwned\\x07\\n<img src=x onerror=alert(1)>"
+    derive = clean(run("derive", path))
+    assert derive.returncode == 0 and derive.stdout.startswith(shown + ": "), derive.stdout[:200]
+    plan = clean(run("plan", "--tokens", "1e9", "--seq", "128", path, *LLAMA_DIMS))
+    assert plan.returncode == 0 and plan.stdout.startswith(f"symflops plan: {shown} (evil.yaml)")
+    markdown = clean(run("plan", "--tokens", "1e9", "--seq", "128", "--markdown", path,
+                         *LLAMA_DIMS)).stdout
+    assert markdown.startswith("**symflops plan**: evil \\]0;pwned  &lt;img src=x "
+                               "onerror=alert(1)&gt; (evil.yaml);"), markdown[:200]
+    src = tmp_path / "src"
+    src.mkdir()
+    shutil.copy(FFN, src / "a\nb.yaml")
+    build = clean(run("build", "--src", src, "--out", tmp_path / "out", "--no-pdf"))
+    assert build.returncode == 0 and f"wrote {tmp_path / 'out'}/a\\nb.md\n" in build.stdout
+    for out in (derive.stdout, plan.stdout, markdown, build.stdout):
+        assert "\x1b" not in out and "\x07" not in out
+        assert not [line for line in out.splitlines() if line.startswith(("<img", "b.md"))]
+    assert "<img" not in markdown
+
+
 @pytest.mark.skipif(not pdflatex_available(), reason="pdflatex is not installed")
 def test_latin_accents_compile_to_pdf(tmp_path):
     path = tmp_path / "accents.yaml"

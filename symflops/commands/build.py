@@ -44,7 +44,7 @@ from ..count.explain import SheetCounts, explain
 from ..derive.backward import derive
 from ..derive.patterns import with_patterns
 from ..count.evaluate import check_definitions
-from ..core.errors import SymflopsError, Terminated, shorten
+from ..core.errors import SymflopsError, Terminated, printable, shorten
 from .names import clashing
 from .output import directory, target as output_target, write_file
 from ..sheets.escape import check_tex
@@ -463,7 +463,7 @@ def _write(path: str, out: str, outcome: Outcome, result: BuildResult, stdout: T
             target = os.path.join(out, filename)
             write_file(target, data, "--out")
             result.figures.append(target)
-            print(f"wrote {target}", file=stdout)
+            print(f"wrote {printable(target)}", file=stdout)
     files = [(fmt, text) for fmt, text in outcome.sheets.items()]
     if outcome.pdf is not None:
         files.append(("pdf", outcome.pdf))
@@ -471,4 +471,4 @@ def _write(path: str, out: str, outcome: Outcome, result: BuildResult, stdout: T
         target = os.path.join(out, f"{name}.{fmt}")
         write_file(target, data, "--out")
         result.written.append(target)
-        print(f"wrote {target}", file=stdout)
+        print(f"wrote {printable(target)}", file=stdout)
