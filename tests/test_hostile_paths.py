@@ -111,3 +111,30 @@ def test_a_shell_word_is_one_printable_word(text):
         said = subprocess.run(["bash", "-c", f"printf '%s' {word}"], capture_output=True,
                               check=True).stdout
         assert said == (("./" if text.startswith("-") else "") + text).encode()
+
+
+@pytest.mark.parametrize("text", ["plain", 'q"\\', "line\nbreak\r\x85\u2028\u2029", "\x1b\x00\x7f",
+                                  "\u202e\u2066\ufeff\u200b", "é中😀", "#: - [x] {y} &a *b !c %d"])
+def test_a_quoted_scalar_reads_back_as_the_text(text):
+    from symflops.hf.emit import quoted
+    from symflops.lang.yaml import SAFE_LOADER
+
+    written = quoted(text)
+    assert "\n" not in written and written.isprintable()
+    assert yaml.load("k: " + written, Loader=SAFE_LOADER) == {"k": text}
+
+
+def test_a_path_that_is_not_utf8_is_imported(tmp_path):
+    """A byte that is not UTF-8 in a directory's name (Python reads it as a
+    lone surrogate, which no YAML can hold): shown as its escape's text."""
+    import os
+
+    folder = os.fsencode(tmp_path) + b"/bad\xffname"
+    os.mkdir(folder)
+    with open(folder + b"/config.json", "w") as fh:
+        fh.write(json.dumps(LLAMA32_1B))
+    for args in (["import-hf"], ["plan", "--seq", "128", "--tokens", "1e9", "--hf-config"]):
+        result = subprocess.run([sys.executable, "-m", "symflops", *args,
+                                 folder + b"/config.json"], capture_output=True, timeout=600)
+        assert result.returncode == 0 and b"Traceback" not in result.stderr, result.stderr
+        assert b"bad\\udcffname" in result.stdout

@@ -50,7 +50,7 @@ def clashing(files: Sequence[str]) -> dict[str, SymflopsError]:
                 continue
             names = (f"both write {quote(filename, 100)}" if filename == first[1] else
                      f"write {quote(first[1], 100)} and {quote(filename, 100)}, one file where "
-                     "case is ignored (macOS, Windows)")
+                     "case or Unicode normalisation is ignored (macOS, Windows)")
             stems = {os.path.splitext(os.path.basename(p))[0] for p in (path, first[0])}
             why = (" (a figure's file name has '_' for each character outside [A-Za-z0-9_.-])"
                    if any(figure_stem(n) != n for n in stems) else "")

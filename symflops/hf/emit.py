@@ -26,8 +26,9 @@ from ..core.errors import printable
 def quoted(text: str) -> str:
     """``text`` as a YAML double-quoted scalar: ``"`` and ``\\`` escaped, and
     every character that is not printable (line breaks of every kind, other
-    control and format characters, lone surrogates) written as its YAML
-    escape (``\\x0a``, ``\\u202e``), so the scalar is one line of printable text."""
+    control and format characters) written as its YAML escape (``\\x0a``,
+    ``\\u202e``), so the scalar is one line of printable text; a lone
+    surrogate, which no YAML can hold, is written as the text of its escape."""
     out = []
     for c in text:
         code = ord(c)
@@ -35,6 +36,8 @@ def quoted(text: str) -> str:
             out.append("\\" + c)
         elif c == " " or c.isprintable():
             out.append(c)
+        elif 0xD800 <= code <= 0xDFFF:  # a lone surrogate (a byte of a path not UTF-8):
+            out.append(f"\\\\u{code:04x}")  # no YAML holds one; its escape as text
         else:
             out.append(f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}" if code <= 0xFFFF
                        else f"\\U{code:08x}")
