@@ -22,6 +22,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import unicodedata
 from pathlib import Path
 
 import numpy as np
@@ -323,6 +324,103 @@ def test_a_file_that_is_not_a_declaration_is_not_echoed(tmp_path, capsys, comman
     assert HASH not in err and "root:x:0" not in err and "/bin/bash" not in err
 
 
+# Issue 25 item 9: the excerpt rule went by the name given, so x.json, a link
+# to /etc/shadow, had the file's first line printed under the caret, and an
+# include of /etc/shadow (SYMFLOPS_INCLUDE_PATH=/) quoted its first entry as
+# "unknown key 'root:*:...'".  A fake secret stands in for /etc/shadow (root
+# can read the real one, another user cannot: it cannot be relied on).
+SHADOW = ("root:$6$s4ltS4lt$Q2hhbmdlTWVQbGVhc2VUaGlzSXNBRmFrZUhhc2g:19000:0:99999:7:::\n"
+          "daemon:*:19000:0:99999:7:::\n")
+
+
+def _secret_links(tmp_path):
+    (tmp_path / "outside").mkdir(exist_ok=True)
+    secret = tmp_path / "outside" / "shadow"
+    secret.write_text(SHADOW)
+    for name in ("x.json", "x.yaml", "config.json"):
+        os.symlink(secret, tmp_path / name)
+    return secret
+
+
+@pytest.mark.parametrize("argv", [
+    ["plan", "--hf-config", "x.json", "--tokens", "1e9"],
+    ["render", "--hf-config", "x.json"],
+    ["import-hf", "config.json"],
+    ["derive", "x.yaml"],
+    ["derive", "x.json"],
+    ["eval", "x.yaml", "B=1"],
+])
+def test_a_link_to_a_secret_under_a_quoted_name_is_not_echoed(tmp_path, capsys, argv):
+    _secret_links(tmp_path)
+    code, _, err = main([tmp_path / a if a.startswith(("x.", "config.")) else a for a in argv],
+                        capsys)
+    assert code == 2 and f"{tmp_path / argv[2 if argv[1] == '--hf-config' else 1]}:" in err, err
+    assert len(err.splitlines()) == 1, err       # the message only, no line under a caret
+    assert HASH not in err and "root:" not in err and "daemon" not in err, err
+
+
+def test_a_mapping_that_is_not_a_declaration_has_none_of_its_keys_quoted(tmp_path, capsys,
+                                                                         monkeypatch):
+    """The shadow format reads as a YAML mapping ('root:...:7::' is a key, its
+    last ':' the indicator): a file none of whose keys is a declaration's is
+    refused as not a declaration, by position, whether named on the command
+    line or included."""
+    secret = _secret_links(tmp_path)
+    (tmp_path / "outside" / "shadow.yaml").write_text(SHADOW)
+    monkeypatch.setenv("SYMFLOPS_INCLUDE_PATH", str(secret.parent))
+    for include, argv in ((None, ["derive", tmp_path / "outside" / "shadow.yaml"]),
+                          ("shadow", None), ("shadow.yaml", None)):
+        argv = argv or ["derive", _tree(tmp_path, include)]
+        code, _, err = main(argv, capsys)
+        where = secret.parent / (include or "shadow.yaml")
+        assert code == 2 and (f"{where}:1:1: error: this file is not a declaration: none of its "
+                              "top-level keys is one a declaration has") in err, err
+        assert len(err.splitlines()) == 1, err
+        assert HASH not in err and "root:" not in err and "daemon" not in err, err
+
+
+def test_a_yaml_error_in_a_file_that_is_not_a_declaration_shows_no_line(tmp_path, capsys):
+    # the shadow's first entry, then a line YAML cannot read: a mapping with no
+    # declaration key up to the error
+    path = tmp_path / "secret.yaml"
+    path.write_text(SHADOW + "alice:$6$" + HASH + ": {X: ]}\n")
+    code, _, err = main(["derive", path], capsys)
+    assert code == 2 and f"{path}:" in err and "this is not valid YAML" in err, err
+    assert len(err.splitlines()) == 1 and HASH not in err, err
+    # a declaration with the same error further on keeps its line under the caret
+    path.write_text("dims: {B: b}\ntensors: {X: ]}\n")
+    code, _, err = main(["derive", path], capsys)
+    assert code == 2 and f"{path}:2:14: error: this is not valid YAML" in err, err
+    assert err.splitlines()[1:] == ["    tensors: {X: ]}", " " * 17 + "^"], err
+
+
+def test_a_link_into_etc_is_never_quoted(tmp_path, capsys, monkeypatch):
+    link = tmp_path / "x.json"
+    os.symlink("/etc/passwd", link)
+    code, _, err = main(["plan", "--hf-config", link, "--tokens", "1e9"], capsys)
+    assert code == 2 and len(err.splitlines()) == 1 and "root:" not in err, err
+    from symflops.core import errors
+    assert not errors.quotable(str(link))
+    # a file quotable by its name and its contents, in a private directory: a
+    # stand-in for /etc made private here, holding a declaration with an error
+    private = tmp_path / "private"
+    private.mkdir()
+    (private / "d.yaml").write_text("dims: {B: b}\ntensors: {}\nops: []\ntitle: [1]\n")
+    code, _, err = main(["derive", private / "d.yaml"], capsys)
+    assert code == 2 and len(err.splitlines()) == 3, err   # quoted: not private yet
+    monkeypatch.setattr(errors, "PRIVATE_DIRS", (*errors.PRIVATE_DIRS, str(private)))
+    os.symlink(private / "d.yaml", tmp_path / "d.yaml")
+    for path in (private / "d.yaml", tmp_path / "d.yaml"):
+        code, _, err = main(["derive", path], capsys)
+        assert code == 2 and f"{path}:4:8: error: 'title' must be text" in err, err
+        assert len(err.splitlines()) == 1, err
+    os.mkdir(tmp_path / ".ssh")
+    (tmp_path / ".ssh" / "config.yaml").write_text("dims: {}\n")
+    (tmp_path / "plain.yaml").write_text("dims: {}\n")
+    assert errors.quotable(str(tmp_path / "plain.yaml"))
+    assert not errors.quotable(str(tmp_path / ".ssh" / "config.yaml"))
+
+
 def test_a_long_value_is_quoted_short(tmp_path, capsys):
     path = tmp_path / "long.yaml"
     path.write_text("dims: {B: b}\ntensors: " + "x" * 100_000 + "\nops: []\n")
@@ -469,6 +567,104 @@ def test_hostile_names_render_literally(tmp_path):
                                   capture_output=True, text=True).stdout
             assert "Sneaky # Heading <b>bold</b> 50% $x$ & {y} ~z^ back\\slash" in text
             assert "evil\\n<img src=x onerror=alert(1)>.yaml" in text.replace("\n", "")
+
+
+# Format characters (Unicode category Cf): U+202E RIGHT-TO-LEFT OVERRIDE shows
+# the text after it reversed ("invoice\u202efdp.exe" reads "invoiceexe.pdf"),
+# U+2066..2069 isolate, U+200B..200F are zero-width, U+FEFF a BOM, U+00AD a
+# soft hyphen.  Like control characters, each is a space in sheet text and its
+# escape in a code span (README, Escaping).
+FORMAT_TITLE = "Pay \u202eexe.fdp\u202c now \u2066iso\u2069 zero\u200bwidth bom\ufeff shy\u00ad"
+FORMAT_NAME = "bill\u202efdp.yaml"
+FORMAT = f"""\
+title: "{FORMAT_TITLE}"
+dims:
+  B: "batch\\u200f"
+  D: width
+tensors:
+  X: {{shape: [B, D], role: input, description: "in\\u2067put"}}
+  W: {{shape: [D, D], role: param}}
+ops:
+  - Y[b, e] = X[b, d] W[d, e]
+"""
+
+
+def test_format_characters_never_reach_a_sheet(tmp_path):
+    path = tmp_path / FORMAT_NAME
+    path.write_text(FORMAT)
+    md = clean(run("render", path)).stdout
+    assert not [c for c in md if unicodedata.category(c) == "Cf"]
+    # each of the six format characters of the title a space, by hand:
+    assert md.startswith("# Pay  exe.fdp  now  iso  zero width bom  shy \n"), md[:80]
+    assert "`bill\\u202efdp.yaml`" in md           # the file name, escaped in its code span
+    assert "batch " in md and "in put" in md
+    tex = clean(run("render", path, "--format", "tex")).stdout   # exit 0: nothing refused
+    assert not [c for c in tex if unicodedata.category(c) == "Cf"]
+    assert r"\title{Pay  exe.fdp  now  iso  zero width bom  shy }" in tex
+    assert r"\texttt{bill\textbackslash{}u202efdp.yaml}" in tex
+    if pdflatex_available():
+        assert build_module.compile_pdf(tex, "format").startswith(b"%PDF")
+
+
+def test_format_characters_in_a_message_are_shown_escaped(tmp_path, capsys):
+    path = tmp_path / "key.yaml"
+    path.write_text('dims: {B: b}\ntensors: {}\nops: []\n"ti\\u202etle": x\n')
+    code, _, err = main(["derive", path], capsys)
+    assert code == 2 and "unknown key 'ti\\u202etle'" in err, err
+    assert not [c for c in err if unicodedata.category(c) == "Cf"]
+
+
+def test_a_figure_title_holds_no_line_break_or_format_character(tmp_path, monkeypatch):
+    """matplotlib draws a figure's title as it is given (a line break starts a
+    second line, U+202E reverses what follows): the name and the example's
+    name reach it with each such character a space."""
+    from symflops.count.cost import costs
+    from symflops.count.explain import explain
+    from symflops.declaration.reader import loads
+    from symflops.derive.backward import derive
+    from symflops.sheets import figures
+
+    text = FFN.read_text().replace("name: ffn", 'name: "two\\nlines\\u202eflipped"')
+    assert "two\\nlines" in text
+    d = derive(loads(text, str(tmp_path / "ffn.yaml")))
+    c = costs(d)
+    titles = []
+    monkeypatch.setattr(figures, "bars_figure", lambda rows, title, *a: titles.append(title) or b"")
+    figures.draw(figures.figures_of(d, explain(d, c, [])), d, c, "md")
+    assert titles and titles[0].startswith("two lines flipped at "), titles
+
+
+EVIL_NAME = "evil\x1b]0;pwned\x07\n<img src=x onerror=alert(1)>"
+LLAMA_DIMS = ["L=2", "V=100", "D=64", "N=4", "G=4", "E=16", "F=128"]
+
+
+def test_user_text_in_terminal_reports_is_shown_escaped(tmp_path):
+    """The name, the title and a file name reached the terminal as they were
+    (derive's and plan's first line, build's 'wrote' lines): an escape
+    sequence ran (ESC ] 0; sets a terminal's title), a line break began a
+    line of the report, and plan --markdown let raw HTML through."""
+    path = tmp_path / "evil.yaml"
+    shutil.copy(ROOT / "derivations" / "llama_block.yaml", tmp_path)
+    path.write_text((ROOT / "derivations" / "llama.yaml").read_text().replace(
+        "name: llama\n", 'name: "evil\\e]0;pwned\\a\\n<img src=x onerror=alert(1)>"\n', 1))
+    shown = "evil\\x1b]0;pwned\\x07\\n<img src=x onerror=alert(1)>"
+    derive = clean(run("derive", path))
+    assert derive.returncode == 0 and derive.stdout.startswith(shown + ": "), derive.stdout[:200]
+    plan = clean(run("plan", "--tokens", "1e9", "--seq", "128", path, *LLAMA_DIMS))
+    assert plan.returncode == 0 and plan.stdout.startswith(f"symflops plan: {shown} (evil.yaml)")
+    markdown = clean(run("plan", "--tokens", "1e9", "--seq", "128", "--markdown", path,
+                         *LLAMA_DIMS)).stdout
+    assert markdown.startswith("**symflops plan**: evil \\]0;pwned  &lt;img src=x "
+                               "onerror=alert(1)&gt; (evil.yaml);"), markdown[:200]
+    src = tmp_path / "src"
+    src.mkdir()
+    shutil.copy(FFN, src / "a\nb.yaml")
+    build = clean(run("build", "--src", src, "--out", tmp_path / "out", "--no-pdf"))
+    assert build.returncode == 0 and f"wrote {tmp_path / 'out'}/a\\nb.md\n" in build.stdout
+    for out in (derive.stdout, plan.stdout, markdown, build.stdout):
+        assert "\x1b" not in out and "\x07" not in out
+        assert not [line for line in out.splitlines() if line.startswith(("<img", "b.md"))]
+    assert "<img" not in markdown
 
 
 @pytest.mark.skipif(not pdflatex_available(), reason="pdflatex is not installed")

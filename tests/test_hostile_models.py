@@ -50,8 +50,8 @@ ROWS = [
     ("not JSON", "{model_type: llama}", 2, "not valid JSON"),
     ("minified garbage", '{"model_type": "llama", ' + "x" * 300_000, 2, "not valid JSON"),
     ("too large", '{"model_type": "llama", "pad": "' + "x" * (1 << 20) + '"}', 2,
-     "too large for a config.json"),
-    ("not UTF-8", b"\xff\xfe{}", 2, "cannot read"),
+     "is larger than the read limit of 1,048,576 bytes (1 MiB)"),
+    ("not UTF-8", b"\xff\xfe{}", 2, "config.json:1:1: error: this file is not UTF-8 text: byte 0xff"),
     ("a well-formed config", _text(LLAMA), 0, ""),
 ]
 
@@ -87,3 +87,58 @@ def test_a_directory_a_fifo_and_a_device_are_not_config_files(tmp_path):
         assert "Traceback" not in result.stderr
     result = _plan(str(tmp_path / "absent.json"))
     assert result.returncode == 2 and "no such file" in result.stderr
+
+
+# --- issue 25 item 10: null keys, bytes that are not UTF-8, keys found at their own place ---
+
+def _lines(tmp_path, data, raw: bytes | None = None):
+    path = tmp_path / "config.json"
+    if raw is not None:
+        path.write_bytes(raw)
+    else:
+        path.write_text(json.dumps(data, indent=2))   # one key a line, from line 2, column 3
+    return str(path)
+
+
+def test_a_null_key_is_reported_as_null_at_its_place(tmp_path):
+    data = {"model_type": "llama", "hidden_size": None,
+            **{k: v for k, v in LLAMA.items() if k not in ("model_type", "hidden_size")}}
+    path = _lines(tmp_path, data)
+    result = _plan(path)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    # "hidden_size" is the second key: line 3, column 3
+    assert f"{path}:3:3: error: key 'hidden_size' is null" in result.stderr, result.stderr
+    assert "missing" not in result.stderr
+
+
+def test_a_null_model_type_is_reported_as_null_at_its_place(tmp_path):
+    path = _lines(tmp_path, {"model_type": None, **{k: v for k, v in LLAMA.items()
+                                                     if k != "model_type"}})
+    result = _plan(path)
+    assert result.returncode == 2
+    assert f"{path}:2:3: error: key 'model_type' is null" in result.stderr, result.stderr
+
+
+def test_a_byte_that_is_not_utf8_is_reported_at_its_line_and_column(tmp_path):
+    # Latin-1 'é' (0xe9): line 3 is '  "_name_or_path": "caf' then the byte:
+    # 2 spaces + 15 ('"_name_or_path"') + 2 (': ') + 4 ('"caf') = 23 before it, column 24
+    path = _lines(tmp_path, None, b'{\n  "model_type": "llama",\n  "_name_or_path": "caf\xe9"\n}\n')
+    result = _plan(path)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert f"{path}:3:24: error: this file is not UTF-8 text: byte 0xe9" in result.stderr, \
+        result.stderr
+    assert "position" not in result.stderr
+
+
+def test_a_key_is_found_at_the_top_level_not_where_its_name_first_appears(tmp_path):
+    """An ignored key holding an object with the same name inside, written
+    first: the error is at the top-level key (line 6: '{', model_type, the
+    object's three lines), not the nested one (line 4)."""
+    data = {"model_type": "llama", "task_specific_params": {"hidden_size": 64},
+            "hidden_size": "sixty-four",
+            **{k: v for k, v in LLAMA.items() if k not in ("model_type", "hidden_size")}}
+    path = _lines(tmp_path, data)
+    result = _plan(path)
+    assert result.returncode == 2
+    assert f"{path}:6:3: error: key 'hidden_size' must be a positive integer" in result.stderr, \
+        result.stderr

@@ -35,7 +35,7 @@ import sys
 import tempfile
 import traceback
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence, TextIO
+from typing import Any, Callable, Iterator, Mapping, Sequence, TextIO
 
 import sympy
 
@@ -44,7 +44,8 @@ from ..count.explain import SheetCounts, explain
 from ..derive.backward import derive
 from ..derive.patterns import with_patterns
 from ..count.evaluate import check_definitions
-from ..core.errors import SymflopsError, Terminated, shorten
+from ..core.errors import SymflopsError, Terminated, printable, shorten
+from .names import clashing
 from .output import directory, target as output_target, write_file
 from ..sheets.escape import check_tex
 from ..sheets.figures import draw, figures_of
@@ -209,7 +210,9 @@ def build(src: str = "derivations", out: str = "build", *, pdf: bool | None = No
     ``examples`` (``--example``): a sheet that declares one of these shows
     only those of its examples; a name that no declaration has is refused.
     ``jobs`` worker processes derive declarations side by side (0: one per
-    core); files are written by this process, in name order.  Progress goes
+    core; at most :func:`workers`); files are written by this process, in
+    name order.  Two declarations that would write one file (:func:`clashing`)
+    are both failed, and the others built.  Progress goes
     to ``stdout``, failures to ``stderr`` (default: the current sys.stdout
     and sys.stderr)."""
     stdout, stderr = stdout or sys.stdout, stderr or sys.stderr
@@ -230,27 +233,32 @@ def build(src: str = "derivations", out: str = "build", *, pdf: bool | None = No
         check_examples(files, examples)
     directory(out, "--out")
     result = BuildResult()
+    clashes = clashing(files)
+    todo = [p for p in files if p not in clashes]
     work = functools.partial(_sheets, configs=configs, templates=templates, unit=unit,
                              precision=precision, pdf=pdf, examples=tuple(examples))
     with _library_scratch():
         pool = None
         try:
-            if jobs == 1 or len(files) == 1:
-                outcomes: Iterable[Outcome] = map(work, files)
+            if jobs == 1 or len(todo) <= 1:
+                outcomes: Iterator[Outcome] = map(work, todo)
             else:
-                # fork: the workers share the parent's loaded modules (and nothing is pickled but text)
-                pool = concurrent.futures.ProcessPoolExecutor(
-                    max_workers=jobs or os.cpu_count(), mp_context=multiprocessing.get_context("fork"),
-                    initializer=_worker_start)
                 # Declarations that read the same file (a model and its block) go to
                 # one worker, which then derives their shared ops once; the largest
                 # groups first, so that no worker is left with a big one at the end.
+                groups = _groups(todo)
+                # fork: the workers share the parent's loaded modules (and nothing is pickled but text)
+                pool = concurrent.futures.ProcessPoolExecutor(
+                    max_workers=workers(jobs, len(groups)),
+                    mp_context=multiprocessing.get_context("fork"), initializer=_worker_start)
                 futures = {}
-                for group in _groups(files):
+                for group in groups:
                     future = pool.submit(_each, work, group)
                     futures.update({path: (future, k) for k, path in enumerate(group)})
-                outcomes = (_result(futures[path][0], futures[path][1], path) for path in files)
-            for path, outcome in zip(files, outcomes):
+                outcomes = (_result(futures[path][0], futures[path][1], path) for path in todo)
+            for path in files:
+                outcome = (Outcome({}, None, (str(clashes[path]),)) if path in clashes
+                           else next(outcomes))
                 errors = list(outcome.errors)
                 try:
                     _write(path, out, outcome, result, stdout)
@@ -271,6 +279,23 @@ def build(src: str = "derivations", out: str = "build", *, pdf: bool | None = No
             if pool is not None:
                 pool.shutdown(cancel_futures=True)
     return result
+
+
+def cores() -> int:
+    """The cores this process may run on (its CPU affinity where the system
+    has one, else every core)."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def workers(jobs: int, tasks: int) -> int:
+    """The worker processes of ``-j jobs`` for ``tasks`` groups of declarations:
+    ``jobs`` (0: one per core), but never more than the cores nor the groups
+    (``-j 10000`` forked ten thousand processes, all but a few idle, and the
+    machine stalled); at least one."""
+    return max(1, min(jobs or cores(), cores(), tasks))
 
 
 def _result(future: concurrent.futures.Future, k: int, path: str) -> Outcome:
@@ -438,7 +463,7 @@ def _write(path: str, out: str, outcome: Outcome, result: BuildResult, stdout: T
             target = os.path.join(out, filename)
             write_file(target, data, "--out")
             result.figures.append(target)
-            print(f"wrote {target}", file=stdout)
+            print(f"wrote {printable(target)}", file=stdout)
     files = [(fmt, text) for fmt, text in outcome.sheets.items()]
     if outcome.pdf is not None:
         files.append(("pdf", outcome.pdf))
@@ -446,4 +471,4 @@ def _write(path: str, out: str, outcome: Outcome, result: BuildResult, stdout: T
         target = os.path.join(out, f"{name}.{fmt}")
         write_file(target, data, "--out")
         result.written.append(target)
-        print(f"wrote {target}", file=stdout)
+        print(f"wrote {printable(target)}", file=stdout)

@@ -13,6 +13,7 @@ from typing import Mapping
 import numpy as np
 
 from ..checks.grads import compute, load_arrays
+from ..core.errors import printable
 from ..derive.backward import derive
 from ..declaration.reader import load
 from .options import grads_arguments as add_arguments  # noqa: F401 (the parser's, light)
@@ -34,8 +35,8 @@ def run(args: argparse.Namespace) -> int:
     write_npz(args.out, grads)
     rows = [(name, "x".join(map(str, g.shape)) or "scalar") for name, g in grads.items()]
     width = max((len(n) for n, _ in rows), default=0)
-    lines = [f"wrote {len(grads)} gradient{'s' if len(grads) != 1 else ''} of {layer.name} "
-             f"to {args.out} (float64)"]
+    lines = [f"wrote {len(grads)} gradient{'s' if len(grads) != 1 else ''} of "
+             f"{printable(layer.name)} to {printable(args.out)} (float64)"]
     lines += [f"  {n.ljust(width)}  {shape}" for n, shape in rows]
     report = sys.stderr if args.out == STDOUT else sys.stdout  # not into the archive
     report.write("\n".join(lines) + "\n")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..core.errors import printable
 from .output import STDOUT, write_file
 
 DESCRIPTION = """\
@@ -66,6 +67,6 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(imported.text)
     else:
         write_file(args.output, imported.text, "-o")
-        print(f"wrote {args.output} ({imported.model_type}, configuration "
+        print(f"wrote {printable(args.output)} ({imported.model_type}, configuration "
               f"{imported.example!r})")
     return 0

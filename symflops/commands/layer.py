@@ -12,7 +12,7 @@ import os
 import sys
 
 from . import sweep as sweep_command
-from ..core.errors import SymflopsError
+from ..core.errors import SymflopsError, printable
 from ..count.cost import costs
 from ..count.evaluate import (evaluate, example_config, find_example, parse_assignments,
                               parse_config)
@@ -95,7 +95,7 @@ def _run_sheet(args: argparse.Namespace) -> int:
                         args.example or None)
     if args.output is not None and args.output != STDOUT:
         write_file(args.output, text, "-o")
-        print(f"wrote {args.output}")
+        print(f"wrote {printable(args.output)}")
     else:
         sys.stdout.write(text)
     return 0

@@ -19,7 +19,7 @@ import os
 import sys
 from fractions import Fraction
 
-from ..core.errors import SymflopsError
+from ..core.errors import SymflopsError, printable
 from ..core.numbers import read_number
 from ..core.hardware import PRESETS, preset
 from ..planner.compute import rate, run_from_phases, run_from_steps, run_from_tokens
@@ -296,7 +296,7 @@ def run(args: argparse.Namespace) -> int:
     report = sys.stderr if plot_to_stdout else sys.stdout  # standard output holds the PNG
     report.write(out if out.endswith("\n") else out + "\n")
     if args.plot is not None and not plot_to_stdout:
-        print(f"wrote {args.plot}", file=sys.stderr)
+        print(f"wrote {printable(args.plot)}", file=sys.stderr)
     return 0
 
 

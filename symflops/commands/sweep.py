@@ -40,7 +40,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 import numpy as np
 import sympy
 
-from ..core.errors import SymflopsError
+from ..core.errors import SymflopsError, printable
 from ..count.records import Formula, Summary, lookup
 from ..count.evaluate import check_all_given, check_definitions, check_dim_name, dim_value, number
 from ..core.ir import Layer, dim_symbol
@@ -401,8 +401,8 @@ def sweep(layer: Layer, s: Summary[Formula], items: Sequence[str], path: str,
 
 
 def summary_line(layer: Layer, result: SweepResult, path: str) -> str:
-    where = "standard output" if path == "-" else path
-    return (f"{layer.name}: {result.configurations:,} configurations in {result.seconds:.3g} s, "
+    where = "standard output" if path == "-" else printable(path)
+    return (f"{printable(layer.name)}: {result.configurations:,} configurations in {result.seconds:.3g} s, "
             f"{result.rate:,.0f} configurations/s (compile {result.compile_seconds:.3g} s, "
             f"evaluate {result.evaluate_seconds:.3g} s, write {result.write_seconds:.3g} s) "
             f"-> {where}")

@@ -11,6 +11,7 @@ from typing import Any, Mapping
 import sympy
 
 from ..count.records import Summary
+from ..core.errors import printable
 from ..core.text import table
 from ..sheets.printing import readable
 
@@ -28,11 +29,12 @@ def _fmt(value: Any) -> str:
 def text_report(s: Summary[Any], at: Mapping[str, Any] | None = None) -> str:
     """Render a :func:`symflops.count.summary.summary` (symbolic or evaluated)."""
     unit = s.unit
-    lines = [f"{s.name}: {s.title}"]
+    lines = [f"{printable(s.name)}: {printable(s.title)}"]
     if at:
         lines.append("at " + ", ".join(f"{k} = {_fmt(v)}" for k, v in at.items()))
     else:
-        lines.append("dims: " + ", ".join(f"{k} ({v})" if v else k for k, v in s.dims.items()))
+        lines.append("dims: " + ", ".join(f"{k} ({printable(v)})" if v else k
+                                          for k, v in s.dims.items()))
     lines += [f"convention: {s.conventions}", "", f"forward ({unit})"]
     lines += table([(f.op, f.matrix_form or "", _fmt(f.flops)) for f in s.forward])
     lines += ["", f"backward, in the order computed ({unit})"]

@@ -8,7 +8,9 @@ exits with status 2; it never shows a Python traceback for these.
 Messages are bounded: a user value is quoted through :func:`quote` (at most
 :data:`QUOTE` characters), the source line under a caret is a window of at
 most :data:`WINDOW` characters around the column (shown only for a file
-named ``*.yaml``, ``*.yml`` or ``*.json``), and no message line is
+:func:`quotable` allows: named ``*.yaml``, ``*.yml`` or ``*.json``, outside
+the private directories, links resolved, and parsed as its format far
+enough to be one), and no message line is
 longer than :data:`MAX_MESSAGE` characters, whatever a caller put in it.
 Control characters of user text are shown escaped, never sent to the
 terminal as they are.
@@ -34,6 +36,14 @@ WINDOW = 80
 MAX_MESSAGE = 600
 #: Files whose lines an error may show under a caret: declarations, configs.
 QUOTED_FILES = (".yaml", ".yml", ".json")
+#: Directories whose files no message quotes, whatever their names or contents
+#: (their real paths, links resolved): system configuration and secrets, kernel
+#: and device files.
+PRIVATE_DIRS = ("/etc", "/proc", "/sys", "/dev", "/boot", "/run", "/private/etc")
+#: Directories of credentials, wherever they are (``~/.ssh``, ``/root/.ssh``):
+#: no file under one is quoted either.
+PRIVATE_NAMES = frozenset({".ssh", ".gnupg", ".aws", ".azure", ".kube", ".docker",
+                           ".password-store"})
 #: The most bytes read from one file (a declaration, a template, a config): 1 MiB.
 MAX_READ = 1 << 20
 
@@ -108,11 +118,10 @@ class SymflopsError(Exception):
     def excerpt(self) -> str:
         """The source line with a caret under the column, or '' when unknown:
         at most :data:`WINDOW` characters of it, around the column.  Only a
-        file named as a declaration or config (:data:`QUOTED_FILES`) is
-        quoted: a file that is not one (``/etc/shadow``) is never shown."""
-        if self.span is None or not self.span.text:
-            return ""
-        if os.path.exists(self.span.file) and not self.span.file.endswith(QUOTED_FILES):
+        file :func:`quotable` allows is shown, and only a line its reader
+        kept: a file that is not a declaration or config (``/etc/shadow``,
+        by any name) is never shown."""
+        if self.span is None or not self.span.text or not quotable(self.span.file):
             return ""
         line = self.span.text.rstrip("\r\n").expandtabs(1)
         column = min(max(self.span.column - 1, 0), len(line))
@@ -122,6 +131,31 @@ class SymflopsError(Exception):
         lead = "..." if start > 0 else ""
         window = lead + window + ("..." if end < len(line) else "")
         return f"    {window}\n    {' ' * (column - start + len(lead))}^"
+
+
+def quotable(file: str) -> bool:
+    """Whether a message may show lines of ``file`` (the one rule, with the
+    readers' own, below): a file named as a declaration or a config
+    (:data:`QUOTED_FILES`) whose real path, links resolved, lies in no private
+    directory (:data:`PRIVATE_DIRS`, :data:`PRIVATE_NAMES`): ``x.json``, a link
+    to ``/etc/shadow``, is never quoted.  Text that is no file on disk (a
+    declaration given from Python, named ``<string>``) is its caller's.
+
+    The readers add the rule of the contents: a reader keeps the line out of a
+    :class:`Span` (its ``text`` empty) unless the file parsed as its format far
+    enough to be one (a mapping with one of a declaration's keys, a config's
+    JSON object), so that a file that is neither is reported by position only;
+    and a file that is not a declaration at all is refused before any of its
+    keys or values is quoted (:func:`symflops.lang.yaml.parse_yaml`,
+    :func:`symflops.hf.json_file.read_json`)."""
+    if not os.path.lexists(file):
+        return True
+    if not file.endswith(QUOTED_FILES):
+        return False
+    real = os.path.realpath(file)
+    parts = real.split(os.sep)
+    return not (any(real == d or real.startswith(d + os.sep) for d in PRIVATE_DIRS)
+                or any(p in PRIVATE_NAMES for p in parts))
 
 
 def closest(name: str, known: list[str]) -> str:
@@ -141,6 +175,10 @@ def file_kind(mode: int) -> str:
     return "not a regular file"
 
 
+NOT_REGULAR = ("give the path of a regular file (a FIFO, a device, a socket or a directory is "
+               "never read)")
+
+
 def read_text(path: str | os.PathLike[str], hint: str, span: Span | None = None,
               lead: str | None = None, limit: int = MAX_READ) -> str:
     """A UTF-8 text file's contents; a missing, unreadable, non-regular or
@@ -158,14 +196,20 @@ def read_text(path: str | os.PathLike[str], hint: str, span: Span | None = None,
     except FileNotFoundError:
         raise SymflopsError(f"{lead}: no such file", span, hint) from None
     except OSError as exc:
+        try:  # a socket cannot be opened at all (ENXIO): say what it is
+            mode = os.stat(file).st_mode
+        except OSError:
+            mode = stat.S_IFREG
+        if not stat.S_ISREG(mode):
+            raise SymflopsError(f"{lead}: is {file_kind(mode)}, not a regular file", span,
+                                NOT_REGULAR) from None
         raise SymflopsError(f"{lead}: cannot read: {exc.strerror or exc}", span,
                             "give a readable UTF-8 text file") from None
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
             raise SymflopsError(f"{lead}: is {file_kind(mode)}, not a regular file", span,
-                                "give the path of a regular file (a FIFO, a device or a "
-                                "directory is never read)")
+                                NOT_REGULAR)
         chunks, size = [], 0
         while size <= limit:
             chunk = os.read(fd, limit + 1 - size)
@@ -198,7 +242,7 @@ def _not_utf8(file: str, data: bytes, exc: UnicodeDecodeError) -> SymflopsError:
     column = len(data[start:exc.start].decode("utf-8")) + 1
     return SymflopsError(f"this file is not UTF-8 text: byte 0x{data[exc.start]:02x} cannot be "
                          "decoded", Span(file, line, column),
-                         "save the file as UTF-8 (a declaration is UTF-8 text)")
+                         "save the file as UTF-8 (symflops reads UTF-8 text only)")
 
 
 class Terminated(BaseException):

@@ -208,6 +208,7 @@ def read_include(node: Any, file: str, dims: Mapping[str, Dim],
         repeat = _size(fields["repeat"][1], symbols, "'repeat'", "'repeat' is", REPEAT_HINT)
 
     names: dict[str, str] = {}
+    bound: dict[str, Span | None] = {}   # the block tensors the include renames, with places
     if "tensors" in fields:
         for key, (value, kspan) in _name_map(fields["tensors"][1], [t.name for t in block.tensors],
                                              "tensors").items():
@@ -215,10 +216,7 @@ def read_include(node: Any, file: str, dims: Mapping[str, Dim],
             if not IDENT.match(new) or keyword.iskeyword(new):
                 raise SymflopsError(f"{new!r} is not a valid tensor name", value.span,
                                     "use letters, digits and underscores, starting with a letter")
-            if new in names.values() or (new in {t.name for t in block.tensors} and new not in names):
-                raise SymflopsError(f"the include gives {new!r} to two of the block's tensors",
-                                    value.span, "map each block tensor to its own name")
-            names[key] = new
+            names[key], bound[key] = new, value.span
     # A renamed op output renames the tensors named after it (Y_hat, rstd_Y, P_L, mask_Y).
     produced_by = {op.output for op in block.ops}
     for t in block.tensors:
@@ -237,6 +235,7 @@ def read_include(node: Any, file: str, dims: Mapping[str, Dim],
                 names.setdefault(t.name, "mask_" + names[owner])
     ops = tuple(rename(op, names, subs) for op in block.ops)
     tensors = tuple(rename(t, names, subs) for t in block.tensors)
+    _distinct(block.tensors, tensors, bound)
     # Buffers are bound like inputs: one table that every copy reads, not one per copy.
     inputs = tuple(t.name for t in tensors if t.role in ("input", "index", "buffer"))
     produced = tuple(t.name for t in tensors if t.name not in inputs)
@@ -259,6 +258,24 @@ def read_include(node: Any, file: str, dims: Mapping[str, Dim],
                                    for c in block.components))
     return Included(layer, record, nested, inputs, outputs, new_dims, node.span, shared,
                     "repeat" in fields)
+
+
+def _distinct(old: tuple[Tensor, ...], new: tuple[Tensor, ...],
+              bound: Mapping[str, Span | None]) -> None:
+    """The block's tensors keep distinct names once renamed: the renaming is
+    one simultaneous substitution, so an identity (``tensors: {X: X}``) and a
+    swap (``{X: Y, Y: X}``) are renamings like any other, while two tensors
+    given one name (``{X: Z, Y: Z}``, or ``{X: Y}`` with the block's ``Y``
+    kept) are refused at the binding."""
+    first: dict[str, str] = {}
+    for a, b in zip(old, new):
+        if b.name not in first:
+            first[b.name] = a.name
+            continue
+        pair = (first[b.name], a.name)
+        at = next((bound[n] for n in reversed(pair) if n in bound), None)
+        raise SymflopsError(f"the include gives {b.name!r} to two of the block's tensors, "
+                            f"{pair[0]} and {pair[1]}", at, "map each block tensor to its own name")
 
 
 SHARED_HINT = ("list the block's parameters that all copies use, e.g. 'shared: [W_q, W_k]' "

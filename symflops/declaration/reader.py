@@ -35,7 +35,7 @@ from typing import Any, Mapping
 
 import sympy
 
-from ..core.errors import Span, SymflopsError, closest, read_text
+from ..core.errors import Span, SymflopsError, closest, read_text, shorten
 from ..core.ir import FORWARD_ORDERS, LEAF_ROLES, RECOMPUTE_POLICIES, Dim, Layer, Tensor
 from ..core.sizes import check_size
 from ..lang.expr import MAX_DEGREE, MAX_DIGITS, MAX_EXPANDED_TERMS, measure, parse_expression, parse_number
@@ -290,8 +290,31 @@ def _includes(ops_node: Node, file: str, dims: tuple[Dim, ...], stack: tuple[str
     return found, tuple(all_dims.values())
 
 
+#: Includes nest at most this deep, a file's inline blocks counted (a shipped
+#: model nests 2): deeper, reading would run out of Python's stack.
+MAX_INCLUDE_DEPTH = 32
+
+
+def _check_depth(stack: tuple[str, ...], span: Span | None) -> None:
+    """Refuse an include that would nest deeper than :data:`MAX_INCLUDE_DEPTH`,
+    naming the chain's start."""
+    if len(stack) >= MAX_INCLUDE_DEPTH:
+        start = stack[0].rsplit("#", 1)[0]
+        raise SymflopsError(f"the includes nest more than {MAX_INCLUDE_DEPTH} levels deep "
+                            f"(the chain starts at {shorten(start, 200)}: "
+                            f"{' -> '.join(_label(p) for p in stack[:3])} -> ...)", span,
+                            f"include blocks at most {MAX_INCLUDE_DEPTH} levels deep; a model "
+                            "needs two or three (a model includes its layer)")
+
+
+def _label(key: str) -> str:
+    """A file or inline block of an include chain, for a message."""
+    return key.rsplit("#", 1)[-1] if "#" in key else os.path.basename(key)
+
+
 def _load_block(path: str, span: Span | None, stack: tuple[str, ...]) -> Layer:
     full = os.path.abspath(path)
+    _check_depth(stack, span)
     if full in stack:
         chain = " -> ".join(os.path.basename(p) for p in (*stack[stack.index(full):], full))
         raise SymflopsError(f"the declarations include each other: {chain}", span,
@@ -299,7 +322,7 @@ def _load_block(path: str, span: Span | None, stack: tuple[str, ...]) -> Layer:
     text = read_text(path, "give a path relative to this file, e.g. 'include: ffn.yaml'", span,
                      lead=f"cannot include {path}")
     stem = os.path.splitext(os.path.basename(path))[0]
-    return build_layer(parse_yaml(text, path), path, stem, stack)
+    return build_layer(parse_yaml(text, path, TOP_KEYS), path, stem, stack)
 
 
 def _inline_blocks(top: Mapping[str, tuple[Span | None, Node]]) -> dict[str, Node]:
@@ -321,6 +344,7 @@ def _inline_blocks(top: Mapping[str, tuple[Span | None, Node]]) -> dict[str, Nod
 def _inline_block(name: str, inline: Mapping[str, Node], file: str, span: Span | None,
                   stack: tuple[str, ...]) -> Layer:
     key = f"{os.path.abspath(file)}#{name}"
+    _check_depth(stack, span)
     if key in stack:
         chain = " -> ".join(p.rsplit("#", 1)[-1] if "#" in p else os.path.basename(p)
                             for p in (*stack[stack.index(key):], key))
@@ -426,7 +450,7 @@ def load(path: str | os.PathLike[str]) -> Layer:
 def loads(text: str, file: str = "<string>") -> Layer:
     """Read a declaration from YAML text; ``file`` names it in error messages."""
     stem = os.path.splitext(os.path.basename(file))[0] or "layer"
-    return build_layer(parse_yaml(text, file), file, stem)
+    return build_layer(parse_yaml(text, file, TOP_KEYS), file, stem)
 
 
 def declare(name: str, *, dims: Mapping[str, str], tensors: Mapping[str, Mapping[str, Any]],

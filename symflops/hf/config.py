@@ -26,7 +26,7 @@ from fractions import Fraction
 from typing import Any, Iterable, Mapping
 
 from ..core.errors import Span, SymflopsError
-from .json_file import key_name, span_at
+from .json_file import key_name, key_offsets, span_at
 
 MAX_VALUE = 10**12           # a dimension beyond this is surely a mistake
 #: a layer count beyond this is surely a mistake (the deepest published models have
@@ -86,10 +86,11 @@ class Config:
 
     def __init__(self, path: str, text: str, data: Mapping[str, Any], model_type: str):
         self.path, self.text, self.data, self.model_type = path, text, data, model_type
+        self.offsets = key_offsets(text)
 
     def span(self, key: str) -> Span | None:
-        """Where ``"key":`` first appears in the file (None when it does not)."""
-        return span_at(self.path, self.text, self.text.find(json.dumps(key)))
+        """Where the top-level key ``key`` is written in the file (None when it is not)."""
+        return span_at(self.path, self.text, self.offsets.get(key, -1))
 
     def has(self, key: str) -> bool:
         return self.data.get(key) is not None
@@ -105,6 +106,10 @@ class Config:
         if not self.has(key):
             if default is not None:
                 return default
+            if key in self.data:  # written, as null: say so, where it is
+                raise self.error(key, f"key {key!r} is null, and a {self.model_type} config "
+                                      "needs its value",
+                                 f"write \"{key}\": <positive integer> in place of null")
             raise SymflopsError(f"{self.path}: key {key!r} is missing (required for a "
                                 f"{self.model_type} config)",
                                 hint=f"add \"{key}\": <positive integer> to the file")
@@ -223,20 +228,26 @@ class Config:
         return tuple(value)
 
 
-def model_type_of(data: Mapping[str, Any], path: str, known: Iterable[str]) -> str:
-    """The config's ``model_type``; a missing or unknown one is refused."""
+def model_type_of(data: Mapping[str, Any], path: str, known: Iterable[str],
+                  text: str = "") -> str:
+    """The config's ``model_type``; a missing, null or unknown one is refused
+    (at its place in ``text``, the file, when it is there)."""
     families = ", ".join(sorted(known))
     model_type = data.get("model_type")
+    span = span_at(path, text, key_offsets(text).get("model_type", -1))
+    lead = "" if span is not None else f"{path}: "
     if model_type is None:
-        raise SymflopsError(f"{path}: key 'model_type' is missing; symflops does not guess the "
-                            "family of a config from its other keys",
-                            hint=f"add \"model_type\": one of {families}, if the model is one "
-                                 f"of these families; {BY_HAND}")
+        what = "is null" if "model_type" in data else "is missing"
+        raise SymflopsError(f"{lead}key 'model_type' {what}; symflops does not guess the "
+                            "family of a config from its other keys", span,
+                            hint=f"{'write' if span else 'add'} \"model_type\": one of "
+                                 f"{families}, if the model is one of these families; {BY_HAND}")
     if not isinstance(model_type, str) or model_type not in known:
-        raise SymflopsError(f"{path}: model_type {shown(model_type)} is not a family symflops "
-                            "reads", hint=f"symflops reads {families}; for another model, write "
-                                          "its declaration by hand (see derivations/llama.yaml) "
-                                          "and plan it with symflops plan FILE DIM=V ...")
+        raise SymflopsError(f"{lead}model_type {shown(model_type)} is not a family symflops "
+                            "reads", span,
+                            hint=f"symflops reads {families}; for another model, write "
+                                 "its declaration by hand (see derivations/llama.yaml) "
+                                 "and plan it with symflops plan FILE DIM=V ...")
     return model_type
 
 

@@ -8,20 +8,48 @@ README documents and :mod:`symflops.declaration.reader` reads.  Nothing here
 counts: the counts come from the engine reading the text.
 
 Values are written from trusted data only (integers, names the family module
-chose); every description is quoted, so no config text reaches the YAML
-unescaped.
+chose).  Every text that may hold anything else (a title or an example's
+name made from the config's path, a description) is a double-quoted scalar
+(:func:`quoted`) and every comment line is made printable (:func:`comment_lines`),
+so no text, whatever characters it holds (a line break, ``#``, ``:``, a
+quote, a control or format character), ends its scalar or its comment: the
+text read back holds exactly the keys and values written.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 
+from ..core.errors import printable
+
 
 def quoted(text: str) -> str:
-    """``text`` as a YAML double-quoted scalar (JSON strings are YAML's)."""
-    return json.dumps(text, ensure_ascii=False)
+    """``text`` as a YAML double-quoted scalar: ``"`` and ``\\`` escaped, and
+    every character that is not printable (line breaks of every kind, other
+    control and format characters) written as its YAML escape (``\\x0a``,
+    ``\\u202e``), so the scalar is one line of printable text; a lone
+    surrogate, which no YAML can hold, is written as the text of its escape."""
+    out = []
+    for c in text:
+        code = ord(c)
+        if c in '"\\':
+            out.append("\\" + c)
+        elif c == " " or c.isprintable():
+            out.append(c)
+        elif 0xD800 <= code <= 0xDFFF:  # a lone surrogate (a byte of a path not UTF-8):
+            out.append(f"\\\\u{code:04x}")  # no YAML holds one; its escape as text
+        else:
+            out.append(f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}" if code <= 0xFFFF
+                       else f"\\U{code:08x}")
+    return '"' + "".join(out) + '"'
+
+
+def comment_lines(text: str) -> list[str]:
+    """``text`` as YAML comment lines, one per line of it, each with its
+    characters that are not printable shown as escapes (a YAML comment ends
+    at any line break, and a control character is not allowed in YAML at all)."""
+    return [f"# {printable(line)}" if line else "#" for line in text.splitlines() or [""]]
 
 
 #: how a component of each kind of block is labelled when a model has two kinds
@@ -60,7 +88,7 @@ class Block:
 
     def op(self, statement: str, comment: str | None = None) -> None:
         if comment:
-            self.ops.extend(f"# {line}" for line in comment.splitlines())
+            self.ops.extend(comment_lines(comment))
         self.ops.append(f"- {statement}")
         self.outputs.append(statement.split("[", 1)[0].strip())
 
@@ -77,7 +105,7 @@ class Block:
     def include(self, block: str, repeat: str | None = None,
                 tensors: dict[str, str] | None = None, comment: str | None = None) -> None:
         if comment:
-            self.ops.extend(f"# {line}" for line in comment.splitlines())
+            self.ops.extend(comment_lines(comment))
         self.ops.append(f"- include: {block}")
         if repeat is not None:
             self.ops.append(f"  repeat: {repeat}")
@@ -149,7 +177,7 @@ class Declaration:
                 out.append(f"{indent}  {n}: {{description: {quoted(d.description)}, "
                            f"equals: {d.equals}}}")
             else:
-                note = f"   # {d.key}" if d.key else ""
+                note = f"   {comment_lines(d.key)[0]}" if d.key else ""
                 out.append(f"{indent}  {n}: {quoted(d.description)}{note}")
         return out
 
@@ -175,7 +203,7 @@ class Declaration:
 
     def text(self) -> str:
         """The declaration's YAML text."""
-        lines = [f"# {h}" if h else "#" for h in self.header]
+        lines = [line for h in self.header for line in comment_lines(h)]
         self.model.name, self.model.title = self.name, self.title
         used = list(self.dims)
         lines += self._body(self.model, "", used, True)
@@ -186,7 +214,7 @@ class Declaration:
                 names = self._closure(b.dims)
                 lines += self._body(b, "    ", names, False)
         values = {n: d.value for n, d in self.dims.items() if d.value is not None}
-        lines += [f"# {n}" if n else "#" for n in self.notes]
+        lines += [line for n in self.notes for line in comment_lines(n)]
         lines.append("examples:")
         lines.append(f"  {quoted(self.example)}: {{"
                      + ", ".join(f"{n}: {v}" for n, v in values.items()) + "}")

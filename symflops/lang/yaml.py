@@ -12,7 +12,7 @@ from __future__ import annotations
 import keyword
 import re
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Collection, Mapping
 
 import yaml
 
@@ -89,16 +89,63 @@ def _convert(node: yaml.Node, file: str, lines: list[str], constructor: Any,
 SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
-def parse_yaml(text: str, file: str) -> Node:
-    """Compose YAML safely into located :class:`Node` values."""
+def _known_key_before_error(text: str, keys: Collection[str]) -> bool:
+    """Whether ``text``, read as far as it is valid YAML, is a mapping with one
+    of ``keys`` at its top level: a file gone wrong further on is still a
+    declaration and its line may be shown; one that is not (``/etc/shadow``,
+    a list, a scalar, an error at its first token) is not quoted."""
+    depth, key_next = 0, True
+    try:
+        for event in yaml.parse(text, Loader=SAFE_LOADER):
+            if not isinstance(event, (yaml.NodeEvent, yaml.CollectionEndEvent)):
+                continue  # stream and document events
+            if depth == 0:
+                if not isinstance(event, yaml.MappingStartEvent):
+                    return False
+                depth = 1
+            elif depth == 1:
+                if isinstance(event, yaml.CollectionEndEvent):
+                    return False
+                if key_next and isinstance(event, yaml.ScalarEvent) and event.value in keys:
+                    return True
+                if isinstance(event, yaml.CollectionStartEvent):
+                    depth += 1  # a value (or a key) that is a collection: its end toggles
+                else:
+                    key_next = not key_next
+            elif isinstance(event, yaml.CollectionStartEvent):
+                depth += 1
+            elif isinstance(event, yaml.CollectionEndEvent):
+                depth -= 1
+                if depth == 1:
+                    key_next = not key_next
+    except yaml.YAMLError:
+        pass
+    return False
+
+
+def parse_yaml(text: str, file: str, keys: Collection[str] | None = None) -> Node:
+    """Compose YAML safely into located :class:`Node` values.  ``keys``: the
+    top-level keys of the format (a declaration's): a mapping with none of
+    them is refused at once as no such file, naming no key and showing no
+    line of it, and a YAML error shows its line only when the text before it
+    was one (:func:`~symflops.core.errors.quotable` has the rest of the rule)."""
     lines = text.splitlines()
     try:
         root = yaml.compose(text, Loader=SAFE_LOADER)
+        if keys is not None and isinstance(root, yaml.MappingNode) and root.value and not any(
+                isinstance(k, yaml.ScalarNode) and k.value in keys for k, _ in root.value):
+            mark = root.start_mark
+            raise SymflopsError("this file is not a declaration: none of its top-level keys is "
+                                "one a declaration has", Span(file, mark.line + 1, mark.column + 1),
+                                f"a declaration is a mapping with keys such as "
+                                f"{', '.join(list(keys)[:6])}, ...")
         if root is not None:  # constructing a scalar can fail too (an unknown tag: !B)
             return _convert(root, file, lines, yaml.constructor.SafeConstructor(),
                             [MAX_YAML_VALUES])
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
+        if keys is not None and not _known_key_before_error(text, keys):
+            lines = []  # not a declaration as far as it goes: its lines are not shown
         span = _span(mark, file, lines) if mark else Span(file, 1, 1)
         problem = exc.problem or exc.context or "malformed YAML"
         hint = ("remove the tag; YAML tags are not part of the format"

@@ -20,7 +20,7 @@ import sympy
 
 from ..count.cost import costs
 from ..derive.backward import derive
-from ..core.errors import SymflopsError
+from ..core.errors import SymflopsError, printable
 from ..count.evaluate import check_all_given, check_definitions, check_dim_name, number
 from .records import Formula, Model, TokenFlops
 from ..core.ir import Layer, dim_symbol
@@ -102,7 +102,7 @@ def model_from_layer(layer: Layer, file: str, dims: Mapping[str, Any], recompute
             model=number(per.flops.total, v), executed=number(executed, v),
             attention=number(per.beyond_six_n, v), inference=number(per.inference_forward, v),
             formulas={"model": Formula(text(per.flops.total), "",
-                                       f"derived by symflops; dims as in {layer.name}'s declaration"),
+                                       f"derived by symflops; dims as in {printable(layer.name)}'s declaration"),
                       "executed": Formula(text(executed), "", f"recompute: {recompute}"),
                       "attention": Formula(text(per.beyond_six_n), "", "training minus 6N"),
                       "inference": Formula(text(per.inference_forward), "", "forward only")})

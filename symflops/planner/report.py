@@ -12,6 +12,8 @@ import math
 from fractions import Fraction
 from typing import Any
 
+from ..core.errors import printable
+from ..core.text import escape_md
 from .plan import Plan
 from .records import Number
 from .rows import RECOMPUTE_WORDS, equation, json_number, sections, show, show_value
@@ -40,14 +42,14 @@ CONVENTIONS = {
 # --- text, Markdown ------------------------------------------------------------------
 
 def _header(plan: Plan) -> list[str]:
-    lines = [f"symflops plan: {plan.model.name}" + (
+    lines = [f"symflops plan: {printable(plan.model.name)}" + (
         f", {RECOMPUTE_WORDS[plan.model.recompute]}" if plan.model.recompute != "none" else "")]
     imported = plan.model.declaration
     if imported is not None:
         counted = ("the causal pairs t <= s" if imported.attention == "exact"
                    else "the full S x S square")
-        lines.append(f"declaration: written from {imported.file} by symflops import-hf; "
-                     f"attention products over {counted}")
+        lines.append(f"declaration: written from {printable(imported.file)} by symflops "
+                     f"import-hf; attention products over {counted}")
         lines.append(f"  save it: {imported.command} (or print it: --show-declaration)")
     if plan.accelerator is not None:
         lines.append(f"accelerator: {plan.accelerator.description} ({plan.accelerator.source})")
@@ -79,7 +81,10 @@ def text_report(plan: Plan) -> str:
 
 
 def _cell(text: str) -> str:
-    return text.replace("|", "\\|")
+    """A table cell: '|' would end it, and '<', '>', '&' (a name in a note)
+    are written as entities, so that no raw HTML gets through."""
+    return (text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+            .replace("|", "\\|"))
 
 
 def _plain(value: Number | None) -> str:
@@ -93,7 +98,7 @@ def _plain(value: Number | None) -> str:
 
 
 def markdown_report(plan: Plan) -> str:
-    lines = [f"**symflops plan**: {plan.model.name}; precision {plan.precision.name}" +
+    lines = [f"**symflops plan**: {escape_md(plan.model.name)}; precision {plan.precision.name}" +
              (f"; {plan.accelerator.name}" if plan.accelerator else ""), "",
              "| section | quantity | value | unit | formula | note |",
              "|---|---|---:|---|---|---|"]

@@ -1,8 +1,9 @@
 """Escaping user text for a sheet: Markdown, LaTeX and code spans.
 
-Invariants: user text never leaves its line (line breaks and control
-characters are spaces in text, visible escapes in code), every character
-with meaning in the target is escaped, and the LaTeX sheet is refused,
+Invariants: user text never leaves its line nor reorders the text around
+it (line breaks, control and format characters are spaces in text, visible
+escapes in code: :data:`HIDDEN`), every character with meaning in the
+target is escaped, and the LaTeX sheet is refused,
 naming the character and its place, for text pdflatex cannot set
 (:data:`TEX_SETTABLE`); the Markdown sheet takes any text.
 """
@@ -14,12 +15,12 @@ import unicodedata
 from typing import Any
 
 from ..core.errors import Span, SymflopsError, printable, quote, read_text
+# Markdown escaping lives with the planner's Markdown report, in core/text.py
+from ..core.text import HIDDEN, escape_md, hidden as _is_break  # noqa: F401 (escape_md re-exported)
 
 _TEX = {"\\": r"\textbackslash{}", "{": r"\{", "}": r"\}", "$": r"\$", "&": r"\&",
         "#": r"\#", "^": r"\textasciicircum{}", "_": r"\_", "%": r"\%", "~": r"\textasciitilde{}",
         "<": r"\textless{}", ">": r"\textgreater{}", "|": r"\textbar{}"}
-# Characters that Markdown or its math extensions act on anywhere in a line.
-_MD = set("\\`*_[]<>|$~&")
 
 #: The characters beyond ASCII that pdflatex sets with the sheets' preamble
 #: (Latin Modern, T1 and TS1 encodings, LaTeX's default UTF-8 input): Latin-1,
@@ -33,9 +34,10 @@ TEX_SETTABLE = tuple((int(a, 16), int(b or a, 16)) for a, _, b in (r.partition("
 2120 2122 2126-2127 212E 2190-2193""".split()))
 
 
-def _is_break(c: str) -> bool:
-    """A control character or a line or paragraph separator: never written as it is."""
-    return unicodedata.category(c) in ("Cc", "Zl", "Zp")
+def plain(text: str) -> str:
+    """User text for a place with no escaping of its own (a figure's title
+    drawn by matplotlib): each :data:`HIDDEN` character a space."""
+    return "".join(" " if _is_break(c) else c for c in str(text))
 
 
 def tex_settable(c: str) -> bool:
@@ -46,8 +48,9 @@ def tex_settable(c: str) -> bool:
 
 def escape_tex(text: str) -> str:
     r"""Text that LaTeX prints literally: ``\input{x}`` becomes ``\textbackslash{}input\{x\}``.
-    A line break or control character is a space (a blank line would end the
-    paragraph, a raw control character is an error); a character the fonts do
+    A line break, control or format character (:data:`HIDDEN`) is a space (a
+    blank line would end the paragraph, a raw control character is an error,
+    a format character has no glyph); a character the fonts do
     not have is a SymflopsError (:func:`check_tex` names the field first)."""
     out = []
     for c in str(text):
@@ -60,31 +63,9 @@ def escape_tex(text: str) -> str:
     return "".join(out)
 
 
-def escape_md(text: str) -> str:
-    """Text that Markdown (and the math renderers of common viewers) print
-    literally.  A line break of any kind (``\\r`` too) or other control
-    character is a space, so that user text never starts a line of its own
-    (a heading, a list, an HTML block)."""
-    out = []
-    for c in str(text):
-        if c == "<":
-            out.append("&lt;")
-        elif c == ">":
-            out.append("&gt;")
-        elif c == "&":
-            out.append("&amp;")
-        elif c in _MD:
-            out.append("\\" + c)
-        elif _is_break(c):
-            out.append(" ")
-        else:
-            out.append(c)
-    return "".join(out)
-
-
 def _visible(text: str) -> str:
-    """Code (a file name, a statement) with control characters shown as
-    escapes (``\\n``), so that it stays on its line and reads as it is."""
+    """Code (a file name, a statement) with control and format characters
+    shown as escapes (``\\n``, ``\\u202e``), so that it stays on its line and reads as it is."""
     return "".join(printable(c) if _is_break(c) else c for c in str(text))
 
 

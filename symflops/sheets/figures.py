@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Literal, Mapping, TypedDict
 
 from .environment import Format
-from .escape import ESCAPES
+from .escape import ESCAPES, plain
 from .graph import Graph, computation_graph, mermaid
 from .plots import (ImageFormat, bars_figure, component_rows, flops_figure, graph_figure,
                     memory_figure, overtakes, policies, sequence_axis)
@@ -72,6 +72,20 @@ class SheetFigures:
 
 def figure_stem(stem: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", stem) or "_"
+
+
+#: every figure file a sheet may have, by kind: the graph as a PDF only
+FIGURE_FILES: tuple[tuple[FigureKind, tuple[ImageFormat, ...]], ...] = (
+    ("graph", ("pdf",)), ("components", ("png", "pdf")), ("flops", ("png", "pdf")),
+    ("memory", ("png", "pdf")))
+
+
+def figure_names(stem: str) -> tuple[str, ...]:
+    """The names of every figure file the sheet written as ``STEM.md`` /
+    ``STEM.tex`` may have (which it has depends on the configuration): what
+    ``symflops build`` checks no two declarations share."""
+    name = figure_stem(stem)
+    return tuple(f"{name}.{kind}.{ext}" for kind, exts in FIGURE_FILES for ext in exts)
 
 
 def _sums(graph: Graph) -> str:
@@ -169,7 +183,7 @@ def draw(figures: SheetFigures, derivation: Derivation, costs: Costs,
          fmt: Format | None = None) -> dict[str, bytes]:
     """The bytes of each figure file (of one sheet format, or of both), by file name."""
     values = dict(figures.values)
-    title = f"{derivation.layer.name} at {figures.configuration}"
+    title = plain(f"{derivation.layer.name} at {figures.configuration}")
     dim = sequence_axis(derivation.layer).dim
     out = {}
     for f in figures.of(fmt) if fmt else figures.files:
