@@ -6,8 +6,10 @@ letters, the products with the padding's zeros included, as frameworks run
 them.  :func:`padded_reads` gives that count and, where it is exact in
 closed form, the count of the products that multiply a value inside the
 axis: for an index of one letter ``x + c`` (the values of ``x`` that land
-inside), and for a difference ``x - y`` whose greatest value stays inside
-(the tuples with ``y <= x``, counted like a where-clause).  Other indices
+inside), for a difference ``x - y`` whose greatest value stays inside
+(the tuples with ``y <= x``, counted like a where-clause), and for a sum
+``x + y + c`` (a "same" convolution, ``i+u-1``: its two ends as bounds
+between the letters, counted like a sliding window).  Other indices
 get None: not derived, never guessed.
 """
 
@@ -19,6 +21,7 @@ from typing import Mapping
 import sympy
 
 from ..core.domain import Bound
+from ..core.errors import SymflopsError
 from ..core.ir import Einsum, Factor, Layer, Tensor
 from ..core.sizes import NONNEGATIVE, POSITIVE, ZERO, sign
 from ..ops.einsum.orders import bounds_of, pattern, size
@@ -52,8 +55,13 @@ def padded_reads(e: Einsum, layer: Layer, extents: Mapping[str, sympy.Expr]) -> 
         exact = exact and _restrict(f, n, narrowed, bounds, extents)
     if not tensors:
         return None
-    inside = sympy.expand(size(letters, narrowed, bounds)) if exact else None
-    return PaddedReads(tuple(tensors), size(letters, extents, bounds_of(e)), inside)
+    inside = None
+    if exact:
+        try:
+            inside = sympy.expand(size(letters, narrowed, bounds))
+        except SymflopsError:  # a count piecewise in the dims: not derived, never guessed
+            inside = None
+    return PaddedReads(tuple(dict.fromkeys(tensors)), size(letters, extents, bounds_of(e)), inside)
 
 
 def _tensor(layer: Layer, name: str) -> Tensor | None:
@@ -72,6 +80,14 @@ def _restrict(f: Factor, n: sympy.Expr, narrowed: dict[str, sympy.Expr], bounds:
         (x,), c0 = letters, relation.offset
         # x + c0 inside 0 .. n - 1: x from max(0, -c0) to min(ext - 1, n - 1 - c0)
         narrowed[x] = sympy.Min(extents[x] - 1, n - 1 - c0) - sympy.Max(0, -c0) + 1
+        return True
+    if len(letters) == 2 and relation.coefficients == (1, 1) and not taken & set(letters) \
+            and all(narrowed[x] == extents[x] for x in letters):
+        # x + y + c0 inside 0 .. n - 1 (a "same" convolution, p+k-1 over [1, 1] zeros): with
+        # y' = ext(y) - 1 - y, which runs over y's range, y' <= x + ext(y) - 1 + c0 and
+        # x <= y' + n - ext(y) - c0, bounds the domain counts exactly
+        (x, y), c0 = letters, relation.offset
+        bounds += [Bound(y, x, False, extents[y] - 1 + c0), Bound(x, y, False, n - extents[y] - c0)]
         return True
     if len(letters) == 2 and relation.offset == 0 and sorted(relation.coefficients) == [-1, 1]:
         x, y = letters if relation.coefficients[0] == 1 else letters[::-1]

@@ -25,6 +25,7 @@ from ..lang.statement import AffineTerm, Call, Ref, Shift, Statement
 from ..ops.base import claim
 from ..ops.einsum.lower import affine
 from ..ops.registry import CALLS
+from .outputs import pad_advice
 
 #: Where a column of the statement is in its file (None without a file).
 At = Callable[[int], "Span | None"]
@@ -166,12 +167,19 @@ def _solve_shifts(st: Statement, bound: dict[str, Letter], dims: Mapping[str, sy
                 rest = [(t, k) for t, k in zip(s.terms, relation.coefficients) if t is not term]
                 _, high = _reach(rest, relation.offset, bound, ())
                 solved = sympy.expand((extent - 1 + after - high) / c + 1)
+                produced = known[ref.name].role == "activation"  # its axis is the op's to size
                 check_size(solved, f"the letter {term.letter!r} of the shift {s.text} ranges "
                            "over", at(term.column),
                            f"the axis of {ref.name} must hold {s.text} at the last "
-                           f"{term.letter!r} for every value of the dims: declare it as "
-                           f"{_needed(term, c, high - after, dims)} with a new dim {_new_dim(dims)} "
-                           f"for the positions of {term.letter!r}" + (
+                           f"{term.letter!r} for every value of the dims: " + (
+                               f"pad it after with zeros ({term.letter!r} then runs over its "
+                               f"{sympy.sstr(extent)} positions): "
+                               + pad_advice(known[ref.name], s.position, before, high)
+                               if produced and c == 1 else
+                               f"pad it: {pad_advice(known[ref.name], s.position, before, after)}"
+                               if produced else
+                               f"declare it as {_needed(term, c, high - after, dims)} with a new "
+                               f"dim {_new_dim(dims)} for the positions of {term.letter!r}") + (
                                f"; its padding lets the index run from {sympy.sstr(-before)} "
                                f"({ref.name}'s own positions: a causal convolution reads p-k)"
                                if before != 0 else ""))
@@ -296,6 +304,12 @@ def _check_range(st: Statement, ref: Ref, s: Shift, relation: Affine, extent: sy
                    for k in range(len(tensor.shape))]
         return f"pad: [{', '.join(entries)}]"
 
+    def declared(more_before: sympy.Expr, more_after: sympy.Expr) -> str:
+        """For an op's output, where that pad goes: its declaration."""
+        if tensor.role != "activation":
+            return ""
+        return "; " + pad_advice(tensor, s.position, before + more_before, after + more_after)
+
     if sign(low + before, symbols) not in (ZERO, POSITIVE, NONNEGATIVE):
         padded = f" and its {sympy.sstr(before)} zeros" if before != 0 else ""
         raise SymflopsError(
@@ -303,8 +317,9 @@ def _check_range(st: Statement, ref: Ref, s: Shift, relation: Affine, extent: sy
             f"goes down to {sympy.sstr(low)}", at(s.column),
             f"every index must be at least 0 for every value of its letters (and of the "
             f"dims): pad the axis in front with zeros ({pad(-low - before, 0)} on "
-            f"{ref.name}, read as zero), add a whole-number constant so that the least value "
-            "is 0, or order the letters of a difference with a where-clause (s-t where t <= s)")
+            f"{ref.name}, read as zero{declared(-low - before, 0)}), add a whole-number constant "
+            "so that the least value is 0, or order the letters of a difference with a "
+            "where-clause (s-t where t <= s)")
     if sign(extent - 1 + after - high, symbols) not in (ZERO, POSITIVE, NONNEGATIVE):
         wanted = [sympy.sstr(sympy.expand(high + 1 - after) if k == s.position else x)
                   for k, x in enumerate(tensor.shape)]
@@ -312,9 +327,10 @@ def _check_range(st: Statement, ref: Ref, s: Shift, relation: Affine, extent: sy
         raise SymflopsError(
             f"the shift {s.text} runs past the axis of {ref.name}: {axis} has "
             f"{sympy.sstr(extent)} positions{padded}, {s.text} reaches index {sympy.sstr(high)}",
-            at(s.column), f"declare {ref.name} as [{', '.join(wanted)}] (valid positions "
-            f"only), pad it with zeros ({pad(0, sympy.expand(high + 1 - extent - after))}, "
-            "read as zero), or leave "
+            at(s.column), (f"declare {ref.name} as [{', '.join(wanted)}] (valid positions "
+                           "only), " if tensor.role != "activation" else "") +
+            f"pad it with zeros ({pad(0, sympy.expand(high + 1 - extent - after))}, "
+            f"read as zero{declared(0, sympy.expand(high + 1 - extent - after))}), or leave "
             f"a letter of {s.text} on the output only so that its extent follows from the axis")
 
 
