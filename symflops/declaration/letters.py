@@ -26,6 +26,7 @@ from ..ops.base import claim
 from ..ops.einsum.lower import affine
 from ..ops.registry import CALLS
 from .outputs import pad_advice
+from .scatter import scatter_refs
 
 #: Where a column of the statement is in its file (None without a file).
 At = Callable[[int], "Span | None"]
@@ -72,6 +73,8 @@ def bind_letters(st: Statement, known: Mapping[str, Tensor], dims: Mapping[str, 
     bound: dict[str, Letter] = dict(defined or {})
     for ref in (*st.refs, *operands):
         _bind(ref, known[ref.name], at, bound, subs or {})
+    for ref, tensor in scatter_refs(st, known, at):  # a scatter's output, its index tensors
+        _bind(ref, tensor, at, bound, subs or {})
     _bind_windows(st, dims, bound, at)
     _solve_shifts(st, bound, dims, known, at)
     _solve_output(st, bound, dims, at)
@@ -340,9 +343,6 @@ def _resolve_lookups(st: Statement, extent_of: Callable[[str, int], sympy.Expr |
     lower-case name of the axis's dim when that is free (``v`` for ``V``).
     A fresh letter is never a dim's name (``c`` beside a capacity factor
     ``c``): on a sheet the two would print alike."""
-    if st.lhs.gathers:
-        raise SymflopsError(f"a lookup on the output {st.lhs.name}", at(st.lhs.gathers[0].ref.column),
-                            "write the output with plain letters; lookups select from operands")
     used = {i for r in (st.lhs, *st.refs) for i in r.indices}
     used |= {c.left for c in st.where} | {c.right for c in st.where}
     used |= {x for r in (st.lhs, *st.refs) for s in r.shifts for x in s.letters}
@@ -394,8 +394,8 @@ def _check_lookups(st: Statement, known: Mapping[str, Tensor], at: At,
                    ranges: dict[str, IndexRange], bound: Mapping[str, Letter]) -> None:
     """Index tensors only select, through tensors declared with ``role: index``;
     one index tensor selects along axes of one size (its values' range)."""
-    inner = {id(g.ref) for ref in st.refs for g in ref.gathers}
-    for ref in st.refs:
+    inner = {id(g.ref) for ref in (st.lhs, *st.refs) for g in ref.gathers}
+    for ref in (*st.refs, *(g.ref for g in st.lhs.gathers)):
         tensor = known[ref.name]
         if id(ref) in inner and tensor.role != "index":
             raise SymflopsError(
@@ -406,6 +406,7 @@ def _check_lookups(st: Statement, known: Mapping[str, Tensor], at: At,
             raise SymflopsError(
                 f"{ref.name} holds indices and is used as a factor", at(ref.column),
                 f"index tensors only select, e.g. E[{ref.name}[{','.join(ref.indices) or 'b'}], d]")
+    for ref in (st.lhs, *st.refs):
         for g in ref.gathers:
             r, extent = g.ref, bound[ref.indices[g.position]].extent
             if r.name in ranges and sympy.simplify(ranges[r.name].extent - extent) != 0:

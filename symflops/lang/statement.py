@@ -2,7 +2,9 @@
 
 ::
 
-    statement := ref "=" rhs ["where" condition ("," condition)*]
+    statement := ref ("=" | "+=") rhs ["where" condition ("," condition)*]
+                                       ("+=": a scatter, Agg[dst[e], d] += M[e,d], the
+                                        output's lookup selecting where each term adds)
     rhs       := ["-"] term (("+" | "-") term)*
     term      := factor (["*"] factor | "/" constant | "/" ref | "/" "(" ref (["*"] ref)* ")")*
                                        (N[s,f] / Z[s]: a product with reciprocal(Z[s]))
@@ -428,8 +430,7 @@ class _Parser(ConditionParser):
         if self.tok.kind == "end":
             raise self.error("empty op", f"write an op like {EXAMPLE}")
         lhs = self.ref()
-        self.expect("=", "expected '=' after the output tensor",
-                    f"an op assigns one output, e.g. {EXAMPLE}")
+        accumulate = self._assignment(lhs)
         if self.tok.kind == "end":
             raise self.error("nothing after '='", f"write an op like {EXAMPLE}")
         terms = []
@@ -458,9 +459,35 @@ class _Parser(ConditionParser):
                 raise self.error(f"unexpected {self.describe(self.tok)} in the where-clause",
                                  "separate conditions with commas, e.g. 'where t <= s, u < t'; "
                                  "the where-clause ends the op")
-        statement = Statement(lhs, tuple(terms), self.text, tuple(where))
+        statement = Statement(lhs, tuple(terms), self.text, tuple(where), accumulate)
         self.check_size(statement)
         return statement
+
+    def _assignment(self, lhs: Ref) -> bool:
+        """Past ``=`` or ``+=`` after the output: True for ``+=``, a scatter,
+        whose output looks up the positions it adds into (``Agg[dst[e], d]``);
+        each form only with its kind of output."""
+        plus = self.tok
+        if plus.text == "+" and self.peek().text == "=" and self.peek().column == plus.column + 1:
+            self.pos += 2
+            if not lhs.gathers:
+                raise self.error(f"'+=' with the output {lhs.name}[{','.join(lhs.indices)}], "
+                                 "which looks nothing up",
+                                 "'+=' is a scatter: the output's lookup names where each term "
+                                 "adds, e.g. 'Agg[dst[e], d] += M[e,d]'; an op with plain output "
+                                 f"letters assigns, e.g. {EXAMPLE}", plus)
+            return True
+        if lhs.gathers:
+            g = lhs.gathers[0].ref
+            raise self.error(
+                f"a lookup on the output {lhs.name} with '=', which would assign each position "
+                f"{g.name} selects once", "a lookup on the output adds every term into the "
+                f"position {g.name} selects (a scatter; several terms may land on one): write "
+                f"'+=' in place of '=', e.g. 'Agg[dst[e], d] += M[e,d]'",
+                plus)
+        self.expect("=", "expected '=' after the output tensor",
+                    f"an op assigns one output, e.g. {EXAMPLE}")
+        return False
 
     def check_size(self, st: Statement) -> None:
         """Refuse an op larger than MAX_TERMS, MAX_TENSORS, MAX_FACTORS or MAX_LETTERS,
