@@ -43,6 +43,7 @@ import re
 from ..core.errors import Span, SymflopsError
 from ..core.factors import RECIPROCAL
 from .affine import affine_terms
+from .assignment import AssignmentParser
 from .conditions import ConditionParser
 from .syntax import (AffineTerm, Call, Condition, Constant, Gather, Reduced, Ref, Shift, Statement,
                      Summand, Term, Token)
@@ -113,7 +114,7 @@ def _at(span: Span | None, column: int) -> Span | None:
     return span.shifted(column) if span is not None else None
 
 
-class _Parser(ConditionParser):
+class _Parser(ConditionParser, AssignmentParser):
     def __init__(self, text: str, span: Span | None, tensors: frozenset[str] = frozenset()):
         self.text = text
         self.span = span
@@ -462,32 +463,6 @@ class _Parser(ConditionParser):
         statement = Statement(lhs, tuple(terms), self.text, tuple(where), accumulate)
         self.check_size(statement)
         return statement
-
-    def _assignment(self, lhs: Ref) -> bool:
-        """Past ``=`` or ``+=`` after the output: True for ``+=``, a scatter,
-        whose output looks up the positions it adds into (``Agg[dst[e], d]``);
-        each form only with its kind of output."""
-        plus = self.tok
-        if plus.text == "+" and self.peek().text == "=" and self.peek().column == plus.column + 1:
-            self.pos += 2
-            if not lhs.gathers:
-                raise self.error(f"'+=' with the output {lhs.name}[{','.join(lhs.indices)}], "
-                                 "which looks nothing up",
-                                 "'+=' is a scatter: the output's lookup names where each term "
-                                 "adds, e.g. 'Agg[dst[e], d] += M[e,d]'; an op with plain output "
-                                 f"letters assigns, e.g. {EXAMPLE}", plus)
-            return True
-        if lhs.gathers:
-            g = lhs.gathers[0].ref
-            raise self.error(
-                f"a lookup on the output {lhs.name} with '=', which would assign each position "
-                f"{g.name} selects once", "a lookup on the output adds every term into the "
-                f"position {g.name} selects (a scatter; several terms may land on one): write "
-                f"'+=' in place of '=', e.g. 'Agg[dst[e], d] += M[e,d]'",
-                plus)
-        self.expect("=", "expected '=' after the output tensor",
-                    f"an op assigns one output, e.g. {EXAMPLE}")
-        return False
 
     def check_size(self, st: Statement) -> None:
         """Refuse an op larger than MAX_TERMS, MAX_TENSORS, MAX_FACTORS or MAX_LETTERS,
