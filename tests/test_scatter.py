@@ -249,3 +249,15 @@ def test_one_index_tensor_selects_along_one_size(tmp_path):
         "  dst:", "  T: {shape: [D, D], role: input}\n  dst:")
     err = refusal(tmp_path, text)
     assert "dst selects along an axis of size" in err.message
+
+
+def test_a_call_in_a_scatter_is_an_op_of_its_own(tmp_path):
+    """Before, a call kind took the whole statement and lost the scatter (its
+    advice wrote the output without its lookup); a call that computes a tensor
+    inline is scattered, one that must be a whole statement is refused."""
+    text = SCATTER.replace("M[e,d] w[e]", "softmax_d(M[e,d])")
+    d = symflops.derive(load_text(tmp_path, text))
+    assert [op.statement() for op in d.layer.ops][-1] == "Agg[dst[e],d] += Agg_hat[e,d]"
+    err = refusal(tmp_path, SCATTER.replace("M[e,d] w[e]", "max_d(M[e,d])").replace(
+        "Agg: {shape: [N, D]", "Agg: {shape: [N]").replace("Agg[dst[e], d]", "Agg[dst[e]]"))
+    assert "max_d(...) must be the whole right side" in err.message

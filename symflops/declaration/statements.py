@@ -122,8 +122,10 @@ def _operands(st: Statement, known: Mapping[str, Tensor], at: Any
 
 def _lower(st: Statement, out: Factor, scope: Scope) -> Lowered:
     """The ops of one statement: a call kind's whole op when the statement is
-    that call alone and the kind takes it as a whole, else an einsum."""
-    lone = _lone_call(st)
+    that call alone and the kind takes it as a whole, else an einsum.  A
+    scatter's call (``Agg[dst[e]] += max_d(M[e,d])``) is never a whole op: it
+    computes a tensor of its own, which the scatter adds."""
+    lone = _lone_call(st) if not st.lhs.gathers else None
     if lone is not None:
         kind = claim(CALLS, lone.name)
         op = kind.whole(lone, st, out, scope) if kind is not None else None
