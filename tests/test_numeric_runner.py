@@ -92,3 +92,18 @@ ops:
                  next(line for line in run.stdout.splitlines()
                       if line.startswith("small sizes:")).split(":", 1)[1].replace(",", "").split())
     assert int(sizes["T"]) == int(sizes["M"]) + int(sizes["S"])
+
+
+def test_sizes_with_ratios_that_must_divide():
+    """moe_block defines R = N / G and C = c k B S / M: sizes where both divide
+    and every tensor stays small are found (values may repeat after the first
+    draws), and the defined dims take their formulas' values."""
+    import symflops
+    from symflops.checks.sizes import MEDIUM, MEDIUM_LIMITS, choose_sizes, small_sizes
+
+    layer = symflops.load(ROOT / "derivations" / "moe_block.yaml")
+    for seed in range(3):
+        rng = np.random.default_rng(seed)
+        for v in (small_sizes(layer, rng), choose_sizes(layer, rng, *MEDIUM, MEDIUM_LIMITS)):
+            assert v["R"] * v["G"] == v["N"]
+            assert v["C"] * v["M"] == v["c"] * v["k"] * v["B"] * v["S"]

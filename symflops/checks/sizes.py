@@ -61,6 +61,10 @@ def _too_large(layer: Layer, dims: Mapping[str, int], limits: tuple[int, int]
     return None
 
 
+#: Draws of dim sizes before giving up.
+ATTEMPTS = 1000
+
+
 def choose_sizes(layer: Layer, rng: np.random.Generator, low: int, high: int,
                  limits: tuple[int, int] = SMALL_LIMITS) -> dict[str, int]:
     """Distinct dim values in ``[low, high]`` where there are enough (a rule
@@ -79,11 +83,16 @@ def choose_sizes(layer: Layer, rng: np.random.Generator, low: int, high: int,
                             problem[1],
                             "verify checks a layer at dims of a few units: give the axes sizes "
                             "of low degree (B, 4*D, P + K - 1 rather than B**40)")
-    for _ in range(100):
-        if high - low + 1 >= n:
+    for attempt in range(ATTEMPTS):
+        # After the first 100 draws (distinct values where there are enough),
+        # values may repeat and come from a range narrowed towards ``low``: a
+        # ratio that must divide (R = N / G, C = c k B S / M) and the tensors it
+        # sizes staying small may need small, equal values.
+        top = high if attempt < 100 else max(low + 1, high - (attempt - 100) * (high - low) // 800)
+        if attempt < 100 and high - low + 1 >= n:
             values = rng.choice(np.arange(low, high + 1), size=n, replace=False)
         else:
-            values = rng.integers(low, high + 1, size=n)
+            values = rng.integers(low, top + 1, size=n)
         dims = _defined({name: int(v) for name, v in zip(free, values)}, subs)
         if dims is not None and _all_extents_positive(layer, dims) \
                 and _too_large(layer, dims, limits) is None:
