@@ -210,7 +210,7 @@ SHIPPED = sorted(p for p in (ROOT / "derivations").glob("*.yaml")
 
 # Those that take half a minute or more on two cores run with the slow ones
 # (the README's test command and CI run them; -m "not slow" leaves them out).
-_HEAVY = {"attention_mla", "conv2d_strided", "albert_block", "vit_patch_embedding"}
+_HEAVY = {"attention_mla", "conv2d_strided", "albert_block", "vit_patch_embedding", "mod_block"}
 
 # Layers of many dims, verified at small sizes given with --at (distinct, so
 # that a rule with two axes swapped fails): at the drawn ones (up to 7 each,

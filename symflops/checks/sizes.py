@@ -17,7 +17,7 @@ import numpy as np
 import sympy
 
 from ..core.errors import SymflopsError
-from ..core.ir import Layer, Tensor, index_ranges
+from ..core.ir import Layer, Tensor, dim_symbol, index_ranges
 from ..ops.functions import FUNCTIONS
 
 MEDIUM = (8, 64)         # range of the medium dim sizes for FLOP counts
@@ -61,32 +61,59 @@ def _too_large(layer: Layer, dims: Mapping[str, int], limits: tuple[int, int]
     return None
 
 
+#: Draws of dim sizes before giving up.
+ATTEMPTS = 1000
+
+
 def choose_sizes(layer: Layer, rng: np.random.Generator, low: int, high: int,
                  limits: tuple[int, int] = SMALL_LIMITS) -> dict[str, int]:
     """Distinct dim values in ``[low, high]`` where there are enough (a rule
     with two axes swapped then fails on shape or value), such that every
     declared axis (``P - K + 1`` too) is at least 1 and nothing exceeds
     ``limits`` (elements per tensor, per op)."""
-    n = len(layer.dims)
+    subs = layer.substitutions  # a defined dim takes its formula's value, never one drawn
+    free = [d.name for d in layer.dims if dim_symbol(d.name) not in subs]
+    n = len(free)
     # Sizes are proved polynomials with non-negative coefficients in dim - 1:
     # the smallest are at the lowest dims, so too large there means too large anywhere.
-    problem = _too_large(layer, {d.name: low for d in layer.dims}, limits)
+    lowest = _defined({name: low for name in free}, subs)
+    problem = _too_large(layer, lowest, limits) if lowest is not None else None
     if problem is not None:
         raise SymflopsError(f"verify needs small sizes, but with every dim {low} {problem[0]}",
                             problem[1],
                             "verify checks a layer at dims of a few units: give the axes sizes "
                             "of low degree (B, 4*D, P + K - 1 rather than B**40)")
-    for _ in range(100):
-        if high - low + 1 >= n:
+    for attempt in range(ATTEMPTS):
+        # After the first 100 draws (distinct values where there are enough),
+        # values may repeat and come from a range narrowed towards ``low``: a
+        # ratio that must divide (R = N / G, C = c k B S / M) and the tensors it
+        # sizes staying small may need small, equal values.
+        top = high if attempt < 100 else max(low + 1, high - (attempt - 100) * (high - low) // 800)
+        if attempt < 100 and high - low + 1 >= n:
             values = rng.choice(np.arange(low, high + 1), size=n, replace=False)
         else:
-            values = rng.integers(low, high + 1, size=n)
-        dims = {d.name: int(v) for d, v in zip(layer.dims, values)}
-        if _all_extents_positive(layer, dims) and _too_large(layer, dims, limits) is None:
-            return dims
+            values = rng.integers(low, top + 1, size=n)
+        dims = _defined({name: int(v) for name, v in zip(free, values)}, subs)
+        if dims is not None and _all_extents_positive(layer, dims) \
+                and _too_large(layer, dims, limits) is None:
+            return {d.name: dims[d.name] for d in layer.dims}
     raise SymflopsError(f"cannot find dim sizes in {low}..{high} that make every axis of "
                         f"{layer.name} positive and every tensor small", hint="check the shape "
                         "expressions")
+
+
+def _defined(free: dict[str, int], subs: Mapping[sympy.Symbol, sympy.Expr]
+             ) -> dict[str, int] | None:
+    """``free`` with every defined dim's value (``T = M + S``, ``C = c*k*B*S/M``),
+    or None when one is not a positive whole number there (a ratio that
+    does not divide)."""
+    out = dict(free)
+    for symbol, formula in subs.items():
+        value = formula.subs({dim_symbol(k): v for k, v in free.items()})
+        if not (value.is_Integer and value >= 1):
+            return None
+        out[symbol.name] = int(value)
+    return out
 
 
 #: The range positive leaves are drawn from: away from 0, where log, sqrt and

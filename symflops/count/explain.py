@@ -71,6 +71,25 @@ class LookupNote:
 
 
 @dataclass(frozen=True)
+class ScatterNote:
+    """A scatter, the adjoint of a lookup (``Agg[dst[e], d] += M[e,d]``): each of
+    the ``terms`` values of ``sources`` adds into the element of ``output``
+    that ``selectors`` select (elementwise work, one add each); as a dense
+    product with the one-hot matrices ``onehot`` it would cost ``dense``.
+    ``gathers`` are its backward rules, which read the output's gradient
+    ``read`` where the selectors point (lookups)."""
+
+    output: str
+    terms: sympy.Expr
+    sources: tuple[str, ...]
+    selectors: tuple[str, ...]
+    onehot: tuple[Factor, ...]
+    dense: sympy.Expr
+    gathers: tuple[str, ...]
+    read: str
+
+
+@dataclass(frozen=True)
 class ShiftNote:
     """A convolution: the brackets ``shifts`` fix the shifted position, so only
     those terms are counted; as a dense product it would cost ``dense``.
@@ -116,7 +135,7 @@ class PrefixNote:
     grads: tuple[tuple[str, sympy.Expr], ...]
 
 
-DomainNote = Union[LookupNote, ShiftNote, ConditionNote, PrefixNote]
+DomainNote = Union[LookupNote, ScatterNote, ShiftNote, ConditionNote, PrefixNote]
 
 
 @dataclass(frozen=True)
@@ -311,6 +330,18 @@ def domain_notes(k: int, derivation: Derivation, c: Costs) -> tuple[DomainNote, 
                 selectors=tuple(f.tensor for f in lookups), onehot=tuple(lookups),
                 dense=einsum_flops(_dense(e), extents, unit), scatters=scatters,
                 copy=len(e.factors) == 1))
+        scattered = [f for f in e.operands if f.is_select and f.indices[0] in e.output.indices]
+        if scattered:
+            free = [i for f in scattered for i in f.indices[1:] if i not in e.output.indices]
+            notes.append(ScatterNote(
+                output=e.output.tensor,
+                terms=size(set(e.output.indices) - {f.indices[0] for f in scattered} | set(free),
+                           extents),
+                sources=tuple(f.tensor for f in e.factors),
+                selectors=tuple(f.tensor for f in scattered), onehot=tuple(scattered),
+                dense=einsum_flops(_dense(e), extents, unit),
+                gathers=tuple(r.grad for r in derivation.rules if r.op == k),
+                read=grad_name(op.output)))
         shifts = [f for f in e.operands if f.is_shift]
         if shifts and e.factors:
             inputs = [f.tensor for f in e.factors if any(x.indices[0] in f.indices for x in shifts)]

@@ -136,6 +136,7 @@ class _TokenRows:
             for t in layer.tensors if not (t.is_param or t.is_buffer) and t.name not in produced}
         for op in layer.ops:
             letters = set().union(*(self._row_letters(op, t) for t in _terms(op)))
+            letters |= {x for t in _terms(op) for x in _scattered(t) if _scattered(t)[x] & letters}
             self.rows[op.output] = tuple(a for a, x in enumerate(op.out.indices) if x in letters)
         self.live = self._liveness()
 
@@ -223,6 +224,11 @@ class _TokenRows:
                         raise _refuse(op, f"{op.statement()!r} looks up rows of {f.tensor!r} "
                                           f"by letters other than {op.output!r}'s rows")
                     rows = sympy.Mul(*(tensors[f.tensor].shape[a] for a in axes))
+                    if self._sub(rows - self.layer.tokens) == 0:
+                        # one row per token: reading some of them selects tokens (a
+                        # Mixture-of-Depths router's top C), it leaves none as padding
+                        wanted[f.tensor].append(sympy.Integer(1))
+                        continue
                     entries = _size(det, extents, bounds_of(term)) * phi
                     wanted[f.tensor].append(self._fraction(op, f.tensor, entries / rows))
         return live
@@ -235,7 +241,9 @@ class _TokenRows:
             phi, out = self.live[op.output], self._out_letters(op)
             extents = op.dims()
             for term in _terms(op):
+                # a scatter's output rows are the rows its index's letters run over
                 rows = self._row_letters(op, term) | out
+                rows = (rows - set(_scattered(term))).union(*_scattered(term).values())
                 conditions = bounds_of(term)
                 for f in term.factors:
                     if f.tensor not in tensors or not tensors[f.tensor].is_param:
@@ -249,18 +257,37 @@ class _TokenRows:
                     per_row = quotient(_size(rows | along, extents, conditions), size)
                     live_rows = self._sub(size * phi)
                     per_token = exact_quotient(live_rows, self.tokens)
-                    if per_token is None:
-                        if exact_quotient(self.tokens, live_rows) is None:
-                            raise _refuse(op, f"the {live_rows} rows of {op.statement()!r} "
-                                              f"are not a multiple or a divisor of the "
-                                              f"{self.tokens} tokens")
+                    if per_token is None and exact_quotient(self.tokens, live_rows) is not None:
                         per_token = sympy.Integer(1)  # rows shared by tokens: one each
+                    elif per_token is None:
+                        per_token = _fraction_of_tokens(op, live_rows, self.tokens)
                     # in the declared dims, as the totals are (defined dims unsubstituted)
                     read = sympy.expand(per_token * per_row * self.layer.copies(op.output))
-                    if monomials(self._sub(read)) is None:
+                    if monomials(self._sub(read), negative=True) is None:
                         raise _refuse(op, f"{f.tensor!r} is read {self._sub(read)} times "
                                           "per token")
                     yield f.tensor, read, _is_dense_term(term)
+
+
+def _scattered(term: Einsum) -> dict[str, set[str]]:
+    """The output letters a scatter writes through a lookup (``v`` of
+    ``Z[b, ts[b,c], d] += ...``), each with the index letters that choose it."""
+    return {f.indices[0]: set(f.indices[1:]) for f in term.operands
+            if f.is_select and f.indices[0] in term.output.indices}
+
+
+def _fraction_of_tokens(op: object, live_rows: sympy.Expr, tokens: sympy.Expr) -> sympy.Expr:
+    """Rows that are a fraction of the tokens, a ratio of products of dims
+    (the ``B C`` tokens a Mixture-of-Depths block routes, of ``B S``): each
+    token reads that fraction of a row's parameters, ``C/S``, on average.
+    Anything else is refused."""
+    ratio = sympy.cancel(live_rows / tokens)
+    num, den = sympy.fraction(ratio)
+    if len(monomials(sympy.expand(num)) or ()) == 1 and len(monomials(sympy.expand(den)) or ()) == 1:
+        return ratio
+    raise _refuse(op, f"the {live_rows} rows of {getattr(op, 'statement')()!r} are not a "
+                      f"multiple, a divisor or a fraction (a ratio of products of dims) of the "
+                      f"{tokens} tokens")
 
 
 def live_fractions(layer: Layer) -> dict[str, sympy.Expr]:

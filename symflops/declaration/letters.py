@@ -28,6 +28,8 @@ from ..ops.einsum.lower import affine
 from ..ops.prefix_statement import bounded_extents
 from ..ops.registry import CALLS
 from .ranges import check_range, check_start, needed, new_dim, pad_text, pairs, reach
+from .outputs import pad_advice
+from .scatter import scatter_refs
 
 #: Where a column of the statement is in its file (None without a file).
 At = Callable[[int], "Span | None"]
@@ -74,6 +76,8 @@ def bind_letters(st: Statement, known: Mapping[str, Tensor], dims: Mapping[str, 
     bound: dict[str, Letter] = dict(defined or {})
     for ref in (*st.refs, *operands):
         _bind(ref, known[ref.name], at, bound, subs or {})
+    for ref, tensor in scatter_refs(st, known, at):  # a scatter's output, its index tensors
+        _bind(ref, tensor, at, bound, subs or {})
     _bind_windows(st, dims, bound, at)
     _solve_shifts(st, bound, dims, known, at, subs or {})
     _solve_output(st, bound, dims, at)
@@ -192,12 +196,19 @@ def _solve_shifts(st: Statement, bound: dict[str, Letter], dims: Mapping[str, sy
                         f"{term.letter!r} runs over the axis's {sympy.sstr(extent)} positions, "
                         "'same' padding for a centred kernel" if before != 0 and centred else "")
                 solved = sympy.expand((extent - 1 + after - high) / c + 1)
+                produced = known[ref.name].role == "activation"  # its axis is the op's to size
                 check_size(solved, f"the letter {term.letter!r} of the shift {s.text} ranges "
                            "over", at(term.column),
                            f"the axis of {ref.name} must hold {s.text} at the last "
-                           f"{term.letter!r} for every value of the dims: declare it as "
-                           f"{needed(term, c, high - after, dims)} with a new dim {new_dim(dims)} "
-                           f"for the positions of {term.letter!r}" + (
+                           f"{term.letter!r} for every value of the dims: " + (
+                               f"pad it after with zeros ({term.letter!r} then runs over its "
+                               f"{sympy.sstr(extent)} positions): "
+                               + pad_advice(known[ref.name], s.position, before, high)
+                               if produced and c == 1 else
+                               f"pad it: {pad_advice(known[ref.name], s.position, before, after)}"
+                               if produced else
+                               f"declare it as {needed(term, c, high - after, dims)} with a new "
+                               f"dim {new_dim(dims)} for the positions of {term.letter!r}") + (
                                f"; its padding lets the index run from {sympy.sstr(-before)} "
                                f"({ref.name}'s own positions: a causal convolution reads p-k)"
                                if before != 0 else "") + same)
@@ -271,9 +282,6 @@ def _resolve_lookups(st: Statement, extent_of: Callable[[str, int], sympy.Expr |
     lower-case name of the axis's dim when that is free (``v`` for ``V``).
     A fresh letter is never a dim's name (``c`` beside a capacity factor
     ``c``): on a sheet the two would print alike."""
-    if st.lhs.gathers:
-        raise SymflopsError(f"a lookup on the output {st.lhs.name}", at(st.lhs.gathers[0].ref.column),
-                            "write the output with plain letters; lookups select from operands")
     used = {i for r in (st.lhs, *st.refs) for i in r.indices}
     used |= {c.left for c in st.where} | {c.right for c in st.where}
     used |= {x for r in (st.lhs, *st.refs) for s in r.shifts for x in s.letters}
@@ -355,8 +363,8 @@ def _check_lookups(st: Statement, known: Mapping[str, Tensor], at: At,
                    ranges: dict[str, IndexRange], bound: Mapping[str, Letter]) -> None:
     """Index tensors only select, through tensors declared with ``role: index``;
     one index tensor selects along axes of one size (its values' range)."""
-    inner = {id(g.ref) for ref in st.refs for g in ref.gathers}
-    for ref in st.refs:
+    inner = {id(g.ref) for ref in (st.lhs, *st.refs) for g in ref.gathers}
+    for ref in (*st.refs, *(g.ref for g in st.lhs.gathers)):
         tensor = known[ref.name]
         if id(ref) in inner and tensor.role != "index":
             raise SymflopsError(
@@ -367,6 +375,7 @@ def _check_lookups(st: Statement, known: Mapping[str, Tensor], at: At,
             raise SymflopsError(
                 f"{ref.name} holds indices and is used as a factor", at(ref.column),
                 f"index tensors only select, e.g. E[{ref.name}[{','.join(ref.indices) or 'b'}], d]")
+    for ref in (st.lhs, *st.refs):
         for g in ref.gathers:
             r, extent = g.ref, bound[ref.indices[g.position]].extent
             if r.name in ranges and sympy.simplify(ranges[r.name].extent - extent) != 0:

@@ -19,6 +19,7 @@ from ..core.errors import SymflopsError
 from ..core.ir import Affine, Tensor
 from ..core.sizes import NONNEGATIVE, POSITIVE, ZERO, sign
 from ..lang.statement import AffineTerm, Ref, Shift, Statement
+from .outputs import pad_advice
 
 if TYPE_CHECKING:
     from .letters import At, Letter
@@ -82,12 +83,20 @@ def pad_text(tensor: Tensor, position: int, more_before: sympy.Expr,
     return f"pad: [{', '.join(entries)}]"
 
 
+def declared(tensor: Tensor, position: int, before: sympy.Expr, after: sympy.Expr) -> str:
+    """For an op's output (``role: activation``), where a ``pad:`` of
+    ``before`` and ``after`` zeros on axis ``position`` goes: its declaration."""
+    if tensor.role != "activation":
+        return ""
+    return "; " + pad_advice(tensor, position, before, after)
+
+
 def check_start(ref: Ref, s: Shift, low: sympy.Expr, tensor: Tensor, at: At,
                  more: str = "") -> None:
     """Refuse an index whose least value ``low`` may fall before the start of
     its axis and its padding in front, naming the padding it needs (and
     ``more`` advice)."""
-    before, _ = tensor.padding(s.position)
+    before, after = tensor.padding(s.position)
     symbols = sorted((low + before).free_symbols, key=str)
     if sign(low + before, symbols) in (ZERO, POSITIVE, NONNEGATIVE):
         return
@@ -97,7 +106,7 @@ def check_start(ref: Ref, s: Shift, low: sympy.Expr, tensor: Tensor, at: At,
         f"{s.position + 1}{padded}: it goes down to {sympy.sstr(low)}", at(s.column),
         f"every index must be at least 0 for every value of its letters (and of the "
         f"dims): pad the axis in front with zeros ({pad_text(tensor, s.position, -low - before, 0)} "
-        f"on {ref.name}, read as zero{more}), add a whole-number constant so that the least "
+        f"on {ref.name}, read as zero{declared(tensor, s.position, -low, after)}{more}), add a whole-number constant so that the least "
         "value is 0, or order the letters of a difference with a where-clause (s-t where "
         "t <= s)")
 
@@ -121,8 +130,9 @@ def check_range(st: Statement, ref: Ref, s: Shift, relation: Affine, extent: sym
         raise SymflopsError(
             f"the shift {s.text} runs past the axis of {ref.name}: {axis} has "
             f"{sympy.sstr(extent)} positions{padded}, {s.text} reaches index {sympy.sstr(high)}",
-            at(s.column), f"declare {ref.name} as [{', '.join(wanted)}] (valid positions "
-            f"only), pad it with zeros "
+            at(s.column), (f"declare {ref.name} as [{', '.join(wanted)}] (valid positions "
+                           "only), " if tensor.role != "activation" else "") +
+            f"pad it with zeros "
             f"({pad_text(tensor, s.position, 0, sympy.expand(high + 1 - extent - after))}, "
-            "read as zero), or leave "
+            f"read as zero{declared(tensor, s.position, before, high + 1 - extent)}), or leave "
             f"a letter of {s.text} on the output only so that its extent follows from the axis")

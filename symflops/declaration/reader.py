@@ -43,6 +43,7 @@ from ..lang.yaml import Node, check_identifier, describe, from_python, mapping, 
 from .examples import read_examples
 from .components import read_components
 from .include import Included, read_include, resolve_include
+from .outputs import ACTIVATION
 from .padding import NO_PAD, read_pad
 from .statements import lower_ops
 
@@ -59,6 +60,8 @@ NO_GRADIENT = {
     "buffer": ("is a buffer (a constant the layer reads) but asks for a gradient",
                "remove requires_grad, or use role: param for a trained weight (it then counts "
                "as a parameter)"),
+    ACTIVATION: ("is an op's output, whose gradient is derived where one flows through it",
+                 "remove requires_grad"),
 }
 
 
@@ -163,10 +166,11 @@ def _tensors(node: Node, symbols: dict[str, sympy.Symbol]) -> dict[str, Tensor]:
         shape = _shape(fields["shape"][1], symbols, name)
         role_node = fields.get("role", (None, Node("input", value.span)))[1]
         role = text_of(role_node, f"the role of {name!r}")
-        if role not in LEAF_ROLES:
+        if role not in (*LEAF_ROLES, ACTIVATION):
             raise SymflopsError(f"unknown role {role!r} for tensor {name!r}", role_node.span,
-                                f"use one of {', '.join(LEAF_ROLES)} (tensors an op produces "
-                                "are not declared; their shapes are inferred)")
+                                f"use one of {', '.join(LEAF_ROLES)}, or {ACTIVATION} for an "
+                                "op's output whose shape or padding you declare (an op's "
+                                "output needs no declaration otherwise)")
         requires_grad = role not in NO_GRADIENT
         if "requires_grad" in fields:
             rg = fields["requires_grad"][1]

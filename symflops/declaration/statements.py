@@ -24,6 +24,7 @@ from ..ops.recurrence_statement import state_refs, without_state
 from ..ops.registry import CALLS
 from .include import Included, bind
 from .letters import IndexRange, Letter, bind_letters
+from .outputs import check_written, declared_output, declared_outputs, names_written
 
 
 def lower_ops(node: Node, tensors: dict[str, Tensor], dims: dict[str, sympy.Symbol],
@@ -47,7 +48,8 @@ def lower_ops(node: Node, tensors: dict[str, Tensor], dims: dict[str, sympy.Symb
              | {n for i in node.value if isinstance(i.value, str) for n in [output_name(i.value)] if n})
     parsed = [(includes[id(item)] if id(item) in includes
                else parse_statement(item.value, item.span, names), item) for item in node.value]
-    known = dict(tensors)
+    known, declared = declared_outputs(tensors)  # declared op outputs join when written
+    check_written(declared, *names_written(parsed))
     ordered = _order(parsed, known)
     subs = {dims[n]: e for n, e in definitions if n in dims}
     for _ in range(len(subs)):  # a definition may use another defined dim
@@ -67,14 +69,19 @@ def lower_ops(node: Node, tensors: dict[str, Tensor], dims: dict[str, sympy.Symb
         at = (lambda col, s=item.span: s.shifted(col) if s else None)
         # A recurrence reads its own output: its letters are bound by the other operands.
         recurrent = bool(state_refs(st))
+        if st.lhs.name in declared:  # its declared shape (a scatter binds its letters by it)
+            known[st.lhs.name] = declared[st.lhs.name]
         operands, defined = _operands(st, known, at)
         bound_st, bound = bind_letters(without_state(st, at) if recurrent else st, known, dims, at,
                                        ranges, operands, defined, subs)
         st = st if recurrent else bound_st
+        shaped = known.pop(st.lhs.name) if st.lhs.name in declared else None
         scope = Scope(st.text, item.span, dict(known), {k: v.extent for k, v in bound.items()}, dims)
         out_factor = Factor(st.lhs.name, st.lhs.indices, at(st.lhs.column))
         out = Tensor(st.lhs.name, tuple(bound[i].extent for i in st.lhs.indices), "activation",
                      False, "", at(st.lhs.column))
+        if shaped is not None:  # proved to be the shape the op writes; with its pad
+            out = declared_output(shaped, out, subs, item.span)
         lowered = _lower(st, out_factor, scope)
         # The kind's own tensors, what the ops before the last save, the
         # output, and what the last op saves: the order the layer lists them.
@@ -115,8 +122,10 @@ def _operands(st: Statement, known: Mapping[str, Tensor], at: Any
 
 def _lower(st: Statement, out: Factor, scope: Scope) -> Lowered:
     """The ops of one statement: a call kind's whole op when the statement is
-    that call alone and the kind takes it as a whole, else an einsum."""
-    lone = _lone_call(st)
+    that call alone and the kind takes it as a whole, else an einsum.  A
+    scatter's call (``Agg[dst[e]] += max_d(M[e,d])``) is never a whole op: it
+    computes a tensor of its own, which the scatter adds."""
+    lone = _lone_call(st) if not st.lhs.gathers else None
     if lone is not None:
         kind = claim(CALLS, lone.name)
         op = kind.whole(lone, st, out, scope) if kind is not None else None

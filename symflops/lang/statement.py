@@ -2,7 +2,9 @@
 
 ::
 
-    statement := ref "=" rhs ["where" condition ("," condition)*]
+    statement := ref ("=" | "+=") rhs ["where" condition ("," condition)*]
+                                       ("+=": a scatter, Agg[dst[e], d] += M[e,d], the
+                                        output's lookup selecting where each term adds)
     rhs       := ["-"] term (("+" | "-") term)*
     term      := factor (["*"] factor | "/" constant | "/" ref | "/" "(" ref (["*"] ref)* ")")*
                                        (N[s,f] / Z[s]: a product with reciprocal(Z[s]))
@@ -41,6 +43,7 @@ import re
 from ..core.errors import Span, SymflopsError
 from ..core.factors import RECIPROCAL
 from .affine import affine_terms
+from .assignment import AssignmentParser
 from .conditions import ConditionParser
 from .syntax import (AffineTerm, Call, Condition, Constant, Gather, Reduced, Ref, Shift, Statement,
                      Summand, Term, Token)
@@ -111,7 +114,7 @@ def _at(span: Span | None, column: int) -> Span | None:
     return span.shifted(column) if span is not None else None
 
 
-class _Parser(ConditionParser):
+class _Parser(ConditionParser, AssignmentParser):
     def __init__(self, text: str, span: Span | None, tensors: frozenset[str] = frozenset()):
         self.text = text
         self.span = span
@@ -428,8 +431,7 @@ class _Parser(ConditionParser):
         if self.tok.kind == "end":
             raise self.error("empty op", f"write an op like {EXAMPLE}")
         lhs = self.ref()
-        self.expect("=", "expected '=' after the output tensor",
-                    f"an op assigns one output, e.g. {EXAMPLE}")
+        accumulate = self._assignment(lhs)
         if self.tok.kind == "end":
             raise self.error("nothing after '='", f"write an op like {EXAMPLE}")
         terms = []
@@ -458,7 +460,7 @@ class _Parser(ConditionParser):
                 raise self.error(f"unexpected {self.describe(self.tok)} in the where-clause",
                                  "separate conditions with commas, e.g. 'where t <= s, u < t'; "
                                  "the where-clause ends the op")
-        statement = Statement(lhs, tuple(terms), self.text, tuple(where))
+        statement = Statement(lhs, tuple(terms), self.text, tuple(where), accumulate)
         self.check_size(statement)
         return statement
 

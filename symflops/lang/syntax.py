@@ -193,10 +193,15 @@ class Term:
 
 @dataclass(frozen=True)
 class Statement:
+    """``lhs = terms where ...``; ``accumulate`` when written ``+=``: a
+    scatter, whose output has a lookup (``Agg[dst[e], d] += M[e,d]``) and
+    adds every term into the position its index selects, from zeros."""
+
     lhs: Ref
     terms: tuple[Term, ...]
     text: str
     where: tuple[Condition, ...] = ()
+    accumulate: bool = False
 
     @property
     def refs(self) -> tuple[Ref, ...]:

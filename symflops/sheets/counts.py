@@ -20,7 +20,7 @@ from .equations import Equation, Factor as EqFactor, Named, Part, chain, side
 from .notation import Math
 from ..count.cost import Costs
 from ..count.explain import (ConditionNote, DomainNote, LookupNote, NumbersAt, OrderChoice,
-                             PairwiseCount, PrefixNote, ShiftNote)
+                             PairwiseCount, PrefixNote, ScatterNote, ShiftNote)
 from ..count.precision import dtype_name
 from ..count.records import WholeModel
 from ..core.ir import Einsum, Layer, Tensor
@@ -81,6 +81,25 @@ def domain_note(notes: Sequence[DomainNote], unit: str, m: Math, esc: Any) -> st
                 else:
                     text += f"${poly(sc.elementwise)}$"
                 text += esc(" FLOPs of elementwise work, not a product.")
+            sentences.append(text)
+        elif isinstance(n, ScatterNote):
+            onehot = r",\ ".join(m.ix(f) for f in n.onehot)
+            several = len(n.onehot) > 1
+            text = (esc("A scatter-add, the adjoint of a lookup: each of the ")
+                    + f"${poly(n.terms)}$"
+                    + esc(" values of " if len(n.sources) == 1 else " products of ")
+                    + f"${m.ts(n.sources)}$"
+                    + esc(" is added into the element of ") + f"${m.t(n.output)}$"
+                    + esc(" that ") + f"${m.ts(n.selectors)}$"
+                    + esc(" select" if several else " selects")
+                    + esc(" (an element no index selects stays 0): one add each, elementwise "
+                          "work, not a product; as a dense product with the one-hot "
+                          + ("matrices " if several else "matrix ")) + f"${onehot}$"
+                    + esc(" it would cost ") + f"${poly(n.dense)}$" + esc(f" {unit}."))
+            if n.gathers:
+                text += (esc(" Its backward ") + f"${m.ts(n.gathers)}$"
+                         + esc(" reads ") + f"${m.t(n.read)}$"
+                         + esc(" where the index points (a gather, no add)."))
             sentences.append(text)
         elif isinstance(n, ShiftNote):
             brackets = r",\ ".join(m.ix(f) for f in n.shifts)

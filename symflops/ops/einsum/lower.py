@@ -76,10 +76,13 @@ def _writes(term: Term, factors: Sequence[Factor], written: Sequence[Factor], st
     for f in written:
         missing = [i for i in f.indices[1:] if i not in carried]
         if missing:
+            index = (f"{f.tensor}[{','.join(f.indices[1:])}]" if f.is_select
+                     else f.affine.text(f.indices[1:]))
+            what = "a lookup (a scatter)" if f.is_select else "an affine"
             raise SymflopsError(
-                f"this term does not carry {missing[0]!r} of the output index "
-                f"{f.affine.text(f.indices[1:])}", scope.at(term.column),
-                "every term of an op with an affine output index reads all of its letters; "
+                f"this term does not carry {missing[0]!r} of the output index {index}",
+                scope.at(term.column),
+                f"every term of an op with {what} output index reads all of its letters; "
                 f"write the other terms as an op of their own, e.g. Z = {st.lhs.name} + ...")
 
 

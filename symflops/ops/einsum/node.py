@@ -73,14 +73,18 @@ class Contraction:
                 parts.append(("+ " if k else "") + rhs)
         # An affine output index (a transposed convolution) prints as written,
         # Y[b,o,2*i+u], its bracket (on every term) left out of the where-clause.
+        # A scatter, Agg[dst[e],d] += M[e,d], likewise, with its '+='.
         written = {f.indices[0]: f for f in self.terms[0].operands
-                   if f.is_shift and f.indices[0] in self.out.indices
+                   if (f.is_shift or f.is_select) and f.indices[0] in self.out.indices
                    and all(f in t.operands for t in self.terms)}
-        out = Factor(self.out.tensor, tuple(written[i].affine.text(written[i].indices[1:])
-                                            if i in written else i for i in self.out.indices))
+        out = Factor(self.out.tensor, tuple(
+            (f"{written[i].tensor}[{','.join(written[i].indices[1:])}]" if written[i].is_select
+             else written[i].affine.text(written[i].indices[1:])) if i in written else i
+            for i in self.out.indices))
         inline = {f.condition() for f in written.values()}
         clauses = tuple(dict.fromkeys(c for t in self.terms for c in t.where() if c not in inline))
-        return f"{out} = " + " ".join(parts) + (" where " + ", ".join(clauses) if clauses else "")
+        assign = " += " if any(f.is_select for f in written.values()) else " = "
+        return f"{out}{assign}" + " ".join(parts) + (" where " + ", ".join(clauses) if clauses else "")
 
     def dims(self) -> dict[str, sympy.Expr]:
         return dict(self.index_dims)

@@ -60,11 +60,11 @@ def shift_grid(xp: Any, f: Factor, extents: Mapping[str, int],
     """``q - (c_1 x_1 + ... + c_n x_n + c_0)`` over the letters ``(q, x_1, ...)``
     of a shift factor, with NumPy or PyTorch (``xp``): zero where the bracket holds."""
     relation = f.affine
-    values = {dim_symbol(k): v for k, v in (dims or {}).items()}
+    values = {dim_symbol(k): v for k, v in (dims or {}).items()}  # a dim in a coefficient or the offset
     n = len(f.indices)
     grid = 0
     for axis, (letter, c) in enumerate(zip(f.indices, (-1, *relation.coefficients))):
-        c = int(sympy.sympify(c).subs(values))
+        c = int(c) if isinstance(c, int) or c.is_Integer else int(sympy.sympify(c).subs(values))
         shape = [1] * n
         shape[axis] = extents[letter]
         arange = (xp.arange(extents[letter], device=device) if device is not None
@@ -80,20 +80,23 @@ def run_einsum(e: Einsum, arrays: Mapping[str, np.ndarray], extents: Mapping[str
     letters = {i: string.ascii_letters[k] for k, i in enumerate(e.indices)}
     present = [i for i in dict.fromkeys(e.output.indices)
                if any(i in f.indices for f in e.operands)]
-    values = [indicator(f, arrays, extents, dims) if f.is_indicator
+    values = [None if f.is_shift else indicator(f, arrays, extents, dims) if f.is_indicator
               else numpy_function(f.function)(arrays[f.tensor]) if f.function else arrays[f.tensor]
               for f in e.operands]
+    axes = [f.indices for f in e.operands]
+    for k, f in reversed(list(enumerate(e.operands))):  # a shift read into its operand, or 0/1
+        if f.is_shift and _gather(f, e.output.indices, axes, values, extents, dims):
+            del axes[k], values[k]
+        elif f.is_shift:
+            values[k] = indicator(f, arrays, extents, dims)
     dtype = np.result_type(*values) if values else float
     if e.operands:
-        spec = ",".join("".join(letters[i] for i in f.indices) for f in e.operands)
+        spec = ",".join("".join(letters[i] for i in f) for f in axes)
         core = np.einsum(spec + "->" + "".join(letters[i] for i in present), *values,
                          optimize=True)
     else:
         core = np.ones((), dtype=dtype)
-    coefficient = e.coefficient
-    if coefficient.free_symbols:
-        coefficient = coefficient.subs({dim_symbol(k): v for k, v in (dims or {}).items()})
-    core = core * float(coefficient)
+    core = core * _value(e.coefficient, tuple(sorted((dims or {}).items())))
     unique = list(dict.fromkeys(e.output.indices))
     # Broadcast along output indices that no operand carries.
     full = np.broadcast_to(
@@ -110,6 +113,33 @@ def run_einsum(e: Einsum, arrays: Mapping[str, np.ndarray], extents: Mapping[str
     return out
 
 
+def _gather(f: Factor, out: Sequence[str], axes: list[tuple[str, ...]], values: list[Any],
+            extents: Mapping[str, int], dims: Mapping[str, int] | None) -> bool:
+    """Read a shift's bracket ``[q = 2 p + k]`` into the one operand that
+    carries ``q`` (in place): ``X[b,c,q]`` becomes ``X[b,c,2p+k]`` over
+    ``(b, c, p, k)``, 0 where the index leaves the axis (its padding).  The
+    same sum as the 0/1 tensor's, without the dense product; False (nothing
+    changed) unless exactly one operand carries ``q``, once, and none of the
+    shift's other letters, and ``q`` is not on the output."""
+    q, moved = f.indices[0], f.indices[1:]
+    holders = [k for k, letters in enumerate(axes) if q in letters and letters != f.indices]
+    if q in out or len(holders) != 1 or len(set(moved)) != len(moved):
+        return False
+    k = holders[0]
+    letters = axes[k]
+    if values[k] is None or letters.count(q) != 1 or any(x in letters for x in moved):
+        return False
+    position = -shift_grid(np, Factor("", ("",) + moved, fn=f.fn), {"": 1, **extents}, dims)[0]
+    axis, n = letters.index(q), extents[q]
+    inside = (position >= 0) & (position < n)
+    array = np.asarray(values[k])
+    taken = np.take(array, np.clip(position, 0, n - 1), axis=axis)
+    mask = inside.reshape((1,) * axis + inside.shape + (1,) * (array.ndim - axis - 1))
+    values[k] = taken * mask
+    axes[k] = letters[:axis] + moved + letters[axis + 1:]
+    return True
+
+
 def run_op(op: Op, values: Mapping[str, np.ndarray], extents: Mapping[str, int],
            dims: Mapping[str, int] | None = None) -> np.ndarray:
     """One forward op: the sum of its terms, an array (0-d for a scalar output,
@@ -118,15 +148,21 @@ def run_op(op: Op, values: Mapping[str, np.ndarray], extents: Mapping[str, int],
 
 
 def extents_at(index_dims: Sequence[tuple[str, sympy.Expr]], dims: Mapping[str, int]) -> dict[str, int]:
-    """Each letter's extent at the dim values ``dims``."""
+    """Each letter's extent at the dim values ``dims`` (remembered: finite
+    differences run the same ops at the same dims thousands of times)."""
     return dict(_extents_at(tuple(index_dims), tuple(sorted(dims.items()))))
 
 
 @functools.lru_cache(maxsize=4096)
-def _extents_at(index_dims: tuple[tuple[str, sympy.Expr], ...],
-                dims: tuple[tuple[str, int], ...]) -> tuple[tuple[str, int], ...]:
-    """:func:`extents_at`, remembered: finite differences run every op
-    thousands of times at the same dims."""
+def _value(expr: sympy.Expr, dims: tuple[tuple[str, int], ...]) -> float:
+    """A coefficient (``1/sqrt(H)``) at the dims' values, as a float."""
+    if expr.free_symbols:
+        expr = expr.subs({dim_symbol(k): v for k, v in dims})
+    return float(expr)
+
+
+@functools.lru_cache(maxsize=4096)
+def _extents_at(index_dims: tuple[tuple[str, sympy.Expr], ...], dims: tuple[tuple[str, int], ...]
+                ) -> tuple[tuple[str, int], ...]:
     values = dict(dims)
-    return tuple((i, int(e.subs({s: values[str(s)] for s in e.free_symbols})))
-                 for i, e in index_dims)
+    return tuple((i, int(e.subs({s: values[str(s)] for s in e.free_symbols}))) for i, e in index_dims)

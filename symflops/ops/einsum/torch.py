@@ -20,6 +20,7 @@ from typing import Any, Mapping, Sequence
 from ...core.ir import Einsum, Op, dim_symbol
 from ..functions import FUNCTIONS
 from .numeric import extents_at, offset_at, shift_grid
+from .scatter import scatter_select, torch_scatter
 
 
 
@@ -119,6 +120,10 @@ def torch_einsum(torch: Any, e: Einsum, tensors: Mapping[str, Any],
     """A forward term with ``torch.einsum`` (forward terms never repeat an output
     letter; one that broadcasts, as in a bias add, is expanded).  ``extents``
     sizes letters that no tensor carries (a mask over output letters)."""
+    scatter = scatter_select(e)
+    if scatter is not None:  # Agg[dst[e], d] += M[e,d]: M, then scatter_add (a gather back)
+        return torch_scatter(torch, e, scatter, tensors, extents or {},
+                             lambda inner: torch_einsum(torch, inner, tensors, dims, extents))
     letters = {i: string.ascii_letters[k] for k, i in enumerate(e.indices)}
     args = [FUNCTIONS[f.function.name].torch(torch, tensors[f.tensor]) if f.function
             else tensors[f.tensor] for f in e.factors]
