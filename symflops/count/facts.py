@@ -298,7 +298,7 @@ def repeated_activations(derivation: Derivation, costs: Costs) -> tuple[Repeated
         # Every copy's own tensors, as the unrolled network keeps them (a
         # block's bound input may be kept in one copy fewer than the block runs).
         everything = sympy.expand(sum(
-            (s.total * (p.masks if s.mask else p.activations) for s in costs.saved
+            (s.total * s.element_bytes(p) for s in costs.saved
              if block in saved_blocks(layer, derivation, s.name)), sympy.Integer(0)))
         out.append(RepeatedActivations(
             name=b.name, title=b.title, repeat=b.repeat, copies=b.copies,

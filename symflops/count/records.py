@@ -385,3 +385,6 @@ class Summary(Record, Generic[V]):
     memory: Memory[V]
     precision: PrecisionInfo
     model: WholeModel[V] = field(metadata=INLINE)
+    #: what the declaration could add for its sheet (plain sentences; left
+    #: out of ``--json`` when there are none)
+    notes: tuple[str, ...] = field(default=(), metadata=IF_ANY)

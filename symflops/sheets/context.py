@@ -121,11 +121,15 @@ def sheet_context(derivation: Derivation, counts: SheetCounts, fmt: Format) -> S
     layer = derivation.layer
     shape_poly = P.PolyPrinter(tuple(d.name for d in layer.dims))
     poly = Substituted(shape_poly, tuple(layer.substitutions.items()))
-    m = Math(poly, frozenset(t.name for t in layer.tensors))
+    # A tensor that would print as a dim prints primed (llama's values V, beside
+    # the vocabulary V): one symbol, one meaning on a page.
+    dims = {P.symbol_name(d.name) for d in layer.dims}
+    m = Math(poly, frozenset(t.name for t in layer.tensors)
+             | {t.name + P.PRIME for t in layer.tensors if P.symbol_name(t.name) in dims})
     unit = costs.unit
 
     # Derived quantities take names no declared tensor or dim prints as.
-    taken = {m.t(t.name) for t in layer.tensors} | {P.symbol_name(d.name) for d in layer.dims}
+    taken = {m.t(t.name) for t in layer.tensors} | dims
     n_param = Named.of(fresh_name(r"N_{\text{param}}", taken), costs.params)
     equations: list[Equation] = []
     say = Printer(poly)

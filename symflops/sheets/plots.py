@@ -29,6 +29,7 @@ import sympy
 
 from .graph import Graph, Node, levels
 from ..core.ir import RECOMPUTE_POLICIES, Layer, dim_symbol, substitute
+from ..count.growth import sequence_dim
 from ..core.records import Derivation
 from ..count.cost import Costs
 from ..count.recompute import recompute
@@ -64,15 +65,8 @@ class SequenceAxis:
 
 
 def sequence_axis(layer: Layer) -> SequenceAxis:
-    if layer.tokens is None:
-        return SequenceAxis(None, "the declaration gives no tokens: count")
-    if layer.sequences is None:
-        return SequenceAxis(None, "the declaration gives no sequences: count, so its tokens "
-                                  "have no sequence length")
-    length = sympy.simplify(layer.tokens / layer.sequences)
-    if not isinstance(length, sympy.Symbol) or str(length) not in {d.name for d in layer.free_dims}:
-        return SequenceAxis(None, f"tokens / sequences is {sympy.sstr(length)}, not one dim")
-    return SequenceAxis(str(length))
+    dim, reason = sequence_dim(layer)
+    return SequenceAxis(dim, reason)
 
 
 def at(layer: Layer, expr: sympy.Expr, values: Mapping[str, int]) -> sympy.Rational:

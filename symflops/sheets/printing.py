@@ -75,12 +75,20 @@ def symbol_name(name: str) -> str:
     return name if len(name) == 1 and name != "_" else rf"\mathit{{{_text_escape(name)}}}"
 
 
+#: The mark in a set of tensor names that primes a name: ``V'`` among the
+#: names makes tensor ``V`` print as ``V'`` (no identifier holds a prime, so
+#: the mark names no tensor).
+PRIME = "'"
+
+
 def tensor_name(name: str, tensors: frozenset[str] | set[str] = frozenset()) -> str:
     """A tensor or gradient name: with ``W_in`` among ``tensors``, the gradient
-    ``dW_in`` prints as ``dW_{\\text{in}}`` (seed style), not as one long name."""
+    ``dW_in`` prints as ``dW_{\\text{in}}`` (seed style), not as one long name;
+    a name marked in ``tensors`` (:data:`PRIME`) is primed, ``V'``, ``dV'``."""
     if name not in tensors and name.startswith("d") and name[1:] in tensors:
-        return "d" + symbol_name(name[1:])
-    return symbol_name(name)
+        return "d" + tensor_name(name[1:], tensors)
+    text = symbol_name(name)
+    return text + "'" if name + PRIME in tensors else text
 
 
 def _is_compound(name: str) -> bool:
