@@ -57,11 +57,11 @@ class Exercise:
     answer: Mapping[str, Any] = field(default_factory=dict)
 
 
-def _config(derivation: Derivation, rng: random.Random) -> tuple[dict[str, int], str | None]:
+def _config(derivation: Derivation, rng: random.Random,
+            seed: int) -> tuple[dict[str, int], str | None]:
     layer = derivation.layer
-    if layer.examples:
-        e = layer.examples[0] if rng.random() < 0.5 or len(layer.examples) == 1 \
-            else rng.choice(layer.examples)
+    if layer.examples:  # seed 0 (the sheet's set): the worked example, its first
+        e = layer.examples[0] if seed == 0 else rng.choice(layer.examples)
         return {k: int(v) for k, v in e.values}, e.name
     free = [d.name for d in layer.free_dims]
     if layer.sizes and set(dict(layer.sizes)) >= set(free):
@@ -113,7 +113,7 @@ def exercises(derivation: Derivation, costs: Costs, seed: int = 0) -> tuple[Exer
     """3 to :data:`MOST` exercises about ``derivation`` (fewer only when
     fewer kinds apply), their answers computed exactly."""
     rng = random.Random(seed)
-    config, name = _config(derivation, rng)
+    config, name = _config(derivation, rng, seed)
     check_definitions(derivation.layer, config)
     kinds = _applicable(derivation, costs)
     if len(kinds) > MOST:
@@ -135,7 +135,13 @@ def _answer(derivation: Derivation, costs: Costs, kind: Kind, config: Mapping[st
 
     pairs = tuple((k, int(v)) for k, v in config.items())
     if kind == "rule_flops":
-        rules = [i for i, c in enumerate(costs.backward) if c.flops != 0]
+        parts: dict[str, int] = {}
+        for r in derivation.rules:
+            parts[r.grad] = parts.get(r.grad, 0) + 1
+        # a gradient of one contribution: "the rule computing dW" names one rule
+        rules = [i for i, c in enumerate(costs.backward)
+                 if c.flops != 0 and parts[derivation.rules[i].grad] == 1] or \
+            [i for i, c in enumerate(costs.backward) if c.flops != 0]
         i = rng.choice(rules)
         r = derivation.rules[i]
         return Exercise(kind, pairs, name, r.grad, {

@@ -21,7 +21,7 @@ from typing import Literal, Sequence
 
 import sympy
 
-from ..core.ir import Layer
+from ..core.ir import Layer, substitute
 
 #: What a dim is to a run: part of the tokens of a step (``tokens: B*S``), the
 #: sequence length (``tokens / sequences``), the number of copies of a repeated
@@ -39,14 +39,23 @@ class Growth:
 
 
 def degree(expr: sympy.Expr, symbol: sympy.Symbol) -> int:
-    """The degree of ``expr`` in ``symbol`` (0 when it does not occur); for a
-    maximum or minimum, the largest degree of its arguments; for a quotient,
-    that of its numerator less its denominator's."""
+    """The degree of ``expr`` in ``symbol`` (0 when it does not occur), as
+    ``symbol`` grows: for a maximum or minimum at the top, the largest degree
+    of its arguments; a minimum inside a sum taken at its argument of least
+    degree (``Min(S, W)`` is ``W`` for long ``S``); for a quotient, that of its
+    numerator less its denominator's."""
     expr = sympy.expand(expr)
     if symbol not in expr.free_symbols:
         return 0
     if isinstance(expr, (sympy.Max, sympy.Min)):
         return max(degree(a, symbol) for a in expr.args)
+    # a minimum inside a sum (a sliding window's pairs): as the dim grows, a Min
+    # goes to its argument of least degree, a Max to its largest
+    inner = {a: min(a.args, key=lambda x: degree(x, symbol)) if isinstance(a, sympy.Min)
+             else max(a.args, key=lambda x: degree(x, symbol))
+             for a in expr.atoms(sympy.Min, sympy.Max)}
+    if inner:
+        return degree(expr.xreplace(inner), symbol)
     num, den = sympy.fraction(sympy.together(expr))
     return int(sympy.degree(sympy.expand(num), symbol) - sympy.degree(sympy.expand(den), symbol))
 
@@ -69,8 +78,9 @@ def dim_kind(layer: Layer, name: str) -> DimKind:
 
 def model_dims(layer: Layer) -> frozenset[sympy.Symbol]:
     """The dims of the weights: those of some parameter's shape."""
-    return frozenset().union(*(t.elements.free_symbols for t in layer.params)) if layer.params \
-        else frozenset()
+    subs = layer.substitutions
+    return frozenset().union(*(t.elements.free_symbols | substitute(t.elements, subs).free_symbols
+                               for t in layer.params)) if layer.params else frozenset()
 
 
 def growth(layer: Layer, expr: sympy.Expr,

@@ -82,6 +82,9 @@ class WorkedExample:
     activation_elements: int
     activation_bytes: int
     total_bytes: int
+    #: the saved elements at each width: ``(bytes per element, elements)``
+    activation_groups: tuple[tuple[int, int], ...] = ()
+    buffer_bytes: int = 0
 
 
 def _factors(expr: sympy.Expr, values: Mapping[str, int],
@@ -145,6 +148,10 @@ def worked_example(derivation: Derivation, costs: Costs, model: WholeModel | Non
         beyond = tuple((p, int(number(substitute(p.per_token * layer.tokens, subs), config)))
                        for p in beyond_six_n(derivation, costs))
     p = costs.precision
+    widths: dict[int, sympy.Expr] = {}
+    for s in costs.saved:
+        w = s.element_bytes(p)
+        widths[w] = sympy.expand(widths.get(w, sympy.Integer(0)) + s.total)
     per = costs.per_param(costs.flops_total)
     per_param = None
     if per is not None and per != 0:
@@ -158,4 +165,6 @@ def worked_example(derivation: Derivation, costs: Costs, model: WholeModel | Non
         tokens=tokens, six_n=six_n, beyond=beyond or (), per_param=per_param,
         bytes_per_param=p.bytes_per_trainable_param,
         fixed_bytes=at(mem["fixed_bytes"]), activation_elements=at(costs.activations),
-        activation_bytes=at(mem["activation_bytes"]), total_bytes=at(mem["total_bytes"]))
+        activation_bytes=at(mem["activation_bytes"]), total_bytes=at(mem["total_bytes"]),
+        activation_groups=tuple((w, at(e)) for w, e in widths.items()),
+        buffer_bytes=at(mem["buffers_bytes"]))

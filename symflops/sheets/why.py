@@ -37,13 +37,17 @@ class WhyContext(TypedDict):
     tokens: list[str]
     #: repeated blocks' activations and what checkpointing keeps instead
     activations: list[str]
+    #: the products that are not 2 x forward, each with its reason (a part of ``products``)
+    exceptions: list[str]
 
 
 def why_context(layer: Layer, facts: LayerFacts, m: Math, esc: Escape, unit: str,
                 at: Mapping[str, int] | None = None) -> WhyContext:
     """The sentences of ``facts`` about ``layer`` for one format; with ``at``
     (values of the free dims), shares are also given as percentages there."""
-    return WhyContext(products=product_sentences(facts.backward, m, esc),
+    return WhyContext(exceptions=[exception_sentence(p, facts.backward, m, esc)
+                                  for p in facts.backward.exceptions],
+                      products=product_sentences(facts.backward, m, esc),
                       summary=summary_sentence(facts.backward, m, esc, unit),
                       tokens=token_sentences(layer, facts.token_sums, m, esc),
                       activations=[activation_sentence(layer, r, m, esc, unit, at)
