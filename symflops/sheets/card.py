@@ -72,7 +72,8 @@ def cause_sentences(parts: Sequence[BeyondPart], layer: Layer, m: Math, esc: Esc
     per = esc(" per token" if tokens else "")
     out = []
     for (cause, row, _), ps in groups.items():
-        total = sympy.expand(sum((p.per_token for p in ps), sympy.Integer(0)))
+        total = sympy.expand(substitute(sum((p.per_token for p in ps), sympy.Integer(0)),
+                                        layer.substitutions))
         amount = ("+" if not total.could_extract_minus_sign() else "-") + " " + poly(
             -total if total.could_extract_minus_sign() else total)
         ops = names([f"${m.t(p.output)}$" for p in ps], esc)
@@ -92,7 +93,7 @@ def _why(cause: str, ps: Sequence[BeyondPart], layer: Layer, m: Math, esc: Escap
                 + (esc(": the products over the context") if context else "") + esc("."))
     if cause == "padding":
         return esc("their products run on every row, padding slots included, while 6N counts "
-                   "the rows a token fills (a capacity factor above 1 pads the experts).")
+                   "the rows a token fills.")
     if cause == "once_per_pass":
         return esc("it runs once per pass (a weight built from weights), while 6N counts its "
                    "parameters for every token.")

@@ -120,18 +120,16 @@ def sheet_figures(derivation: Derivation, costs: Costs, stem: str,
         for ext in ("png", "pdf"):
             files.append(FigureFile("components", ext, f"{name}.components.{ext}",
                                     f"FLOPs and memory of each component of {layer.name} "
-                                    f"(the rows of the front table, every copy) at "
+                                    f"(the rows of its component table, or its ops where it "
+                                    f"declares no components; every copy) at "
                                     f"{configuration}: a component's backward bar counts the "
                                     "rules of its ops, its memory the parameters it owns "
                                     "(with their gradients and optimizer state when trained) "
                                     "and the saved tensors it keeps."))
         axis = sequence_axis(layer)
-        if axis.dim is None:
-            notes.append(f"No plot against the sequence length: {axis.reason}.")
-        elif costs.unit != "FLOPs":  # 6N is a count of FLOPs
-            notes.append(f"No plot against the sequence length: 6N counts FLOPs, and this "
-                         f"sheet counts {costs.unit}.")
-        else:
+        # without a sequence length there is nothing to plot against it: derive's
+        # notes say so (a tool's remark, not the sheet's); in MACs there is no 6N
+        if axis.dim is not None and costs.unit == "FLOPs":
             dim = axis.dim
             crossing = overtakes(derivation, costs, given, dim)
             where = (f" The part beyond 6N is at least 6N from {dim} = {crossing.length:,} on."

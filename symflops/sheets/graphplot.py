@@ -215,7 +215,7 @@ def _page(graph: Graph, page: GraphPage, names: Mapping[str, str], colours: Mapp
         handles.append(Line2D([], [], color="#b91c1c", linestyle=(0, (4, 2)),
                               label="backward: needs"))
     ax.legend(handles=handles, loc="lower center", bbox_to_anchor=(0.5, 1.0),
-              ncol=min(4, len(handles)), fontsize=MIN_LABEL_PT / page.scale
+              ncol=max(1, min(4, len(handles), int(page.width / 2.2))), fontsize=MIN_LABEL_PT / page.scale
               if page.scale < 1 else MIN_LABEL_PT, frameon=False)
     if page.half in ("both", "forward") and page.first == 0:
         ax.text(0, 0.75, "forward", fontsize=10, weight="bold", ha="left")

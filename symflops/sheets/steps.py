@@ -122,14 +122,19 @@ def op_groups(derivation: Any, rows: Sequence[dict[str, Any]], m: Math,
               esc: Escape) -> list[dict[str, Any]]:
     """The backward rows in the order they run, grouped by the forward op
     they differentiate (a gradient's sum row goes with its last part's op):
-    each group's ``op`` (its forward index form), ``number`` and ``rows``."""
+    each group's ``op`` (its forward index form), ``number``, ``component``
+    (its declared component's name, escaped, or None) and ``rows``."""
+    from ..count.components import op_rows
+
     layer = derivation.layer
+    named = {k: name for name, kind, ks in op_rows(layer) for k in ks if kind == "component"}
     groups: list[dict[str, Any]] = []
     for row in rows:
         k = derivation.rules[row["rule"] if row["rule"] is not None else row["last"]].op
         if not groups or groups[-1]["k"] != k:
             op = layer.ops[k]
             groups.append({"k": k, "number": k + 1, "op": op.latex(m),
-                           "grad": m.t("d" + op.output), "rows": []})
+                           "grad": m.t("d" + op.output), "rows": [],
+                           "component": esc(named[k]) if k in named else None})
         groups[-1]["rows"].append(row)
     return groups
