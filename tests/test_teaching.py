@@ -88,9 +88,10 @@ def test_no_pasted_list_of_causes(name: str) -> None:
 
 def test_each_departure_from_6n_is_named_by_its_cause() -> None:
     lora = built("lora")
-    # lora: -2IO per token, from Y, only because W0 is frozen
-    assert "- $- 2IO$ per token from $Y$ (frozen base and adapter up-projection): $W_0$ is frozen" \
-        in lora.replace(r"W_{0}", "W_0")
+    # lora: -2IO per token, from Y, only because W0 is frozen; the sheet prints the
+    # declared name W0 as \mathit{W0} everywhere (tables, rules, graph), so here too
+    assert ("- $- 2IO$ per token from $Y$ (frozen base and adapter up-projection): "
+            r"$\mathit{W0}$ is frozen") in lora
     llama = built("llama")
     assert ("$+ 3LNE(S + 1)$ per token from $A$ (attention scores and mixing)" in llama
             or "$+ 6LNE(S + 1)$ per token from $A$ and $O$" in llama)
@@ -159,7 +160,9 @@ def test_the_rules_are_in_the_body_in_both_forms() -> None:
 
 def test_the_card_states_the_costs_and_what_training_keeps() -> None:
     card = built("ffn").split("## Setup")[0]
-    assert r"$12BDF = 6 \cdot N_{\text{param}} \cdot B$: the 6ND rule, exactly" in card
+    # a card line is "label: $math$; note" (as "Inference, per token (FLOPs): $4DF$; the
+    # forward pass only")
+    assert r"$12BDF = 6 \cdot N_{\text{param}} \cdot B$; the 6ND rule, exactly" in card
     assert "Inference runs the forward pass only and keeps no activations" in card
     assert "grows linearly with the tokens in the batch $B$" in card
 
@@ -222,8 +225,47 @@ def test_the_why_sentences_are_derived_per_op() -> None:
 
 def test_attention_states_the_correction_and_the_fused_choice() -> None:
     text = built("attention_causal")
-    assert "Fused attention (a FlashAttention-style kernel, recompute policy fused_attention)" in text
+    # Markdown escapes the policy's underscore
+    assert r"Fused attention (a FlashAttention-style kernel, recompute policy fused\_attention)" in text
     llama = built("llama")
     # per token: exact 6LNE(S + 1), full square 12LNES; the ratio tends to 1/2
     assert "cost $6LNE(S + 1)$ FLOPs per token" in llama and "$12LSNE$" in llama
     assert "the exact count tends to 1/2 of it as S grows, about half" in llama
+
+
+# -- item 16: the graph's labels are readable on the page ------------------------------------
+
+def _font_sizes_per_page(pdf: bytes) -> list[list[float]]:
+    """The text sizes (``Tf`` operands) in each page's content stream, read with zlib."""
+    import zlib
+
+    sizes = []
+    for m in re.finditer(rb"stream\r?\n(.*?)\r?\nendstream", pdf, re.S):
+        try:
+            data = zlib.decompress(m.group(1))
+        except zlib.error:
+            continue
+        found = [float(x) for x in re.findall(rb"/F\d+ ([\d.]+) Tf", data)]
+        if found:
+            sizes.append(found)
+    return sizes
+
+
+@pytest.mark.parametrize("name", ["ffn", "lora", "llama", "moe", "transformer", "attention_mla"])
+def test_graph_labels_are_at_least_8_pt_on_the_sheet(name: str) -> None:
+    """Each page of the graph's PDF, at the scale the sheet includes it at,
+    sets its text at 8 pt or more (llama's was about 5 pt on one page)."""
+    from symflops.sheets.graph import computation_graph
+    from symflops.sheets.plots import graph_figure
+
+    d = derived(name)
+    pdf = graph_figure(computation_graph(d, costs(d)))
+    tex = built(name, "tex")
+    scales = [float(x) for x in re.findall(r"\\includegraphics\[page=\d+,scale=([\d.]+)", tex)]
+    pages = _font_sizes_per_page(pdf)
+    assert scales and len(pages) == len(scales), (len(pages), len(scales))
+    # the legend is set at 8 / scale pt, which the PDF prints to 10 decimals
+    # (8 / 0.971 = 8.2389289392...): 8.2389289392 x 0.971 = 7.99999999996 is 8 pt on the
+    # page, so allow 1e-6 pt of that rounding, not more (7.99 pt still fails)
+    for sizes, s in zip(pages, scales):
+        assert min(sizes) * s >= 8.0 - 1e-6, (name, min(sizes), s)
