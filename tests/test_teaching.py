@@ -109,9 +109,14 @@ def test_moe_names_active_and_dense_parameters_and_the_booked_product() -> None:
 
 @pytest.mark.parametrize("name", ["llama", "moe", "transformer", "albert", "llama_tied"])
 def test_a_whole_model_is_not_called_the_layer(name: str) -> None:
-    text = body(built(name))
-    assert "the layer" not in text.lower().replace("each layer", "")
-    assert "The whole model has" in text
+    # "the layer" as a phrase of its own, anywhere on the sheet (the memory table's "given
+    # to the layer", the appendix's "bytes the layer saves" were both said of the model);
+    # not "the layers $L$" (what a row grows with) nor "each layer"
+    for fmt in ("md", "tex"):
+        text = built(name, fmt)
+        found = re.search(r".{0,60}\bthe layer\b.{0,40}", text, re.I)
+        assert found is None, (fmt, found and found.group(0))
+    assert "The whole model has" in body(built(name))
 
 
 # -- item 7: a frozen weight is drawn as frozen ---------------------------------------------

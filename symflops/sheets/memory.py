@@ -15,7 +15,7 @@ from typing import Any, Callable, Sequence
 import sympy
 
 from .notation import Math
-from .words import Escape, growth_phrase, names
+from .words import Escape, growth_phrase, names, noun
 from ..count.cost import Costs
 from ..count.growth import growth
 from ..count.indices import index_range_text
@@ -99,7 +99,7 @@ def saved_rows(layer: Layer, c: Costs, facts: Sequence[SavedFact], m: Math, esc:
         elements = poly(s.elements) if s.copies == 1 else \
             rf"{poly(s.copies)} \times {poly(s.elements)}"
         if f.producer is None:
-            again = esc("given to the layer")
+            again = esc(f"given to {noun(layer)}")
         else:
             parts = ([f"${poly(f.flops)}$"] if f.flops != 0 else []) + (
                 [f"${poly(f.elementwise)}$" + esc(" elementwise")] if f.elementwise != 0 else [])

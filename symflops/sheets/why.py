@@ -17,6 +17,7 @@ import sympy
 
 from . import printing as P
 from .notation import Math
+from .words import noun
 from ..count.evaluate import number
 from ..count.facts import (BackwardFacts, LayerFacts, NoGradient, ProductFact,
                            RepeatedActivations, TokenSum)
@@ -225,8 +226,8 @@ def activation_sentence(layer: Layer, r: RepeatedActivations, m: Math, esc: Esca
             + esc(" bytes of activations for its backward pass, and it runs ")
             + f"${m.poly(r.copies)}$" + esc(" times: its copies together save ")
             + f"${m.poly(r.all_copies)}$" + esc(" of the ") + f"${m.poly(r.total)}$"
-            + esc(" bytes the layer saves") + share
+            + esc(f" bytes {noun(layer)} saves") + share
             + esc(". That is why activation checkpointing exists: with full recomputation "
-                  "(the ops of every block run again during the backward pass) the layer keeps ")
+                  f"(the ops of every block run again during the backward pass) {noun(layer)} keeps ")
             + f"${m.poly(r.recompute_bytes)}$" + esc(" bytes instead, for ")
             + f"${m.poly(r.recompute_flops)}$" + esc(f" more matmul-type {unit}."))
