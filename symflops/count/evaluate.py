@@ -109,7 +109,7 @@ def find_example(layer: Layer, name: str) -> Example:
     raise SymflopsError(f"{layer.name} has no example {name!r}",
                         hint=(f"its examples are {', '.join(names)}" if names else
                               "it declares none: add an 'examples:' block to its declaration "
-                              "(see the README), or give the dims' values"))
+                              "(see docs/declarations.md, examples:), or give the dims' values"))
 
 
 def example_config(example: Example) -> dict[str, sympy.Expr]:

@@ -1,6 +1,6 @@
 """Read a layer declaration (YAML or Python data) into the IR, with positions.
 
-The declaration format is a public contract (documented in the README)::
+The declaration format is a public contract (documented in docs/declarations.md)::
 
     name: ffn                      # optional; defaults to the file's stem
     title: Transformer feed-forward block
@@ -377,7 +377,7 @@ def build_layer(root: Node, file: str, default_name: str, stack: tuple[str, ...]
     for key in ("dims", "tensors", "ops"):
         if key not in top:
             raise SymflopsError(f"the declaration has no {key!r}", root.span or Span(file, 1, 1),
-                                f"add a '{key}:' section (see the README's declaration format)")
+                                f"add a '{key}:' section (see docs/declarations.md)")
     name = text_of(top["name"][1], "'name'") if "name" in top else default_name
     title = text_of(top["title"][1], "'title'") if "title" in top else name
     declared, formulas = _dims(top["dims"][1])

@@ -4,7 +4,7 @@ A family module (:mod:`symflops.hf.families`) says what the model has,
 dim by dim, tensor by tensor, op by op, each with the config key behind it;
 :class:`Declaration` lays it out as a whole-model declaration, its blocks
 inline under ``blocks:`` (one file to read, edit and run), in the format the
-README documents and :mod:`symflops.declaration.reader` reads.  Nothing here
+docs/declarations.md documents and :mod:`symflops.declaration.reader` reads.  Nothing here
 counts: the counts come from the engine reading the text.
 
 Values are written from trusted data only (integers, names the family module
