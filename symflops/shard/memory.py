@@ -31,7 +31,7 @@ from ..count.cost import Costs
 from ..count.precision import Precision
 from ..count.recompute import recompute as recompute_policy
 from .analysis import Analysis, _where
-from .pipeline import Stage, repeated, stages
+from .pipeline import Stage, share as _share, stages
 
 
 @dataclass(frozen=True)
@@ -61,14 +61,6 @@ class StageCounts:
     @property
     def total(self) -> sympy.Expr:
         return sympy.expand(self.states + self.activations + self.buffers)
-
-
-def _share(layer, stage: Stage, name: str, where: str, block: str) -> sympy.Expr:
-    """The part of ``name``'s copies (or of an item's runs) on ``stage``."""
-    if where == "blocks":
-        repeats = dict(repeated(layer))
-        return stage.share(block, repeats[block]) if block in repeats else sympy.Integer(1)
-    return sympy.Integer(1 if (stage.first if where == "first" else stage.last) else 0)
 
 
 def counts(derivation: Derivation, costs: Costs, analysis: Analysis,

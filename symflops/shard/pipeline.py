@@ -119,3 +119,13 @@ def stages(layer: Layer, p: Pipeline | None) -> tuple[Stage, ...]:
 
     return (Stage("first stage", held(0), True, False, in_flight(p, 0)),
             Stage("last stage", held(stages_ - 1), False, True, in_flight(p, "last")))
+
+
+def share(layer: Layer, stage: Stage, name: str, where: str, block: str) -> sympy.Expr:
+    """The part of a tensor's copies (or of an op's runs) that ``stage`` holds:
+    a block's by the stage's layers of it, the other ops' on the first or the
+    last stage (``where``: "blocks", "first" or "last")."""
+    if where == "blocks":
+        repeats = dict(repeated(layer))
+        return stage.share(block, repeats[block]) if block in repeats else sympy.Integer(1)
+    return sympy.Integer(1 if (stage.first if where == "first" else stage.last) else 0)

@@ -184,6 +184,20 @@ def presets(layer: Layer, parallel: Parallel, roles: Roles) -> Sharding:
     """The placements the strategies of ``parallel`` give ``layer``."""
     degrees = {key: _degree(parallel, key) for key in ("dp", "tp", "cp", "ep")}
     present = {k: v for k, v in degrees.items() if v != 1}
+    if "ep" in present:  # expert parallelism inside the data-parallel group
+        if "dp" not in present:
+            raise SymflopsError(f"{layer.source}: expert parallelism splits the experts inside "
+                                "the data-parallel group, and dp is 1",
+                                hint="give dp, a multiple of ep (--dp counts every "
+                                     "data-parallel replica, ep of them hold different experts)")
+        rest = sympy.simplify(present["dp"] / present["ep"])
+        if rest.is_number and not rest.is_Integer:
+            raise SymflopsError(f"{layer.source}: ep = {present['ep']} does not divide dp = "
+                                f"{present['dp']}", hint="give dp a multiple of ep")
+        if rest == 1:
+            del present["dp"]
+        else:
+            present["dp"] = rest
     sp = bool(parallel.option("sp", False))
     zero = int(parallel.option("zero", 0))  # type: ignore[arg-type]
     if sp and "tp" not in present:

@@ -94,9 +94,9 @@ def links(axes: tuple[tuple[str, sympy.Expr], ...], accelerator: Accelerator | N
                                    or inner <= up.domain)
         note = "" if inner.is_number else "taken to fit in one scale-up domain"
         if fits:
-            out[name] = AxisLink(name, sympy.Rational(up.ring), up.name, "scale-up", note)
+            out[name] = AxisLink(name, up.name, sympy.Rational(up.ring), "scale-up", note)
         elif down is not None:
-            out[name] = AxisLink(name, sympy.Rational(down.ring), down.name, "scale-out")
+            out[name] = AxisLink(name, down.name, sympy.Rational(down.ring), "scale-out")
     return out
 
 

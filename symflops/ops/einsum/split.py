@@ -221,7 +221,8 @@ class _Term:
             if s is not None and s not in (PARTIAL, FLAT):
                 divisor *= self.sizes[a]
                 self.split.setdefault(s, set()).add(a)
-                s = PARTIAL if s in summed else s
+                # a scatter's position letters stay: rows that land by value (finish)
+                s = PARTIAL if s in summed - self.pattern.scatter else s
             state[a] = s
         node = self._node(f"Σ {leaf.name}", leaf.letters - summed, "activations", state)
         return self.nodes.index(node), divisor
@@ -308,6 +309,25 @@ class _Term:
         root = len(self.nodes) - 1
         for a in self.layout.axes:
             s, t = node.state[a], self.target[a]
+            if s in self.pattern.scatter:
+                # rows split along a letter that picks their place in the output
+                # through a lookup (a scatter-add): they add into the same output
+                # rows on every device, unless the output is split along the
+                # letter they pick, where they travel to the rows' owners
+                picked = [y for y, by in self.chosen.items() if s in by]
+                if t is None or t == FLAT:
+                    s = PARTIAL
+                elif t in picked and self._aligned(s, t):
+                    continue
+                else:
+                    rows = self._node(f"rows of {out}", (self.nodes[root - 1].letters
+                                                         | self.pattern.scatter)
+                                      - frozenset(self.chosen), "activations", dict(node.state))
+                    rows.width = node.width
+                    self._act(rows, "AllToAll", a,
+                              f"each row adds into the place its lookup picks: the rows split "
+                              f"along {s} over {a} travel to where {out}'s {t} is")
+                    continue
             if s == PARTIAL:
                 kind: Collective = "ReduceScatter" if t is not None else "AllReduce"
                 self._act(root, kind, a, (why + ": each device reads the rows it holds, zeros "
@@ -322,8 +342,9 @@ class _Term:
                                                    f"{out} along {t}")
 
     def root_divisor(self, root: int | None) -> sympy.Expr:
-        if root is None:
-            return sympy.Integer(1)
+        if root is None:  # a term of no tensor (a constant, an indicator): made in place
+            return sympy.Mul(*(self.sizes[a] for a in self.layout.axes
+                               if self.target[a] is not None))
         node = self.nodes[root]
         return sympy.Mul(*(self.sizes[a] for a in self.layout.axes
                            if node.state[a] not in (None, PARTIAL, FLAT)))
