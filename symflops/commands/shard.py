@@ -65,12 +65,14 @@ def run(args: argparse.Namespace) -> int:
     recompute = args.recompute or layer.recompute
     d = derive(layer)
     c = costs(d, precision=precision, choice="minimum")
-    r = report(d, c, parallel, precision, recompute, accelerator, compare)
-    symbols = {str(s) for _, size, _ in r.axes for s in sympy.sympify(size).free_symbols}
-    if r.pipeline is not None:
-        symbols |= {str(s) for x in (r.pipeline.stages, r.pipeline.micro_batches,
-                                     r.pipeline.interleave) for s in sympy.sympify(x).free_symbols}
+    plan = make_sharding(layer, parallel)
+    symbols = {str(s) for _, size, _ in plan.axes for s in sympy.sympify(size).free_symbols}
+    if plan.pipeline is not None:
+        p = plan.pipeline
+        symbols |= {str(s) for x in (p.stages, p.micro_batches, p.interleave)
+                    for s in sympy.sympify(x).free_symbols}
     values = _values(args, layer, symbols) if (args.values or args.example) else {}
+    r = report(d, c, parallel, precision, recompute, accelerator, compare, values)
     at = None
     if values:
         missing = [d.name for d in layer.free_dims if d.name not in values] + \
@@ -79,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
             raise SymflopsError(f"no value for {', '.join(missing)}",
                                 hint="give every dim (and each degree given by name) a value, "
                                      "or none for polynomials")
-        check_divides(layer, make_sharding(layer, parallel), values)
+        check_divides(layer, plan, values)
         r = evaluate(r, values)
         at = {k: int(v) if getattr(v, "is_Integer", False) else v for k, v in values.items()}
     if args.json:

@@ -146,9 +146,10 @@ def devices(model: Model, precision: Precision, options: dict[str, Any], seq_len
     if options.get("schedule"):
         strategies.append(("schedule", options["schedule"]))
     parallel = Parallel(tuple(strategies), origin="the command line")
-    rep = report(derivation, costs, parallel, precision, model.recompute, accelerator)
     values = {**{k: sympy.Rational(v) for k, v in fixed.items()},
               "S": sympy.Integer(seq_len), "B": sympy.Integer(micro_batch * deg["dp"])}
+    rep = report(derivation, costs, parallel, precision, model.recompute, accelerator, (),
+                 values)
     check_divides(layer, make_sharding(layer, parallel), values)
     ev: Report = evaluate(rep, values)
     busiest = max(ev.stages, key=lambda s: s.total)

@@ -64,7 +64,7 @@ class StageCounts:
 
 
 def counts(derivation: Derivation, costs: Costs, analysis: Analysis,
-           precision: Precision) -> tuple[StageCounts, ...]:
+           precision: Precision, values=None) -> tuple[StageCounts, ...]:
     layer = derivation.layer
     sharding = analysis.sharding
     sizes = sharding.layout.size_map
@@ -75,7 +75,7 @@ def counts(derivation: Derivation, costs: Costs, analysis: Analysis,
         where, block = _where(layer, op.output)
         for name in op.inputs:
             readers.setdefault(name, set()).add((where, block))
-    for stage in stages(layer, sharding.pipeline):
+    for stage in stages(layer, sharding.pipeline, values):
         flops = {"forward": sympy.Integer(0), "backward": sympy.Integer(0),
                  "recompute": sympy.Integer(0)}
         elementwise = sympy.Integer(0)

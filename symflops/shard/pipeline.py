@@ -85,9 +85,18 @@ def in_flight(p: Pipeline, stage: int | str) -> sympy.Expr:
     return sympy.Min(p.stages - s, p.micro_batches)
 
 
-def stages(layer: Layer, p: Pipeline | None) -> tuple[Stage, ...]:
-    """The first and the last stage (one stage without a pipeline)."""
+def stages(layer: Layer, p: Pipeline | None,
+           values: dict[sympy.Symbol, sympy.Expr] | None = None) -> tuple[Stage, ...]:
+    """The first and the last stage (one stage without a pipeline); at
+    ``values`` (dims by symbol) the layers are laid out as whole numbers."""
     blocks = repeated(layer)
+    if values:
+        subs = layer.substitutions
+        blocks = tuple((name, sympy.sympify(n).xreplace(subs).xreplace(values))
+                       for name, n in blocks)
+        if p is not None:
+            p = Pipeline(*(sympy.sympify(x).xreplace(values) for x in
+                           (p.stages, p.micro_batches, p.interleave)), p.schedule)
     if p is None or p.stages == 1:
         return (Stage("every device", blocks, True, True, sympy.Integer(1)),)
     if not blocks:

@@ -235,7 +235,7 @@ def presets(layer: Layer, parallel: Parallel, roles: Roles) -> Sharding:
         for d in roles.need("batch", "data parallelism (dp)" if "dp" in present
                             else "expert parallelism (ep)"):
             placer.tokens[d] = batch_axes
-        summary.append(f"{' and '.join(batch_axes)} split"
+        summary.append(f"{' and '.join(batch_axes)} split{'s' if len(batch_axes) == 1 else ''}"
                        f" {', '.join(str(d) for d in roles.of('batch'))} (batch)")
     if "cp" in present:
         for d in roles.need("sequence", "context parallelism (cp)"):

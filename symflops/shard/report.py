@@ -144,8 +144,12 @@ def _placement_text(name: str, shape: tuple, placement) -> str:
 
 def report(derivation: Derivation, costs: Costs, parallel: Parallel, precision: Precision,
            recompute: str = "none", accelerator: Accelerator | None = None,
-           compare: tuple[Accelerator, ...] = ()) -> Report:
+           compare: tuple[Accelerator, ...] = (), values: Mapping[str, Any] | None = None
+           ) -> Report:
+    """The report, symbolic; with ``values`` (dims and sizes by name) the pipeline's
+    layers are laid out at them (whole layers per stage, the first stages one more)."""
     layer = derivation.layer
+    at = {dim_symbol(k): sympy.sympify(v) for k, v in (values or {}).items()}
     sharding = make_sharding(layer, parallel)
     analysis: Analysis = analyse(derivation, sharding, recompute)
     pp = sharding.pipeline.stages if sharding.pipeline is not None else None
@@ -157,7 +161,7 @@ def report(derivation: Derivation, costs: Costs, parallel: Parallel, precision: 
                         need_bytes(m.need, precision), need_time(m.need, precision, rates),
                         FORMS[m.need.kind], m.per, m.copies, m.need.reason, m.serves))
     by_axis = []
-    held = stages(layer, sharding.pipeline)
+    held = stages(layer, sharding.pipeline, at)
     for stage, (name, size, what) in ((st, ax) for st in held for ax in sharding.axes):
         link = found.get(name)
         shares = [share(layer, stage, "", m.where, m.block) for m in analysis.moved]
@@ -175,7 +179,7 @@ def report(derivation: Derivation, costs: Costs, parallel: Parallel, precision: 
             total(("backward", "recompute"), "micro-batch", True),
             total(("backward", "step"), "step", True)))
     stage_rows = []
-    for s in counts(derivation, costs, analysis, precision):
+    for s in counts(derivation, costs, analysis, precision, at):
         stage_rows.append(StageRow(s.stage.name, s.stage.layers, s.stage.in_flight,
                                    s.flops_forward, s.flops_backward, s.flops_recompute,
                                    s.elementwise, s.weights, s.grads, s.optimizer, s.master,
@@ -194,7 +198,8 @@ def report(derivation: Derivation, costs: Costs, parallel: Parallel, precision: 
                       ((accelerator,) if accelerator else ()) + tuple(compare))
         thresholds.append(Threshold(c.phase, c.axis, c.ratio, sympy.sstr(c.inequality),
                                     sympy.sstr(c.solved) if c.solved is not None else None,
-                                    tuple((n, v) for n, v in named if v is not None)))
+                                    tuple((n, _number(v, {})) for n, v in named
+                                          if v is not None)))
     best = optimum(analysis, precision, dims)
     opt: tuple[tuple[str, Any], ...] = ()
     if best is not None:
@@ -205,9 +210,22 @@ def report(derivation: Derivation, costs: Costs, parallel: Parallel, precision: 
                                                 sharding.layout.placement(t.name)))
                        for t in layer.tensors if sharding.layout.placement(t.name) is not None
                        and not sharding.layout.placement(t.name).whole)
-    return Report(layer.name, sharding.summary, sharding.axes, precision.name, recompute,
-                  accelerator.name if accelerator else None, tuple(stage_rows), tuple(rows),
-                  tuple(by_axis), pipe, tuple(thresholds), opt, placements, CONVENTION)
+    out = Report(layer.name, sharding.summary, sharding.axes, precision.name, recompute,
+                 accelerator.name if accelerator else None, tuple(stage_rows), tuple(rows),
+                 tuple(by_axis), pipe, tuple(thresholds), opt, placements, CONVENTION)
+    subs = layer.substitutions  # defined dims by their formulas, as every count reports them
+    return _map(out, lambda e: sympy.expand(e.xreplace(subs)) if subs else e)
+
+
+def _map(tree: Any, fn) -> Any:
+    if isinstance(tree, sympy.Basic):
+        return fn(tree)
+    if isinstance(tree, tuple):
+        return tuple(_map(i, fn) for i in tree)
+    if dataclasses.is_dataclass(tree) and not isinstance(tree, type):
+        return dataclasses.replace(tree, **{f.name: _map(getattr(tree, f.name), fn)
+                                            for f in dataclasses.fields(tree)})
+    return tree
 
 
 def _rates(acc: Accelerator, sharding, pp) -> dict[str, sympy.Expr]:
@@ -247,17 +265,7 @@ def _number(expr: Any, at: Mapping[sympy.Symbol, sympy.Expr]) -> Any:
 def evaluate(tree: Any, values: Mapping[str, Any]) -> Any:
     """The report with every formula at ``values`` (dims and mesh sizes by name)."""
     at = {dim_symbol(k): sympy.sympify(v) for k, v in values.items()}
-
-    def walk(x: Any) -> Any:
-        if isinstance(x, sympy.Basic):
-            return _number(x, at)
-        if isinstance(x, tuple):
-            return tuple(walk(i) for i in x)
-        if dataclasses.is_dataclass(x) and not isinstance(x, type):
-            return dataclasses.replace(x, **{f.name: walk(getattr(x, f.name))
-                                             for f in dataclasses.fields(x)})
-        return x
-    return walk(tree)
+    return _map(tree, lambda e: _number(e, at))
 
 
 def to_json(tree: Any) -> Any:

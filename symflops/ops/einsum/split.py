@@ -227,7 +227,32 @@ class _Term:
         node = self._node(f"Σ {leaf.name}", leaf.letters - summed, "activations", state)
         return self.nodes.index(node), divisor
 
+    def _coherent(self, left: int, right: int) -> None:
+        """A letter split over several axes must be split alike on both
+        operands (the same axes, hence the same blocks): where the two split it
+        over different sets of axes, the one split over fewer is gathered
+        over those (its blocks would not nest in the other's)."""
+        L, R = self.nodes[left], self.nodes[right]
+        cover = [{}, {}]
+        for k, node in enumerate((L, R)):
+            for a in self.layout.axes:
+                x = node.state[a]
+                if x not in (None, PARTIAL, FLAT):
+                    cover[k].setdefault(x, set()).add(a)
+        for x in set(cover[0]) & set(cover[1]):
+            if cover[0][x] == cover[1][x]:
+                continue
+            side = right if len(cover[1][x]) <= len(cover[0][x]) else left
+            other = cover[0][x] if side == right else cover[1][x]
+            node = self.nodes[side]
+            for a in sorted(cover[1][x] if side == right else cover[0][x]):
+                self._act(side, "AllGather", a,
+                          f"{node.name} splits {x} over {a}, the other operand over "
+                          f"{', '.join(sorted(other))}: blocks that do not nest")
+                node.state[a] = None
+
     def _step(self, left: int, right: int, kept: frozenset[str]) -> tuple[int, sympy.Expr]:
+        self._coherent(left, right)
         L, R = self.nodes[left], self.nodes[right]
         state: dict[str, str | None] = {}
         divisor = sympy.Integer(1)
