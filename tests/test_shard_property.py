@@ -21,7 +21,7 @@ import itertools
 
 import numpy as np
 import sympy
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import symflops
@@ -70,6 +70,18 @@ def _block(extent: int, axes: tuple[str, ...], coords: dict[str, int]) -> range:
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cases(), st.integers(0, 2**16))
+# Y[i] = Σ_{k,l,j} T0[k,l,i] T1[j], i over X, j over Y, the output's i over Y: the partial
+# sums over Y cannot be reduce-scattered along i (a block of i_X cut over Y does not nest
+# in i_Y); all-reduced (V = I/X = 3 elements), then gathered over X (V = I = 6)
+@example(case=([["k", "l", "i"], ["j"]], ["i"],
+               {"T0": ((), (), ("X",)), "T1": (("Y",),), "Y": (("Y",),)}), seed=0)
+# the same with k kept and split over Y: reduce-scattered over Y first (V = K·I/X = 18), the
+# gather over X then moves K/Y · I = 12 elements, not K·I = 36
+@example(case=([["k", "l", "i"], ["j"]], ["k", "i"],
+               {"T0": ((), (), ("X",)), "T1": (("Y",),), "Y": (("Y",), ())}), seed=0)
+# two reductions of one block (i over X, k over Y summed; j kept over X): each on the
+# whole partial block J = 6, the AllReduce over Y before the ReduceScatter over X
+@example(case=([["i", "k", "j"]], ["j"], {"T0": (("X",), ("Y",), ()), "Y": (("X",),)}), seed=0)
 def test_sharded_products_match_a_simulation_of_the_mesh(case, seed):
     operands, output, placements = case
     dims = {x.upper(): "" for x in LETTERS}

@@ -54,6 +54,7 @@ from .orders import _kept, cheapest, pattern, steps, written
 #: partial sums, or (a leaf only) is split along no letter (ZeRO's flat shards).
 PARTIAL = "\x00partial"
 FLAT = "\x00flat"
+REDUCE = ("AllReduce", "ReduceScatter")
 
 
 @dataclass
@@ -80,6 +81,7 @@ class _Term:
         self.actions: dict[tuple[int, Collective], list[tuple[str, str]]] = {}
         self.nodes: list[_Node] = []
         self.masked: dict[int, str] = {}   # leaves read through a lookup of rows split elsewhere
+        self.summed: dict[int, dict[str, str]] = {}  # node -> axis -> the letter it holds partial sums of
         self.split: dict[str, set[str]] = {}
         self.target = self._target()
 
@@ -222,7 +224,11 @@ class _Term:
                 divisor *= self.sizes[a]
                 self.split.setdefault(s, set()).add(a)
                 # a scatter's position letters stay: rows that land by value (finish)
-                s = PARTIAL if s in summed - self.pattern.scatter else s
+                if s in summed - self.pattern.scatter:
+                    self.summed.setdefault(len(self.nodes), {})[a] = s
+                    s = PARTIAL
+            elif s == PARTIAL and a in self.summed.get(index, {}):
+                self.summed.setdefault(len(self.nodes), {})[a] = self.summed[index][a]
             state[a] = s
         node = self._node(f"Σ {leaf.name}", leaf.letters - summed, "activations", state)
         return self.nodes.index(node), divisor
@@ -256,9 +262,14 @@ class _Term:
         L, R = self.nodes[left], self.nodes[right]
         state: dict[str, str | None] = {}
         divisor = sympy.Integer(1)
+        here = len(self.nodes)  # the index the step's node will take
         for a in self.layout.axes:
             s, split = self._resolve(a, left, right, kept)
             state[a] = s
+            # the letter summed here, or carried from an operand
+            letter = split or self.summed.get(left, {}).get(a) or self.summed.get(right, {}).get(a)
+            if s == PARTIAL and letter:
+                self.summed.setdefault(here, {})[a] = letter
             if split is not None:
                 divisor *= self.sizes[a]
                 self.split.setdefault(split, set()).add(a)
@@ -331,7 +342,7 @@ class _Term:
             why = self.masked.get(0)
         node = self._node(out, frozenset(self.e.output.indices), self._width(out),
                           dict(self.nodes[root].state))
-        root = len(self.nodes) - 1
+        source, root = self.summed.get(root, {}), len(self.nodes) - 1
         for a in self.layout.axes:
             s, t = node.state[a], self.target[a]
             if s in self.pattern.scatter:
@@ -354,10 +365,19 @@ class _Term:
                               f"along {s} over {a} travel to where {out}'s {t} is")
                     continue
             if s == PARTIAL:
-                kind: Collective = "ReduceScatter" if t is not None else "AllReduce"
+                # scattered along t only where the result's other splits of t stay: a
+                # block of t cut again over a does not nest in the blocks a later
+                # gather or move of t wants (then summed whole here, sliced after)
+                kind: Collective = "ReduceScatter" if t is not None and not any(
+                    node.state[b] == t and self.target[b] != t
+                    for b in self.layout.axes if b != a) else "AllReduce"
+                letter = source.get(a)
                 self._act(root, kind, a, (why + ": each device reads the rows it holds, zeros "
                                           "elsewhere") if why else
-                          f"the sum over a letter split over {a} leaves partial sums")
+                          f"the sum over {letter}, split over {a}, leaves each device a "
+                          f"partial sum" if letter else f"partial sums over {a}")
+                # reduced before the gathers and moves below (their sizes count it)
+                node.state[a] = t if kind == "ReduceScatter" else None
             elif s is not None and t != s and t != FLAT:
                 if t is None:
                     self._act(root, "AllGather", a, f"the product is split along {s} over {a}; "
@@ -380,7 +400,10 @@ class _Term:
         for (index, kind), acts in self.actions.items():
             node = self.nodes[index]
             axes = tuple(dict.fromkeys(a for a, _ in acts))
-            kept_split = sympy.Mul(*(self.sizes[b] for b in self.layout.axes if b not in axes
+            # the reductions of one node run first, each on its partial block
+            skip = set(axes) | ({b for (i, k), more in self.actions.items() if i == index
+                                 and k in REDUCE for b, _ in more} if kind in REDUCE else set())
+            kept_split = sympy.Mul(*(self.sizes[b] for b in self.layout.axes if b not in skip
                                      and node.state.get(b) not in (None, PARTIAL, FLAT)))
             elements = sympy.Mul(*(self.extents[x] for x in sorted(node.letters))) / kept_split
             out.append(Need(kind, axes, node.name, tuple(sorted(node.letters)),
