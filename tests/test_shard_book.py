@@ -164,3 +164,19 @@ def test_the_backward_collectives_are_the_forward_ones_adjoints(capsys):
                     for c in data["collectives"]
                     if c["phase"] == "backward" and c["kind"] == "ReduceScatter"}
         assert gathers and gathers <= scatters, (args, gathers - scatters)
+
+
+def test_the_text_report_prints_the_thresholds_solved(capsys):
+    """The text form of test_data_parallelism_all_reduces_the_weight_gradients with tensor
+    parallelism beside it (a solved inequality printed, not tested for truth: exit 70
+    before), and the mixed optimum's condition."""
+    assert cli_run(["shard", str(DERIVATIONS / "ffn.yaml"), "--dp", "X", "--tp", "Y",
+                    "--accelerator", "tpu-v5p"]) == 0
+    out = capsys.readouterr().out
+    # B/X > C/W: 4.59e14 / 1.8e11 = 2550 tokens per chip; F/Y > C/W for the tp AllReduce
+    assert "backward over dp: B/X > C/W_dp; B > C*X/W_dp (C/W = 2,550 on tpu-v5p)" in out
+    assert "forward over tp: F/Y > C/W_tp; F > C*Y/W_tp (C/W = 2,550 on tpu-v5p)" in out
+    assert cli_run(["shard", str(DERIVATIONS / "ffn.yaml"), "--dp", "X", "--zero", "3",
+                    "--tp", "Y"]) == 0
+    # the book's mixed FSDP + TP: compute-bound at the optimum when B > 4 C^2 N/(F W_X W_Y)
+    assert "compute-bound there when B > 4*C**2*N/(F*W_dp*W_tp)" in capsys.readouterr().out

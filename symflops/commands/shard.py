@@ -173,7 +173,7 @@ def text(r: Report) -> str:
         lines.append("")
         lines.append("compute-bound when (C: FLOP/s of a device, W_axis: its ring rate)")
         for t in r.thresholds:
-            solved = f"; {t.solved}" if t.solved else ""
+            solved = f"; {t.solved}" if t.solved is not None else ""
             vals = "; ".join(f"C/W = {_show(v)} on {n}" for n, v in t.values)
             lines.append(f"  {t.phase} over {t.axis}: {t.inequality}{solved}"
                          + (f" ({vals})" if vals else ""))
@@ -181,7 +181,7 @@ def text(r: Report) -> str:
         o = dict(r.optimum)
         lines.append(f"  best split of {o['devices']} = {o['axis']} {o['other']} devices (forward):"
                      f" {o['axis']} = {_show(o['best'])}"
-                     + (f"; compute-bound there when {o['condition']}" if o['condition'] else ""))
+                     + (f"; compute-bound there when {o['condition']}" if o["condition"] is not None else ""))
     lines.append("")
     lines.append(f"conventions: {r.conventions}")
     return "\n".join(lines) + "\n"

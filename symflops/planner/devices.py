@@ -208,7 +208,8 @@ def _seconds(x: float | None) -> str:
 def lines(d: Devices) -> list[str]:
     """The text report's lines of the many-devices plan."""
     deg = dict(d.degrees)
-    out = ["", "on many devices: " + " x ".join(f"{k} {v}" for k, v in d.degrees)
+    out = ["", "on many devices: " + " x ".join(f"{k} {v}" for k, v in d.degrees
+                                                if v != 1 or k in ("dp", "tp", "pp"))
            + f" = {d.devices:,} devices"]
     out += [f"  {s}" for s in d.report.strategies]
     out.append(f"  step: {d.micro_batches} micro-batch(es) of {d.micro_batch} sequence(s) on each "
@@ -225,7 +226,8 @@ def lines(d: Devices) -> list[str]:
                    f"recomputed {float(s.flops_recompute):.4g}")
     for a in d.report.by_axis:
         link = f" over {a.link}" if a.link else ""
-        out.append(f"  {a.axis}{link}: {_bytes(a.forward)} forward + {_bytes(a.backward)} backward "
+        stage = f"{a.stage}, " if len(d.report.stages) > 1 else ""
+        out.append(f"  {stage}{a.axis}{link}: {_bytes(a.forward)} forward + {_bytes(a.backward)} backward "
                    f"per micro-batch, {_bytes(a.step)} per step (Σ k·V per device)")
     if d.report.pipeline is not None:
         p = d.report.pipeline

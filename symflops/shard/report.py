@@ -105,8 +105,8 @@ class Threshold:
     phase: str
     axis: str
     ratio: Any
-    inequality: str
-    solved: str | None
+    inequality: Any          # ratio > C / W_axis
+    solved: Any              # the same solved for its first dim, or None
     values: tuple[tuple[str, Any], ...]   # (accelerator, C/W)
 
 
@@ -196,16 +196,14 @@ def report(derivation: Derivation, costs: Costs, parallel: Parallel, precision: 
     for c in conditions(analysis, precision, dims):
         named = tuple((acc.name, value(c, acc, _rates(acc, sharding, pp))) for acc in
                       ((accelerator,) if accelerator else ()) + tuple(compare))
-        thresholds.append(Threshold(c.phase, c.axis, c.ratio, sympy.sstr(c.inequality),
-                                    sympy.sstr(c.solved) if c.solved is not None else None,
+        thresholds.append(Threshold(c.phase, c.axis, c.ratio, c.inequality, c.solved,
                                     tuple((n, _number(v, {})) for n, v in named
                                           if v is not None)))
     best = optimum(analysis, precision, dims)
     opt: tuple[tuple[str, Any], ...] = ()
     if best is not None:
         opt = (("axis", best.axis), ("other", best.other), ("devices", str(best.total)),
-               ("best", best.best),
-               ("condition", sympy.sstr(best.condition) if best.condition is not None else None))
+               ("best", best.best), ("condition", best.condition))
     placements = tuple((t.name, _placement_text(t.name, t.shape,
                                                 sharding.layout.placement(t.name)))
                        for t in layer.tensors if sharding.layout.placement(t.name) is not None
