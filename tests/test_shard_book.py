@@ -180,3 +180,19 @@ def test_the_text_report_prints_the_thresholds_solved(capsys):
                     "--tp", "Y"]) == 0
     # the book's mixed FSDP + TP: compute-bound at the optimum when B > 4 C^2 N/(F W_X W_Y)
     assert "compute-bound there when B > 4*C**2*N/(F*W_dp*W_tp)" in capsys.readouterr().out
+
+
+def test_the_optimum_names_the_device_count_apart_from_the_dims(capsys):
+    """decoder_block.yaml's heads are N: the mixed FSDP + TP optimum's device count must not
+    read back as the heads (before: 'sqrt(N)*...*sqrt(4*D*E*N + ...)', one symbol for both).
+    By the book's form, n_tp^2 is proportional to the device count: the best split over
+    sqrt(N_mesh) no longer holds N_mesh."""
+    data = shard(capsys, DERIVATIONS / "decoder_block.yaml", "--dp", "X", "--zero", "3",
+                 "--tp", "Y")
+    o = data["optimum"]
+    assert o["devices"] == "N_mesh"
+    names = {k: sympy.Symbol(k, positive=True) for k in "B D E F N S W_tp W_dp N_mesh".split()}
+    best = sympy.sympify(o["best"], locals=names)
+    n, heads = names["N_mesh"], names["N"]
+    assert n not in sympy.simplify(best / sympy.sqrt(n)).free_symbols
+    assert heads in best.free_symbols  # the heads stay in the layer's bytes and FLOPs

@@ -121,7 +121,10 @@ def optimum(analysis: Analysis, precision: Precision, dims: list[sympy.Symbol]) 
         time += FACTOR[m.need.kind] * need_bytes(m.need, precision) * m.copies / rate
     if not all(time.has(bandwidth_symbol(a)) for a in (x_name, y_name)):
         return None
-    n = sympy.Symbol("N", positive=True)
+    taken = {str(d) for d in dims} | {str(s) for _, size, _ in axes for s in size.free_symbols}
+    # the devices' count, named apart from every dim (a transformer's heads are often N)
+    n = sympy.Symbol(next(c for c in ("N", "N_mesh", "N_devices", "N_all") if c not in taken),
+                     positive=True)
     of_x = sympy.simplify(time.subs(y, n / x))
     found = [s for s in sympy.solve(sympy.diff(of_x, x), x) if s.is_positive is not False]
     if len(found) != 1:
