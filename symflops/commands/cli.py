@@ -15,6 +15,8 @@ from .. import __version__
 from . import options
 from . import importhf as importhf_command
 from . import plan as plan_command
+from .shardargs import DESCRIPTION as SHARD_DESCRIPTION, EPILOG as SHARD_EPILOG
+from .shardargs import add_arguments as _shard_arguments
 from ..count.precision import DEFAULT_POLICY, POLICIES
 
 DESCRIPTION = """\
@@ -175,6 +177,11 @@ def build_parser() -> argparse.ArgumentParser:
                         description=plan_command.DESCRIPTION, epilog=plan_command.EPILOG,
                         formatter_class=argparse.RawDescriptionHelpFormatter)
     plan_command.add_arguments(pl)
+    sh = sub.add_parser("shard", help="split a declaration over many devices: collectives, "
+                                      "per-device FLOPs and memory, thresholds",
+                        description=SHARD_DESCRIPTION, epilog=SHARD_EPILOG,
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    _shard_arguments(sh)
     ih = sub.add_parser("import-hf", help="write the declaration of a Hugging Face config.json",
                         description=importhf_command.DESCRIPTION,
                         epilog=importhf_command.EPILOG_HEAD + importhf_command.families_text(),

@@ -42,6 +42,7 @@ from ..lang.expr import MAX_DEGREE, MAX_DIGITS, MAX_EXPANDED_TERMS, measure, par
 from ..lang.yaml import Node, check_identifier, describe, from_python, mapping, parse_yaml, text_of
 from .examples import read_examples
 from .components import read_components
+from .parallel import read_parallel, read_roles
 from .include import Included, read_include, resolve_include
 from .outputs import ACTIVATION
 from .padding import NO_PAD, read_pad
@@ -49,6 +50,7 @@ from .statements import lower_ops
 
 TOP_KEYS = ("name", "title", "description", "dims", "tensors", "ops", "precision", "tokens",
             "sequences", "recompute", "forward_order", "sizes", "components", "examples",
+            "roles", "parallel",
             "blocks")
 RECOMPUTE_KEYS = ("policy", "selective")
 TENSOR_KEYS = ("shape", "role", "requires_grad", "description", "pad")
@@ -410,8 +412,10 @@ def build_layer(root: Node, file: str, default_name: str, stack: tuple[str, ...]
                   _sizes(top, dims, definitions))
     _check_expansion(layer)
     carried = tuple(c for inc in used for c in inc.layer.components)
-    return dataclasses.replace(layer, components=(*carried, *read_components(top, layer, carried)),
-                               examples=read_examples(top, layer))
+    layer = dataclasses.replace(layer, components=(*carried, *read_components(top, layer, carried)),
+                                examples=read_examples(top, layer))
+    roles = read_roles(top, layer, tuple(r for inc in used for r in inc.layer.roles))
+    return dataclasses.replace(layer, roles=roles, parallel=read_parallel(top, layer))
 
 
 def _check_expansion(layer: Layer) -> None:

@@ -24,6 +24,7 @@ from ..core import ir
 from ..core.errors import Span
 from ..core.ir import Einsum, Factor, Order, Tensor
 from ..core.records import OpCost, PatternTerm, Rule
+from ..core.sharding import Layout, OpSplit, Width
 
 #: What a count counts: a multiply-add is 2 FLOPs or 1 MAC.
 Unit = Literal["FLOPs", "MACs"]
@@ -84,6 +85,21 @@ class Op(ir.Op, Protocol):
         """Which elements of its operands it reads, as products over its
         letters: its terms for an einsum; for a row-wise op, one product of
         its input (and where-clause) writing its output."""
+
+    # -- many devices (symflops/shard) ---------------------------------------------------
+    def split(self, layout: Layout, widths: Mapping[str, Width], unit: Unit = "FLOPs",
+              order: Order = "written") -> OpSplit:
+        """What it needs when its letters are split over a mesh (``layout``:
+        the mesh and every tensor's placement; ``widths``: which bytes per
+        element each tensor takes): one device's share of its FLOPs in the
+        two buckets, and the collectives its shards need, each with the
+        elements of the array it moves (:mod:`symflops.core.sharding`).  A
+        contraction follows the four sharded-matmul cases step by step
+        (:mod:`symflops.ops.einsum.split`); a reduction over a split letter
+        sums its row statistics across devices; a lookup gathers rows or
+        moves them; an op that runs along a split letter (a recurrence) is
+        :class:`~symflops.core.sharding.NotSplittable`
+        (:mod:`symflops.ops.split`)."""
 
     def rules(self, number: int, targets: Sequence[str]) -> tuple[Rule, ...]:
         """The gradient it sends to each of ``targets`` (its inputs that need

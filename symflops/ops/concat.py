@@ -114,6 +114,12 @@ class Concat:
         """It reads every element of each part once, at its place."""
         return self.selections()
 
+    def split(self, layout: Any, widths: Any, unit: str = "FLOPs", order: str = "written") -> Any:
+        """A copy, split along any letter but the joined one, which is refused."""
+        from .split import along
+
+        return along(self, self.index, "places its parts", layout, widths, unit)
+
     def rules(self, number: int, targets: Sequence[str] = ()) -> tuple[Rule, ...]:
         """Each target's slices of the output's gradient, derived from the selections."""
         return _rules(self, number, tuple(targets))

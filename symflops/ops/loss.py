@@ -51,6 +51,8 @@ class CrossEntropy(ReductionOp):
     text: str = ""
     span: Span | None = field(default=None, compare=False)
     kind = "cross_entropy"
+    #: a row's log-sum-exp and its target's logit, when the classes are split
+    statistics = 2
 
     @property
     def inputs(self) -> tuple[str, ...]:

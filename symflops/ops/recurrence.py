@@ -151,6 +151,12 @@ class Recurrence:
     def shown(self) -> None:
         return None
 
+    def split(self, layout: Any, widths: Any, unit: str = "FLOPs", order: str = "written") -> Any:
+        """Rows split along any letter but its time letter, which is refused."""
+        from .split import along
+
+        return along(self, self.time, "runs", layout, widths, unit)
+
     def patterns(self) -> tuple[PatternTerm, ...]:
         return ()
 

@@ -23,6 +23,7 @@ from .teach import TeachingContext, teaching_context
 from .words import role_words
 from .why import WhyContext, why_context
 from .windows import window_context
+from .devices import devices_context
 from ..count.facts import layer_facts
 from .equations import Equation, Factor as EqFactor, Named, Part, Printer, Side, chain, grouped, side
 from .escape import CODE_ESCAPES, ESCAPES
@@ -98,6 +99,8 @@ class SheetContext(TeachingContext):
     equations: list[Equation]
     #: the sliding windows, each beside the other accounts' figures (symflops.sheets.windows)
     windows: list[dict[str, Any]]
+    #: one device's share, the collectives and thresholds under ``parallel:`` (symflops.sheets.devices)
+    devices: dict[str, Any] | None
 
 
 #: Beyond this many ops the forward pass is one table (a model's sheet stays short).
@@ -329,6 +332,7 @@ def sheet_context(derivation: Derivation, counts: SheetCounts, fmt: Format) -> S
         tied=tied_context(derivation, costs, m, esc, show),
         equations=equations,
         windows=window_context(derivation, counts, m, esc),
+        devices=devices_context(derivation, counts, m, esc, code),
     )
 
 
