@@ -266,3 +266,36 @@ def test_infinite_time_step_limit_and_absent_keys_are_read():
     base = symflops_counts(at_layers(GRANITE_H_TINY, layer_types=MIXED), 256)
     same = at_layers(GRANITE_H_TINY, layer_types=MIXED, time_step_limit=[0.0, float("inf")])
     assert symflops_counts(same, 256) == base
+
+
+@pytest.mark.slow
+def test_the_sheet_states_the_crossing_length(tmp_path):
+    """The sheet of granite-4.0-h-tiny (--attention exact) gives each kind of layer's
+    training FLOPs per token, linear in S, and the S from which an attention layer costs
+    more than a Mamba-2 layer.  Checked against the counts of two one-layer models (one
+    attention layer, one Mamba-2 layer; the embedding and head the same in both), per
+    token at S = 6,144 and 6,400: both lines are straight in S, so the crossing is where
+    the interpolated difference of the two is zero."""
+    from fractions import Fraction
+
+    from symflops.cli import main
+
+    folder = tmp_path / "granite-4.0-h-tiny"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(GRANITE_H_TINY))
+    out = tmp_path / "tiny.md"
+    assert main(["render", "--hf-config", str(folder / "config.json"), "-o", str(out)]) == 0
+    text = out.read_text()
+    assert "### State-space and attention layers against the sequence length" in text
+    assert "- layer\\_mamba (state): $" in text and "- layer\\_attention (attention): $" in text
+
+    def per_token_gap(seq):
+        one = {kind: symflops_counts(at_layers(GRANITE_H_TINY, layers=1, layer_types=[kind]),
+                                     seq, attention="exact")[1] for kind in MIXED}
+        return Fraction(one["attention"] - one["mamba"], seq)
+
+    low, high = per_token_gap(6144), per_token_gap(6400)
+    assert low < 0 < high
+    crossing = 6144 + (6400 - 6144) * (-low) / (high - low)
+    assert f"the crossing is ${float(crossing):,.6g}$".replace(",", "{,}") in text
+    assert f"so from $S = {int(crossing) + 1:,}$".replace(",", "{,}") in text

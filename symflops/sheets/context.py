@@ -21,6 +21,7 @@ from .recurrences import recurrence_items
 from .front import FrontContext, front_context
 from .why import WhyContext, why_context
 from .windows import window_context
+from .hybrid import hybrid_context
 from ..count.facts import layer_facts
 from .equations import Equation, Factor as EqFactor, Named, Part, Printer, Side, chain, grouped, side
 from .escape import CODE_ESCAPES, ESCAPES
@@ -96,6 +97,9 @@ class SheetContext(TypedDict):
     equations: list[Equation]
     #: the sliding windows, each beside the other accounts' figures (symflops.sheets.windows)
     windows: list[dict[str, Any]]
+    #: a hybrid model's state-space and attention layers per token, and their crossing
+    #: length (symflops.sheets.hybrid); None for other layers
+    hybrid: dict[str, Any] | None
 
 
 #: Beyond this many ops the forward pass is one table (a model's sheet stays short).
@@ -319,6 +323,7 @@ def sheet_context(derivation: Derivation, counts: SheetCounts, fmt: Format) -> S
         tied=tied_context(derivation, costs, m, esc, show),
         equations=equations,
         windows=window_context(derivation, counts, m, esc),
+        hybrid=hybrid_context(derivation, counts, m, esc),
     )
 
 
