@@ -1,5 +1,7 @@
-"""symflops import-hf for Granite 4.0's hybrid (``granitemoehybrid``): Mamba-2
-layers and attention layers, with routed experts and a shared MLP.
+"""symflops import-hf for the hybrids: Granite 4.0 (``granitemoehybrid``: Mamba-2
+layers and attention layers, with routed experts and a shared MLP) and Jamba
+(``jamba``: Mamba layers and attention layers, routed experts every other layer;
+its differences at ``jamba_difference``).
 
 The oracle is transformers 5.24 on the meta device (its torch path: no
 ``mamba_ssm`` or ``causal_conv1d`` kernel is installed), parameters to the
@@ -109,7 +111,7 @@ def hf_parts(config, seq):
             counter.get_total_flops() - conv)
 
 
-def symflops_conv(config, seq):
+def symflops_conv(config, seq, convs=("Xcv", "Bcv", "Ccv")):
     """symflops's FLOPs of the Mamba layers' convolutions (forward and both
     gradients), grouped: each output of each channel reads Kp + 1 taps."""
     import sympy
@@ -121,7 +123,8 @@ def symflops_conv(config, seq):
     im = imported(config)
     d = derive(imported_layer(im))
     c = costs(d, choice="minimum")
-    ops = [i for i, op in enumerate(d.layer.ops) if op.output in ("Xcv", "Bcv", "Ccv")]
+    # the second block's tensors are renamed with a suffix (Xcv_1, Xcv_a)
+    ops = [i for i, op in enumerate(d.layer.ops) if op.output.split("_")[0] in convs]
     total = sum(c.forward[i].flops for i in ops) + sum(
         oc.flops for r, oc in zip(d.rules, c.backward) if r.op in ops)
     at = {k: sympy.Integer(v) for k, v in {**im.dims, "B": 1, "S": seq}.items()}
@@ -271,9 +274,10 @@ def test_infinite_time_step_limit_and_absent_keys_are_read():
 @pytest.mark.slow
 def test_the_sheet_states_the_crossing_length(tmp_path):
     """The sheet of granite-4.0-h-tiny (--attention exact) gives each kind of layer's
-    training FLOPs per token, linear in S, and the S from which an attention layer costs
-    more than a Mamba-2 layer.  Checked against the counts of two one-layer models (one
-    attention layer, one Mamba-2 layer; the embedding and head the same in both), per
+    mixer's training FLOPs per token, linear in S, and the S from which attention costs
+    more than the Mamba-2 mixer.  Checked against the counts of two one-layer models (one
+    attention layer, one Mamba-2 layer; the experts, shared MLP, norms, embedding and head
+    the same in both, and the norms have no matrix FLOPs), per
     token at S = 6,144 and 6,400: both lines are straight in S, so the crossing is where
     the interpolated difference of the two is zero."""
     from fractions import Fraction
@@ -287,7 +291,8 @@ def test_the_sheet_states_the_crossing_length(tmp_path):
     assert main(["render", "--hf-config", str(folder / "config.json"), "-o", str(out)]) == 0
     text = out.read_text()
     assert "### State-space and attention layers against the sequence length" in text
-    assert "- layer\\_mamba (state): $" in text and "- layer\\_attention (attention): $" in text
+    assert "- Mamba-2 mixer of layer\\_mamba (state): $" in text
+    assert "- attention of layer\\_attention (attention): $" in text
 
     def per_token_gap(seq):
         one = {kind: symflops_counts(at_layers(GRANITE_H_TINY, layers=1, layer_types=[kind]),
@@ -299,3 +304,90 @@ def test_the_sheet_states_the_crossing_length(tmp_path):
     crossing = 6144 + (6400 - 6144) * (-low) / (high - low)
     assert f"the crossing is ${float(crossing):,.6g}$".replace(",", "{,}") in text
     assert f"so from $S = {int(crossing) + 1:,}$".replace(",", "{,}") in text
+
+
+# ai21labs/Jamba-v0.1 config.json
+JAMBA_V01 = {
+    "architectures": ["JambaForCausalLM"], "attn_layer_offset": 4, "attn_layer_period": 8,
+    "bos_token_id": 1, "eos_token_id": 2, "expert_layer_offset": 1, "expert_layer_period": 2,
+    "hidden_act": "silu", "hidden_size": 4096, "initializer_range": 0.02,
+    "intermediate_size": 14336, "mamba_conv_bias": True, "mamba_d_conv": 4,
+    "mamba_d_state": 16, "mamba_dt_rank": 256, "mamba_expand": 2, "mamba_proj_bias": False,
+    "model_type": "jamba", "num_attention_heads": 32, "num_experts": 16,
+    "num_experts_per_tok": 2, "num_hidden_layers": 32, "num_key_value_heads": 8,
+    "num_logits_to_keep": 1, "output_router_logits": False, "pad_token_id": 0,
+    "rms_norm_eps": 1e-06, "router_aux_loss_coef": 0.001, "sliding_window": None,
+    "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+    "transformers_version": "4.40.0.dev0", "use_cache": True, "use_mamba_kernels": True,
+    "vocab_size": 65536}
+JAMBA_ORACLE = {
+    # layer 0 Mamba with the MLP, layer 1 attention with the experts
+    "Jamba-v0.1": at_layers(JAMBA_V01, attn_layer_offset=1, attn_layer_period=2),
+    # layer 0 attention with the MLP, layer 1 Mamba with the experts; biases, 6 taps
+    "Jamba-v0.1 varied": at_layers(JAMBA_V01, attn_layer_offset=0, attn_layer_period=2,
+                                   mamba_proj_bias=True, mamba_d_conv=6, mamba_dt_rank="auto"),
+}
+
+
+def jamba_difference(config, seq, batch=1):
+    """Torch's matrix FLOPs minus symflops's, per Mamba layer of Jamba: the convolution
+    (I channels; the border and the phantom, as above); the output C h a matmul per
+    position whose state gradient, an outer product (inner size 1), torch counts,
+    2 B S I N; and the other way, the gradients of the broadcast products A dt (of A
+    and of dt) and dt B (of dt and of B), each a sum over one letter that symflops books
+    as a matrix-vector product, 4 x 2 B S I N."""
+    width = config.get("mamba_expand", 2) * config["hidden_size"]
+    n, k = config["mamba_d_state"], config["mamba_d_conv"]
+    border = 3 * 2 * batch * width * k * (k - 1)
+    phantom = 2 * batch * k * (seq + k - 1) * (width ** 2 - width)
+    return border, phantom, 2 * batch * seq * width * n - 4 * 2 * batch * seq * width * n
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(JAMBA_ORACLE))
+def test_jamba_counts_equal_transformers_but_the_named_differences(name):
+    config = JAMBA_ORACLE[name]
+    seq = 32
+    params, conv, rest = hf_parts(config, seq)
+    mine_params, mine_flops = symflops_counts(config, seq)
+    assert mine_params == params
+    grouped = symflops_conv(config, seq, ("Xcv",))
+    width, k = 2 * config["hidden_size"], config["mamba_d_conv"]
+    assert grouped == 3 * 2 * width * k * seq           # one Mamba layer, I channels
+    border, phantom, ssm = jamba_difference(config, seq)
+    ungrouped = conv - border
+    assert ungrouped - grouped == phantom
+    assert rest == mine_flops - grouped + ssm
+
+
+def test_jamba_published_parameter_count():
+    # Jamba-v0.1 (52B): 32 layers, attention at 4, 12, 20, 28 (with MLPs), experts at the
+    # odd layers: 4 attention + MLP, 12 Mamba + MLP, 16 Mamba + 16 experts.  A Mamba mixer:
+    # in_proj 4096 x 16384, conv1d 8192 x 4 and bias, x_proj 8192 x (256 + 2 x 16),
+    # dt_proj 256 x 8192 and bias, A_log 8192 x 16, D, out_proj 8192 x 4096, the three
+    # norms (256, 16, 16); attention q, o 4096 x 4096, k, v 4096 x 1024; MLP 3 x 4096 x
+    # 14336; experts 16 of them and the router; two norms a layer; untied head
+    d, i = 4096, 8192
+    mamba = d * 2 * i + i * 4 + i + i * (256 + 32) + 256 * i + i + i * 16 + i + i * d + 288
+    attn = 2 * d * d + 2 * d * 1024
+    mlp_ = 3 * d * 14336
+    moe_ = 16 * 3 * d * 14336 + 16 * d
+    total = 4 * (attn + mlp_ + 2 * d) + 12 * (mamba + mlp_ + 2 * d) + 16 * (mamba + moe_ + 2 * d) \
+        + 2 * 65536 * d + d
+    assert symflops_counts(JAMBA_V01)[0] == total == 51_570_323_328
+    jamba = imported(JAMBA_V01)
+    assert (jamba.dims["L_mamba_mlp"], jamba.dims["L_mamba_moe"],
+            jamba.dims["L_attention_mlp"]) == (12, 16, 4)
+    assert "Hs[b,s,i,n] = Da[b,s,i,n] Hs[b,s-1,i,n] + Bu[b,s,i,n]" in jamba.text
+
+
+@pytest.mark.parametrize("changes, key", [
+    ({"use_mambapy": True}, "use_mambapy"),
+    ({"mamba_d_conv": 1}, "mamba_d_conv"),
+    ({"output_router_logits": True}, "output_router_logits"),
+    ({"num_experts_per_tok": 17}, "num_experts_per_tok"),
+    ({"num_experts": 16, "num_local_experts": 8}, "num_local_experts"),
+])
+def test_jamba_refused_naming_the_key(changes, key):
+    with pytest.raises(SymflopsError, match=key):
+        imported(at_layers(JAMBA_V01, **changes))

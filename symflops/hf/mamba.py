@@ -146,3 +146,93 @@ def mamba2(blk: Block, m: Mamba2, x: str, xn: str, out: str) -> list[str]:
     op(stmt, "out_proj" + (f" times residual_multiplier ({m.residual_scale})"
                            if m.residual_scale else "") + ", then the residual")
     return outs
+
+
+@dataclass(frozen=True)
+class Mamba1:
+    activation: str = "silu"        # after the convolution (hidden_act)
+    conv_bias: bool = True          # mamba_conv_bias
+    proj_bias: bool = False         # mamba_proj_bias: in_proj's and out_proj's biases
+    #: RMSNorms of the step sizes' rank, of B and of C (Jamba's dt/b/c_layernorm)
+    inner_norms: bool = True
+
+
+def mamba1(blk: Block, m: Mamba1, x: str, xn: str, out: str) -> list[str]:
+    """Mamba's selective SSM mixer (Gu and Dao 2023; Jamba's ``JambaMambaMixer``)
+    of ``xn`` added to ``x``, into ``out``: in_proj (x and the gate z), the causal
+    depthwise conv of x, x_proj (the step sizes' rank ``Rk``, B and C, each
+    RMS-normalised), dt_proj, the recurrence ``H = exp(A dt) H_prev + dt B x`` over
+    the positions, its output ``C H``, the skip ``D x``, the gate ``silu(z)``, out_proj.
+    Letters: ``i`` the inner width, ``n`` the state, ``q`` the step sizes' rank.
+    Returns the ops' outputs."""
+    blk.uses("B", "S", "D", "Im", "Nm", "Rk", "Kp")
+    outs: list[str] = []
+
+    def op(stmt: str, comment: str | None = None) -> None:
+        blk.op(stmt, comment)
+        outs.append(stmt.split("[", 1)[0])
+
+    bias = " + b_in[i]" if m.proj_bias else ""
+    blk.tensor("W_x", ["D", "Im"], "param", "in_proj, its first half (x)")
+    blk.tensor("W_z", ["D", "Im"], "param", "in_proj, its second half (the gate z)")
+    if m.proj_bias:
+        blk.tensor("b_in", ["Im"], "param", "in_proj's bias (x half)")
+        blk.tensor("b_z", ["Im"], "param", "in_proj's bias (z half)")
+    op(f"Xi[b,s,i] = {xn}[b,s,d] W_x[d,i]{bias}", "Mamba mixer: in_proj as its two halves "
+                                                  "(x, the gate z)")
+    op(f"Zg[b,s,i] = {xn}[b,s,d] W_z[d,i]" + (" + b_z[i]" if m.proj_bias else ""))
+    blk.tensor("Zpad", ["Kp"], "buffer", "the convolution's Kp zeros in front of the time "
+                                         "axis (padding)")
+    blk.tensor("Wc", ["Im", "Kp + 1"], "param", "conv1d's Kp + 1 taps, one kernel per channel "
+                                                "(depthwise)")
+    cb = ""
+    if m.conv_bias:
+        blk.tensor("bc", ["Im"], "param", "conv1d's bias")
+        cb = " + bc[i]"
+    op("Xpad[b,t,i] = concat_t(Zpad[e], Xi[b,s,i])", "causal depthwise conv1d of x: Kp zeros "
+                                                     "in front, each output reads the Kp + 1 "
+                                                     "positions up to its own")
+    op(f"Xcv[b,s,i] = Xpad[b,s+k,i] Wc[i,k]{cb}")
+    op(f"Xa[b,s,i] = {m.activation}(Xcv[b,s,i])")
+    blk.tensor("W_tr", ["Im", "Rk"], "param", "x_proj, the rows of the step sizes' rank")
+    blk.tensor("W_B", ["Im", "Nm"], "param", "x_proj, the rows of B")
+    blk.tensor("W_C", ["Im", "Nm"], "param", "x_proj, the rows of C")
+    op("Tr[b,s,q] = Xa[b,s,i] W_tr[i,q]", "x_proj as its three slices (dt's rank, B, C)")
+    op("Bs[b,s,n] = Xa[b,s,i] W_B[i,n]")
+    op("Cs[b,s,n] = Xa[b,s,i] W_C[i,n]")
+    t, bn, cn = "Tr", "Bs", "Cs"
+    if m.inner_norms:
+        for src, dst, gain, over, module in (("Tr", "Trn", "g_dt", "q", "dt_layernorm"),
+                                             ("Bs", "Bn", "g_b", "n", "b_layernorm"),
+                                             ("Cs", "Cn", "g_c", "n", "c_layernorm")):
+            blk.tensor(gain, ["Rk" if over == "q" else "Nm"], "param",
+                       f"gain of the {module} (RMSNorm)")
+            letters = f"b,s,{over}"
+            op(f"{dst}[{letters}] = rmsnorm_{over}({src}[{letters}]) * {gain}[{over}]",
+               "RMSNorms of dt's rank, B and C" if over == "q" else None)
+        t, bn, cn = "Trn", "Bn", "Cn"
+    blk.tensor("W_dt", ["Rk", "Im"], "param", "dt_proj's weight")
+    blk.tensor("b_dt", ["Im"], "param", "dt_proj's bias (added in the scan)")
+    blk.tensor("A_log", ["Im", "Nm"], "param", "A_log: A = -exp(A_log)")
+    blk.tensor("Dskip", ["Im"], "param", "D, the skip connection's weight")
+    op(f"Dl[b,s,i] = {t}[b,s,q] W_dt[q,i] + b_dt[i]", "the step sizes dt = softplus(dt_proj(.) "
+                                                      "+ bias)")
+    op("Dt[b,s,i] = softplus(Dl[b,s,i])")
+    op("Ae[i,n] = exp(A_log[i,n])", "discretised: exp(A dt) and dt B x")
+    op("Lg[b,s,i,n] = -1 Ae[i,n] Dt[b,s,i]")
+    op("Da[b,s,i,n] = exp(Lg[b,s,i,n])")
+    op(f"Db[b,s,i,n] = Dt[b,s,i] {bn}[b,s,n]")
+    op("Bu[b,s,i,n] = Db[b,s,i,n] Xa[b,s,i]")
+    op("Hs[b,s,i,n] = Da[b,s,i,n] Hs[b,s-1,i,n] + Bu[b,s,i,n]",
+       "the selective scan: a diagonal linear recurrence over the positions (zero before the "
+       "first), counted as a loop over time")
+    op(f"Yc[b,s,i] = Hs[b,s,i,n] {cn}[b,s,n]", "the output C h, the skip D x, the gate silu(z)")
+    op("Yk[b,s,i] = Yc[b,s,i] + Dskip[i] Xa[b,s,i]")
+    op("Yg[b,s,i] = silu(Zg[b,s,i]) * Yk[b,s,i]")
+    blk.tensor("W_out", ["Im", "D"], "param", "output projection (out_proj)")
+    stmt = f"{out}[b,s,d] = {x}[b,s,d] + Yg[b,s,i] W_out[i,d]"
+    if m.proj_bias:
+        blk.tensor("b_out", ["D"], "param", "out_proj's bias")
+        stmt += " + b_out[d]"
+    op(stmt, "out_proj, then the residual")
+    return outs

@@ -1,15 +1,16 @@
-"""The hybrid section of a whole model's sheet: its layers whose sequence
-mixer carries a state (a block with a prefix sum or a linear recurrence: a
-state-space or linear-attention mixer, Mamba-2's chunked SSD) beside its
-layers without (attention), per token of training, and the sequence length
-from which one layer of the second kind costs more than one of the first.
+"""The hybrid section of a whole model's sheet: the sequence mixers of its
+layers that carry a state (a component with a prefix sum or a linear
+recurrence: a state-space or linear-attention mixer, Mamba's scan, Mamba-2's
+chunked SSD) beside those of its layers without (attention: the component
+whose cost per token grows with the length), per token of training, and the
+sequence length from which the second costs more than the first.
 
-Every formula comes from the engine's counts: each block's matmul-type
-training FLOPs for one copy (:func:`symflops.count.summary.whole_model`),
-divided by the model's tokens, defined dims replaced by their formulas, as a
-polynomial of degree at most one in the sequence length; the crossing solves
-the equality of two such polynomials exactly.  Shown only for a model with
-blocks of both kinds (templates ``hybrid.*.j2``)."""
+Every formula comes from the engine's counts: the matmul-type training FLOPs of
+the component's ops (one copy, forward and their backward rules), divided by
+the model's tokens, defined dims replaced by their formulas, a polynomial of
+degree at most one in the sequence length; the crossing solves the equality of
+two such polynomials exactly.  Shown only for a model with blocks of both kinds
+(templates ``hybrid.*.j2``)."""
 
 from __future__ import annotations
 
@@ -43,30 +44,56 @@ def _group(value: int) -> str:
 def hybrid_context(derivation: Derivation, counts: SheetCounts, m: Math, esc: Any
                    ) -> dict[str, Any] | None:
     """None unless the model has blocks of both kinds; else ``length`` (the
-    sequence dim, math), ``stateful`` and ``attending``: each block's ``name``
-    (escaped), ``per_token`` (its training FLOPs per token, math), ``slope`` (the
-    coefficient of the length, math); and ``crossings``: for each pair, the
-    blocks' names, ``length`` (None when the second never costs more), the crossing
+    sequence dim, math), ``stateful`` and ``attending``: each distinct mixer's
+    blocks' ``name`` (escaped), its component's name ``mixer``, ``per_token`` (its
+    training FLOPs per token, math), ``slope`` (the coefficient of the length, math);
+    and ``crossings``: for each pair, the blocks' names, ``length`` (None when the second never costs more), the crossing
     length as ``num`` / ``den`` (the difference of the constant terms over that of the
     coefficients of the length, math), ``value`` (it at the worked configuration, math, or None) and
     ``first`` (the least whole length beyond it, math, or None)."""
     layer = derivation.layer
-    model = counts.model
     axis = sequence_axis(layer)
-    if model is None or layer.tokens is None or axis.dim is None:
+    if counts.model is None or layer.tokens is None or axis.dim is None:
         return None
     s = dim_symbol(axis.dim)
     subs = dict(layer.substitutions)
     kinds = {op.output: isinstance(op, (PrefixSum, Recurrence)) for op in layer.ops}
+    costs = counts.costs
+
+    def per_token(outputs: set[str]) -> sympy.Expr:
+        """The training FLOPs per token of the ops writing ``outputs`` (one copy)."""
+        total = sum((c.flops for op, c in zip(layer.ops, costs.forward) if op.output in outputs),
+                    sympy.Integer(0)) + sum(
+            (c.flops for r, c in zip(derivation.rules, costs.backward)
+             if layer.ops[r.op].output in outputs), sympy.Integer(0))
+        return sympy.expand(substitute(total / layer.tokens, subs))
+
     stateful, attending = [], []
-    for block, summary in zip(layer.blocks, model.blocks):
-        per_token = sympy.expand(substitute(summary.flops.total / layer.tokens, subs))
-        line = _linear(per_token, s)
-        if line is None:
+    for block in layer.blocks:
+        ops = set(block.ops)
+        state = any(kinds.get(o, False) for o in ops)
+        # the block's sequence mixer: the component holding its prefix sums or recurrence,
+        # else the one whose cost per token grows with the length (attention)
+        mixer = None
+        for comp in layer.components:
+            if not set(comp.ops) <= ops:
+                continue
+            cost = per_token(set(comp.ops))
+            line = _linear(cost, s)
+            if line is None:
+                return None
+            if (any(kinds.get(o, False) for o in comp.ops) if state else line[1] != 0):
+                mixer = (comp.name.split(" (")[0], cost, line)   # without its blocks' label
+                break
+        if mixer is None:
             return None
-        entry = {"name": esc(block.name), "per_token": m.poly(per_token), "line": line,
-                 "slope": m.poly(line[1])}
-        (stateful if any(kinds.get(o, False) for o in block.ops) else attending).append(entry)
+        entry = {"name": esc(block.name), "mixer": esc(mixer[0]), "per_token": m.poly(mixer[1]),
+                 "line": mixer[2], "slope": m.poly(mixer[2][1])}
+        same = [e for e in (stateful if state else attending) if e["line"] == entry["line"]]
+        if same:            # another block with the same mixer (Jamba's MLP and MoE layers)
+            same[0]["name"] += ", " + entry["name"]
+            continue
+        (stateful if state else attending).append(entry)
     if not stateful or not attending:
         return None
     worked = counts.worked
