@@ -89,7 +89,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    os.environ["SYMFLOPS_CACHE"] = "off"  # each command derives (a cache would hide a change)
     work = [declaration_jobs(p) for p in sorted((ROOT / "derivations").glob("*.yaml"))]
     tmp = Path(tempfile.mkdtemp(prefix="symflops-outputs-"))
     for name, config in configs().items():
