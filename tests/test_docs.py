@@ -25,7 +25,7 @@ def test_the_readme_is_a_front_page_with_the_two_commands() -> None:
     readme = (ROOT / "README.md").read_text()
     assert len(readme.splitlines()) <= 250, len(readme.splitlines())
     assert "pip install . && symflops build" in readme
-    assert "pip install '.[test]' && python -m pytest" in readme
+    assert "pip install '.[test,oracle]' && python -m pytest" in readme
 
 
 @pytest.mark.parametrize("page", ["README.md", *sorted(p.relative_to(ROOT).as_posix()

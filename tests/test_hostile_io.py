@@ -824,14 +824,26 @@ def test_sweep_beyond_float64_is_exit_2(tmp_path):
 
 # ----------------------------------------------------------------- signals --
 
-def _wait_for(predicate, timeout=60.0):
-    end = time.monotonic() + timeout
+#: A guard against a hung process only, never a deadline the machine must meet:
+#: the signal tests wait on events (a file appears, the process exits), so a
+#: loaded machine only makes them slower.  (A 60 s deadline on the exit failed
+#: test_sigterm_during_build_... under load, with the build cleaning up as it must.)
+HANG_S = 900.0
+
+
+def _wait_for(predicate, proc):
+    """Wait until ``predicate()`` holds, while ``proc`` runs; fail at once if
+    it exits first (the event can no longer come)."""
+    end = time.monotonic() + HANG_S
     while time.monotonic() < end:
         found = predicate()
         if found:
             return found
+        if proc.poll() is not None:
+            raise AssertionError(f"the command exited ({proc.returncode}) before the event: "
+                                 f"{proc.stderr.read()[-2000:]}")
         time.sleep(0.02)
-    raise AssertionError("timed out waiting")
+    raise AssertionError(f"no event in {HANG_S:.0f} s: the command hangs")
 
 
 def test_sigterm_during_sweep_leaves_no_temporary_file(tmp_path):
@@ -841,9 +853,9 @@ def test_sigterm_during_sweep_leaves_no_temporary_file(tmp_path):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             preexec_fn=_limits)
     try:
-        _wait_for(lambda: list(tmp_path.glob(".tmp-*")))
+        _wait_for(lambda: list(tmp_path.glob(".tmp-*")), proc)
         proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=60)
+        _, err = proc.communicate(timeout=HANG_S)
     finally:
         proc.kill()
     assert proc.returncode == 143, err
@@ -880,9 +892,9 @@ def test_sigterm_during_build_leaves_no_scratch_directory(tmp_path, jobs):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "TMPDIR": str(scratch)}, start_new_session=True)
     try:
-        _wait_for(lambda: list(scratch.glob("symflops-tex-*/*.tex")))
+        _wait_for(lambda: list(scratch.glob("symflops-tex-*/*.tex")), proc)
         os.killpg(proc.pid, signal.SIGTERM)
-        _, err = proc.communicate(timeout=60)
+        _, err = proc.communicate(timeout=HANG_S)
     finally:
         left = _running_in_group(proc.pid)
         if left:

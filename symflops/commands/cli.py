@@ -141,9 +141,9 @@ def build_parser() -> argparse.ArgumentParser:
     pdf.add_argument("--pdf", dest="pdf", action="store_true", default=None,
                      help="require PDFs (fail when pdflatex is missing)")
     pdf.add_argument("--no-pdf", dest="pdf", action="store_false", help="skip the PDF step")
-    b.add_argument("-j", "--jobs", type=int, default=1, metavar="N",
-                   help="derive N declarations at once in worker processes (0: one per core; "
-                        "default 1; never more than the cores or the declarations); output "
+    b.add_argument("-j", "--jobs", type=int, default=0, metavar="N",
+                   help="derive N declarations at once in worker processes (default 0: one "
+                        "per core; never more than the cores or the declarations); output "
                         "is the same and written in name order")
     _sheet_options(b)
     c = sub.add_parser("check", help="decide claims about FLOPs, params and memory",

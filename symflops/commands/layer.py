@@ -67,8 +67,7 @@ def _run_sheet(args: argparse.Namespace) -> int:
         result = build(args.src, args.out, pdf=args.pdf, configs=configs, jobs=args.jobs,
                        templates=args.templates, unit=unit, precision=args.precision,
                        examples=args.example)
-        print(f"{len(result.written)} files written, {len(result.failed)} declarations failed",
-              file=sys.stderr if result.failed else sys.stdout)
+        print(result.summary(), file=sys.stderr if result.failed else sys.stdout)
         return 70 if result.internal else 2 if result.failed else 0
     if (args.file is None) == (args.hf_config is None):
         raise SymflopsError("give a declaration FILE or --hf-config PATH (one of them)",

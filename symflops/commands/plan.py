@@ -226,7 +226,24 @@ def _model(args: argparse.Namespace, precision):
     return model_from_declaration(path, values, args.recompute, precision)
 
 
-def _run(args: argparse.Namespace):
+def _default_seq(args: argparse.Namespace, model) -> tuple[int, str] | None:
+    """A Hugging Face config's context length (``max_position_embeddings``) and
+    its key, taken as the sequence length when the run gives none (no --seq,
+    no --phase, no --steps/--batch, which need --seq); None otherwise."""
+    imported = model.declaration
+    if (imported is None or args.seq is not None or args.phase or args.steps is not None
+            or args.batch is not None):
+        return None
+    return imported.context
+
+
+def _default_seq_line(default: tuple[int, str]) -> str:
+    seq, key = default
+    return (f"sequence length: no --seq given, so T = {seq:,} tokens, the config's context "
+            f"length ({printable(key)}); give --seq T for another")
+
+
+def _run(args: argparse.Namespace, default_seq: int | None = None):
     if args.phase:
         clash = [o for o, v in (("--tokens", args.tokens), ("--steps", args.steps),
                                 ("--batch", args.batch), ("--seq", args.seq)) if v is not None]
@@ -246,7 +263,8 @@ def _run(args: argparse.Namespace):
         return run_from_steps(_number(args.steps, "--steps"), _number(args.batch, "--batch"),
                               _number(args.seq, "--seq"))
     if args.tokens is not None:
-        return run_from_tokens(_number(args.tokens, "--tokens"), _number(args.seq, "--seq"))
+        seq = _number(args.seq, "--seq") if args.seq is not None else default_seq
+        return run_from_tokens(_number(args.tokens, "--tokens"), seq)
     return None
 
 
@@ -276,8 +294,11 @@ def run(args: argparse.Namespace) -> int:
                                     hint="a declaration counts what it declares; --params has "
                                          "no attention term")
     model = _model(args, precision)
-    the_run = _run(args)
+    default = _default_seq(args, model)
+    the_run = _run(args, default[0] if default else None)
     seq = _whole(args.seq, "--seq", "4096") if the_run is None else None
+    if the_run is None and seq is None and default is not None:
+        seq = default[0]
     many = None
     if strategies:
         many = _devices(args, model, precision, the_run, seq, given_n, accelerator, throughput,
@@ -316,6 +337,9 @@ def run(args: argparse.Namespace) -> int:
                                        "experts": other[0], "seq_len": other[1],
                                        "training_flops_per_token": json_number(other[2])}}
                                       if other else {}),
+                                   **({"default_seq_len": {"seq_len": default[0],
+                                                           "key": default[1]}}
+                                      if default else {}),
                                    **({"text": imported.text} if args.show_declaration else {})}
         if many is not None:
             from ..planner.devices import to_json as devices_json
@@ -324,6 +348,8 @@ def run(args: argparse.Namespace) -> int:
         out = json.dumps(data, indent=2) + "\n"
     elif args.markdown:
         out = markdown_report(plan) + (f"\n{_other_line(other)}\n" if other else "")
+        if default:
+            out = out.rstrip("\n") + f"\n\n{_default_seq_line(default)}\n"
         if imported is not None and args.show_declaration:
             out = out.rstrip("\n") + "\n\n```yaml\n" + imported.text + "```\n"
     else:
@@ -332,6 +358,8 @@ def run(args: argparse.Namespace) -> int:
             from ..planner.devices import lines as devices_lines
 
             out = out.rstrip("\n") + "\n" + "\n".join(devices_lines(many)) + "\n"
+        if default:
+            out = out.rstrip("\n") + f"\n\n{_default_seq_line(default)}\n"
         if imported is not None and args.show_declaration:
             out = out.rstrip("\n") + "\n\n" + imported.text
     report = sys.stderr if plot_to_stdout else sys.stdout  # standard output holds the PNG
