@@ -57,6 +57,7 @@ from sympy.core.function import AppliedUndef
 
 from ..core.records import IndexTerm, Rule, Step
 from ..core.ir import Einsum, Factor
+from .base import Access, accesses
 from .sums import evaluate_created_sums
 
 Stage = tuple[str, "sympy.Expr | tuple[IndexTerm, ...]"]
@@ -345,6 +346,11 @@ class ReductionOp:
     def shown(self) -> Reduction:
         """The derivation as the sheet shows it."""
         return self.reduction()  # type: ignore[attr-defined]
+
+    def moved(self, rule: Rule | None = None) -> Access:
+        """Its input read row by row, its output and ``aux`` written; a rule
+        reads what its terms name (the saved output, ``rstd``, ``dY``)."""
+        return accesses(self, rule)  # type: ignore[arg-type]
 
 
 def reduction_rule(red: Reduction, wrt: str, number: int, einsums: tuple[Einsum, ...],
