@@ -140,6 +140,8 @@ def symbolic(condition: sympy.Expr, x: sympy.Symbol
         return f"for every {x} when {_positive(c1)}, for none otherwise", sympy.Integer(0), c1
     edge = sympy.factor(sympy.cancel(-c0 / c1))
     top, bottom = sympy.fraction(edge)
+    if top.could_extract_minus_sign():
+        top, bottom = -top, -bottom
     text = f"{_wrapped(top)}/({_split(bottom)})" if bottom != 1 else sympy.sstr(top)
     if c1.is_positive:
         return f"{x} > {text}", edge, c1

@@ -44,7 +44,7 @@ sum (three elements moved per addition).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, Mapping
+from typing import Callable, Literal, Mapping
 
 import sympy
 
@@ -194,6 +194,9 @@ def _touches(access: object, extents: Mapping[str, sympy.Expr], layer: Layer, w:
              skip: set[str], span: object, seq: sympy.Symbol | None, decode: bool
              ) -> tuple[tuple[Touch, ...], tuple[Touch, ...]]:
     tensors = layer.tensor_map
+    if decode:   # a defined dim (an MoE capacity c k B S / M) is its formula here
+        subs = layer.substitutions
+        extents = {k: substitute(v, subs) for k, v in extents.items()}
     out = []
     for side in ("reads", "writes"):
         found: dict[str, list[sympy.Expr]] = {}
@@ -256,6 +259,24 @@ def traffic(derivation: Derivation, costs: Costs, phase: Phase = "forward",
     entries = [_substituted(e, subs) for e in entries]
     return Traffic(phase, convention, w, tuple(entries), tuple(sorted(resident)),
                    None if seq is None else seq.name)
+
+
+def source(derivation: Derivation, costs: Costs) -> Callable[[str, str], Traffic | None]:
+    """``traffic`` of each phase and convention, counted when first asked,
+    None where the phase does not apply to the layer (the named quantities'
+    :attr:`symflops.count.names.Sources.traffic`)."""
+    found: dict[tuple[str, str], Traffic | None] = {}
+
+    def get(phase: str, convention: str) -> Traffic | None:
+        if (phase, convention) not in found:
+            try:
+                found[phase, convention] = traffic(derivation, costs, phase,  # type: ignore[arg-type]
+                                                   convention)  # type: ignore[arg-type]
+            except SymflopsError:
+                found[phase, convention] = None
+        return found[phase, convention]
+
+    return get
 
 
 def _backward(derivation: Derivation, costs: Costs, w: Widths) -> list[Moved]:
