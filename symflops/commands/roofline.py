@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
                                   find_example, parse_configs)
     from ..count.precision import POLICIES
     from ..count.roofline import roof
-    from ..count.roofline_analysis import analyse
+    from ..count.roofline_analysis import analyse, default_dim
     from ..count.traffic import widths
     from ..declaration.reader import load
     from ..derive.backward import derive
@@ -124,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
     if dim is not None:
         check_dim_name(layer, dim)
     else:
-        dim = _default_dim(layer)
+        dim = default_dim(layer)
     d = derive(layer)
     c = costs(d, "FLOPs", args.precision, "minimum")
     w = widths(c.precision, args.weights, args.activations)
@@ -135,16 +135,6 @@ def run(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(text_report(analysis, sympy))
     return 0
-
-
-def _default_dim(layer: Any) -> str | None:
-    if layer.tokens is not None:
-        names = sorted(s.name for s in layer.tokens.free_symbols)
-        order = [d.name for d in layer.dims if d.name in names]
-        if order:
-            return order[0]
-    free = [d.name for d in layer.free_dims]
-    return free[0] if free else None
 
 
 # ------------------------------------------------------------------ text --

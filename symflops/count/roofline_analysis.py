@@ -14,7 +14,7 @@ from typing import Any, Mapping
 
 import sympy
 
-from ..core.ir import substitute
+from ..core.ir import Layer, substitute
 from ..core.records import Derivation
 from .cost import Costs
 from .roofline import (Bounded, Roof, Solved, Threshold, bounded, intensity, ridge_symbol,
@@ -72,6 +72,18 @@ class Analysis:
             "bounds": [_bounded(b) for b in self.bounds],
         }
         return out
+
+
+def default_dim(layer: Layer) -> str | None:
+    """The dim thresholds are solved for when none is named: the first
+    declared dim of ``tokens:`` (the batch), else the first free dim."""
+    if layer.tokens is not None:
+        names = {s.name for s in layer.tokens.free_symbols}
+        order = [d.name for d in layer.dims if d.name in names]
+        if order:
+            return order[0]
+    free = [d.name for d in layer.free_dims]
+    return free[0] if free else None
 
 
 def analyse(derivation: Derivation, costs: Costs, phase: Phase, convention: Convention,
