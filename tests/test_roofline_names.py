@@ -125,3 +125,20 @@ def test_a_solved_bound_is_written_without_a_leading_minus():
     text, edge, slope = symbolic(sympy.expand(2 * B * S - ridge * (B * S + B + S)), B)
     assert text == "B > I_acc*S/(2*S - I_acc*(S + 1)) when 2*S > I_acc*(S + 1) (else never)"
     assert sympy.simplify(edge - ridge * S / (2 * S - ridge * (S + 1))) == 0
+
+
+def test_a_sliding_window_is_counted_and_its_min_left_unsolved(capsys):
+    # regression: the window's pair count holds Min(S, W), which sympy.limit could not
+    # take (exit 70); such a condition is now left unsolved, the others solved
+    assert cli_run(["roofline", str(DERIVATIONS / "attention_sliding_window.yaml"),
+                    "--example", "Mistral-7B, one head, 32k context", "--accelerator", "h100",
+                    "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    q = next(o for o in out["bounds"][0]["ops"] if o["op"] == "Q")
+    # Q = X W_q reads X (S D) and W_q (D H), writes Q (S H), 2 bytes each, at S = 32768,
+    # D = 4096, H = 128: 2 (134,217,728 + 524,288 + 4,194,304) = 277,872,640
+    assert q["bytes"] == 277_872_640 and q["flops"] == 2 * 32768 * 4096 * 128
+    th = {t["op"]: t for t in out["thresholds"]}
+    # intensity D H S / (D H + D S + H S) < D H / (D + H) = 4096 * 128 / 4224 = 124.1 < 295.2
+    assert th["Q"]["at"]["h100-sxm"]["text"] == "no S"
+    assert th["A"]["solved"] is None and th["A"]["limit"] is None and th["A"]["at"] == {}

@@ -236,11 +236,18 @@ def _show(v: Fraction) -> str:
     return f"{int(v)}" if v.denominator == 1 else f"{float(v):.6g}"
 
 
+def _rational(e: sympy.Expr) -> bool:
+    """A ratio of polynomials in its symbols: no ``Min`` (a window's count
+    before it fills), no ``Piecewise``; what the solvers here take."""
+    return bool(sympy.sympify(e).is_rational_function(*sympy.sympify(e).free_symbols))
+
+
 def limit(value: sympy.Expr, x: sympy.Symbol) -> tuple[sympy.Expr | None, tuple[str, ...]]:
-    """``value``'s limit as every dim but ``x`` grows without bound together."""
+    """``value``'s limit as every dim but ``x`` grows without bound together
+    (None where ``value`` is not a rational function: not taken)."""
     others = sorted(value.free_symbols - {x}, key=lambda s: s.name)
-    if not others:
-        return None, ()
+    if not others or not _rational(value):
+        return None, tuple(o.name for o in others)
     t = sympy.Dummy("t", positive=True)
     found = sympy.limit(value.xreplace({o: t for o in others}), t, sympy.oo)
     if found.has(sympy.oo, -sympy.oo, sympy.zoo, sympy.nan) or found.has(sympy.AccumBounds):
@@ -264,13 +271,13 @@ def threshold(label: str, work: sympy.Expr, moved: sympy.Expr, dim: str,
     for r in roofs:
         rr = sympy.Rational(r.ridge.numerator, r.ridge.denominator)
         c = condition.xreplace({**given, ridge: rr})
-        if not (c.free_symbols - {x}):
+        if not (c.free_symbols - {x}) and _rational(c):
             at.append((r.name, numeric(c, x)))
         if lim is not None and x in lim.free_symbols:
             limit_at.append((r.name, numeric(sympy.expand(sympy.numer(sympy.together(lim - rr))
                                                           * sympy.denom(sympy.together(lim - rr))),
                                              x)))
-    text, edge, slope = symbolic(condition, x)
+    text, edge, slope = symbolic(condition, x) if _rational(condition) else (None, None, None)
     return Threshold(label, dim, ridge, condition, text, edge, slope, lim, others,
                      tuple(at), tuple(limit_at))
 
