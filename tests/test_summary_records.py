@@ -109,7 +109,8 @@ def test_claim_names_are_the_public_grammar():
     trainable_params, activations, flops.*, flops_elementwise.*, memory.* (as
     before), then the names added for reviewing papers; the feed-forward block
     declares no tokens, sequences or causal op, so no per-token, attention or
-    cache names."""
+    cache names; then the bytes moved and intensities of the roofline, without
+    the decoding step's, which needs tokens: and sequences:."""
     layer = load(ROOT / "derivations" / "ffn.yaml")
     d = derive(layer)
     names = claim_symbols(layer, summary(d, costs(d)))
@@ -122,7 +123,10 @@ def test_claim_names_are_the_public_grammar():
                               "memory.inference_peak_bytes", "params_active",
                               "params_active_dense", "params_dense", "params_lookup",
                               "params_elementwise", "flops.inference", "flops.executed",
-                              "flops.recomputed"])
+                              "flops.recomputed"]
+                           + [f"bytes_moved.{k}" for k in totals]
+                           + ["bytes_moved_fused.forward", "intensity.forward",
+                              "intensity.total", "intensity_fused.forward"])
     # bf16-adam: 2 + 2 + 2 x 4 bytes per parameter; X and H saved at 2 bytes
     assert sympy.expand(names["memory.total_bytes"] - (12 * 2 * D * F + 2 * B * (D + F))) == 0
     # in elements: 2DF each of parameters and gradients, 2 x 2DF of Adam's m and v

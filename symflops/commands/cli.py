@@ -17,6 +17,7 @@ from . import importhf as importhf_command
 from . import plan as plan_command
 from .shardargs import DESCRIPTION as SHARD_DESCRIPTION, EPILOG as SHARD_EPILOG
 from .shardargs import add_arguments as _shard_arguments
+from . import roofline as roofline_command
 from ..count.precision import DEFAULT_POLICY, POLICIES
 
 DESCRIPTION = """\
@@ -41,6 +42,7 @@ examples:
   symflops verify derivations/ffn.yaml
   symflops grads derivations/ffn.yaml --inputs in.npz --out grads.npz
   symflops plan --params 7e9 --tokens 2e12 -n 1024 --sustained 4e14
+  symflops roofline derivations/ffn.yaml --accelerator h100 D=4096 F=16384
 
 exit status: 0 ok, 1 a claim or verification failed, 2 bad input (or a declaration
 that failed to build), 70 internal error.
@@ -182,6 +184,11 @@ def build_parser() -> argparse.ArgumentParser:
                         description=SHARD_DESCRIPTION, epilog=SHARD_EPILOG,
                         formatter_class=argparse.RawDescriptionHelpFormatter)
     _shard_arguments(sh)
+    rf = sub.add_parser("roofline", help="bytes moved, intensity and compute-bound thresholds "
+                                         "per op, and time bounds on accelerators",
+                        description=roofline_command.DESCRIPTION, epilog=roofline_command.EPILOG,
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    roofline_command.add_arguments(rf)
     ih = sub.add_parser("import-hf", help="write the declaration of a Hugging Face config.json",
                         description=importhf_command.DESCRIPTION,
                         epilog=importhf_command.EPILOG_HEAD + importhf_command.families_text(),

@@ -57,6 +57,7 @@ from sympy.core.function import AppliedUndef
 
 from ..core.records import IndexTerm, Rule, Step
 from ..core.ir import Einsum, Factor
+from .base import Access, accesses
 from .sums import evaluate_created_sums
 
 Stage = tuple[str, "sympy.Expr | tuple[IndexTerm, ...]"]
@@ -364,6 +365,11 @@ class ReductionOp:
         keeps = all(x in out for x in reduced)
         return rowwise(self, inp, reduced, self.statistics, layout, widths, unit,
                        output_reduced=bool(out) and not keeps)
+
+    def moved(self, rule: Rule | None = None) -> Access:
+        """Its input read row by row, its output and ``aux`` written; a rule
+        reads what its terms name (the saved output, ``rstd``, ``dY``)."""
+        return accesses(self, rule)  # type: ignore[arg-type]
 
 
 def reduction_rule(red: Reduction, wrt: str, number: int, einsums: tuple[Einsum, ...],

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 #: The main body, in the order a student reads it: the card a lecturer hands
 #: out, the setup, forward then backward with their rules, memory, what
-#: changes at scale, on many devices, a worked example, exercises.
-BODY = ("card", "setup", "forward", "backward", "memory", "scale", "devices", "example",
-        "exercises")
+#: changes at scale, on many devices, compute or memory bound, a worked
+#: example, exercises.
+BODY = ("card", "setup", "forward", "backward", "memory", "scale", "devices", "roofline",
+        "example", "exercises")
 
 #: The appendix: the answers, the derivations step by step, the bookkeeping
 #: (conventions, counting rules, other tools' conventions), the figures.

@@ -19,7 +19,7 @@ from ...core.errors import Span
 from ...core.ir import Einsum, Factor, Order
 from ...core.records import OpCost, PatternTerm, Rule
 from ...core.sharding import Layout, OpSplit, Width
-from ..base import Choice, Unit
+from ..base import Access, Choice, Unit, accesses
 from .cost import op_cost
 from .numeric import run_op
 from .pattern import pattern_terms
@@ -96,6 +96,10 @@ class Contraction:
 
     def reads(self) -> tuple[Einsum, ...]:
         return self.terms
+
+    def moved(self, rule: Rule | None = None) -> Access:
+        """Its terms' operands read, its output written (over every term)."""
+        return accesses(self, rule)
 
     def formula(self) -> None:
         """An einsum is its index form; it has no other formula."""
