@@ -37,7 +37,7 @@ def test_the_ffn_section_at_gpt2_small(tmp_path):
     assert "the intensity tends to $B$: $B > 295.2$ on h100-sxm, $B > 240.5$ on tpu-v5e" \
         in section
     assert "No decoding step" in section       # ffn declares no tokens: or sequences:
-    assert "## 5. Summary" in section           # the section sits before the summary
+    assert "## Appendix: where the backward rules come from" in section  # in the appendix, before the derivations
 
 
 def test_attention_at_decode_is_listed_as_never_compute_bound(tmp_path):

@@ -142,6 +142,13 @@ class Declaration:
         """Every named quantity under ``convention``, defined dims substituted."""
         if convention not in self._quantities:
             s, att, c = self.summary(convention)
+            if convention.recompute is not None and \
+                    convention.recompute not in s.model.recompute.policies:
+                raise SymflopsError(
+                    f"{self.layer.name} does not offer the recompute policy "
+                    f"{convention.recompute!r} (fused_attention needs an attention core, "
+                    "selective a 'selective:' list)", None,
+                    f"use one of {', '.join(s.model.recompute.policies)}")
             subs = self.layer.substitutions
             found = name_values(Sources(s, att, convention.recompute,
                                         traffic_source(self.derivation(convention.attention), c)))

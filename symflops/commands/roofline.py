@@ -33,7 +33,7 @@ decode (one decoding step of B sequences at context S: the weights read once,
 the key/value cache whole, one position of everything else), training (forward
 and every backward rule).
 conventions: naive (every op round-trips memory), fused (a tensor only
-elementwise ops read stays on chip). See the README, "Compute or memory bound?".
+elementwise ops read stays on chip). See docs/roofline.md.
 
 examples:
   symflops roofline derivations/ffn.yaml --accelerator tpu-v5e --accelerator h100

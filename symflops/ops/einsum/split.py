@@ -452,5 +452,5 @@ def term_trees(terms: Sequence[Einsum], extents: Mapping[str, sympy.Expr], unit:
         if order == "written" or n <= 2:
             out.append(written(n) if n else 0)
         else:
-            out.append(cheapest(e, extents, unit)[0].tree)
+            out.append(cheapest(e, extents, unit)[0][0].tree)
     return tuple(out)
