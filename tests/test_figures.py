@@ -293,7 +293,7 @@ def test_build_writes_the_figures_beside_the_sheets(tmp_path):
     assert not result.failed
     names = sorted(p.name for p in out.iterdir())
     assert names == sorted(["llama_block.md", "llama_block.tex"] + [
-        f"llama_block.{k}.{e}" for k in ("components", "flops", "memory") for e in ("png", "pdf")]
+        f"llama_block.{k}.{e}" for k in ("components", "roofline", "flops", "memory") for e in ("png", "pdf")]
         + ["llama_block.graph.pdf"])
     assert (out / "llama_block.flops.png").read_bytes().startswith(b"\x89PNG")
     assert [Path(p).name for p in result.written] == ["llama_block.md", "llama_block.tex"]
