@@ -793,7 +793,7 @@ def test_a_bug_in_one_declaration_does_not_stop_the_others(tmp_path, monkeypatch
     assert "embedding.yaml: internal error: RuntimeError: a bug" in err.getvalue()
     sheets = sorted(p.name for p in out.iterdir() if ".graph." not in p.name
                     and not p.name.endswith((".png", ".components.pdf", ".flops.pdf",
-                                             ".memory.pdf")))
+                                             ".memory.pdf", ".roofline.pdf")))
     assert sheets == ["dropout.md", "dropout.tex", "ffn.md", "ffn.tex"]
     assert not any(p.name.startswith("embedding") for p in out.iterdir())
 
