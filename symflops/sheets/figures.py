@@ -79,7 +79,7 @@ def figure_stem(stem: str) -> str:
 #: every figure file a sheet may have, by kind: the graph as a PDF only
 FIGURE_FILES: tuple[tuple[FigureKind, tuple[ImageFormat, ...]], ...] = (
     ("graph", ("pdf",)), ("components", ("png", "pdf")), ("flops", ("png", "pdf")),
-    ("memory", ("png", "pdf")))
+    ("memory", ("png", "pdf")), ("roofline", ("png", "pdf")))
 
 
 def figure_names(stem: str) -> tuple[str, ...]:
