@@ -195,6 +195,10 @@ def test_huge_exact_results_print_in_tables(capsys):
     status, out, err = main(["eval", FFN, *at.split(","), "--json"], capsys)
     assert status == 0, err
     assert json.loads(out)["flops"]["total"] == 12 * 10**2997
+    # the forward intensity at B = D = F = N: 4 N^3 FLOPs over two products
+    # that each read two N x N operands and write one, 2 bytes an element:
+    # 12 N^2 bytes, so N / 3, beyond a float's range: the nearest whole number
+    assert json.loads(out)["quantities"]["intensity.forward"] == 10**999 // 3
     status, out, err = main(["check", FFN, "flops.total == 6*params*B", "--at", at], capsys)
     assert status == 0, err
 

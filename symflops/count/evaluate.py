@@ -168,6 +168,11 @@ def number(expr: sympy.Expr, values: Mapping[str, sympy.Expr]) -> int | float:
         approximate = float(result)
     except (TypeError, ValueError, OverflowError):
         approximate = math.nan
+    if result.is_Rational and not math.isfinite(approximate):
+        # a ratio beyond a float's range (1.8e308), such as an arithmetic
+        # intensity at dims of 10**999: the nearest whole number, closer to
+        # the exact value than any float could be (docs/json.md says so)
+        return int(result.round())
     if not math.isfinite(approximate):
         raise SymflopsError(f"a result at {_describe(values)} is {sympy.sstr(result)[:60]}, which "
                             "is not a finite number", hint="give smaller dims")
