@@ -133,3 +133,22 @@ def test_refused_by_name_at_the_column(tmp_path, capsys, op, message, column):
     # the statement starts at column 5 of line 6 ("  - "); ``column`` is 0-based in it
     assert f"{path}:6:{5 + column}: error: " in first, first
     assert message in first and "fix: " in first
+
+
+def test_the_sheet_derives_the_back_substitution(tmp_path):
+    path = tmp_path / "solve.yaml"
+    path.write_text("name: solve\ntitle: A triangular solve\n"
+                    "dims: {B: batch, L: rows, V: columns}\n"
+                    "tensors:\n"
+                    "  X: {shape: [B, L, V], role: input}\n"
+                    "  T: {shape: [B, L, L], role: input}\n"
+                    f"ops:\n  - {SOLVE}\n")
+    out = tmp_path / "solve.md"
+    assert cli.main(["render", str(path), "-o", str(out)]) == 0
+    text = out.read_text()
+    assert ("is the back substitution $(G_{\\text{U}})_{bmv} = dU_{bmv} - \\sum_{l > m} "
+            "T_{blm}\\, (G_{\\text{U}})_{blv}$") in text
+    assert "\\Rightarrow\\quad (\\mathit{dU}_{\\text{prev}})_{bmv} &= -\\sum_{l} T_{blm}\\, " \
+        "dU_{blv}\\, [m < l]" in text
+    # forward B L V (L - 1): the sheet's own count, and the one derived above
+    assert "forward $BLV(L - 1)$ FLOPs, row $l$ taking one multiply-add" in text
