@@ -10,6 +10,7 @@ and the cost model recognise them.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Callable
 
 import sympy
@@ -46,7 +47,10 @@ def solve_items(derivation: Derivation, costs: Costs, m: Math,
             "earlier": f"{m.ix(op.earlier)} = {m.ix(Factor(op.output, op.earlier.indices))}",
             "bound": f"{op.col} < {op.row}",
             "row": op.row,
-            "unrolled": f"{m.ix(op.out)} = " + " + ".join(m.einsum_rhs(t) for t in unrolled.terms),
+            "unrolled": f"{m.ix(op.out)} = " + "".join(
+                (" - " if t.coefficient.could_extract_minus_sign() else " + " if k else "")
+                + m.einsum_rhs(dataclasses.replace(t, coefficient=abs(t.coefficient)))
+                for k, t in enumerate(unrolled.terms)),
             "lines": fold(derivation_lines([step], m)),
             "back": (f"{m.ix(g_col)} = {m.ix(Factor(grad_name(op.output), op.earlier.indices))} "
                      f"{sign} \\sum_{{{op.row} > {op.col}}} {m.ix(op.matrix)}\\, {m.ix(g)}"),
