@@ -232,7 +232,7 @@ _HEAVY = {"attention_mla", "conv2d_strided", "albert_block", "vit_patch_embeddin
 # Layers of many dims, verified at small sizes given with --at (distinct, so
 # that a rule with two axes swapped fails): at the drawn ones (up to 7 each,
 # five-axis tensors) finite differences take minutes.
-_AT = {"mamba2_ssd": "B=1,K=3,Q=4,H=2,P=5,N=6"}
+_AT = {"mamba2_ssd": "B=1,K=3,Q=4,H=2,P=5,N=6", "deltanet_ut": "K=2,Q=3,H=2,E=4,P=5"}
 
 
 @pytest.mark.parametrize("path", [pytest.param(p, marks=pytest.mark.slow) if p.stem in _HEAVY

@@ -99,7 +99,11 @@ def beyond_six_n(derivation: Derivation, costs: Costs) -> tuple[BeyondPart, ...]
         if forward == 0 and backward == 0:
             continue
         if read == 0:
-            operands = tuple(dict.fromkeys(f.tensor for t in op.terms if _is_dense_term(t)
+            # an op that reads its own output lists no terms: its unrolled form's
+            # (a triangular solve's matrix and earlier rows, U_prev)
+            unrolled = getattr(op, "unrolled", None)
+            terms = op.terms or (unrolled().terms if unrolled is not None else ())
+            operands = tuple(dict.fromkeys(f.tensor for t in terms if _is_dense_term(t)
                                             for f in t.factors))
             parts.append(BeyondPart(k, op.output, sympy.expand(forward + backward), "no_weight",
                                     operands))

@@ -228,6 +228,18 @@ class Config:
         return tuple(value)
 
 
+#: The gated DeltaNet (Yang, Kautz and Hatamizadeh 2024) as transformers' chunked
+#: algorithm computes it needs two constructs the declaration language does not have.
+_DELTANET = ("its gated DeltaNet layers run a recurrence over the chunks whose step "
+             "multiplies the state by a matrix (v_new = u - w S, then S = decay S + "
+             "k^T v_new); the declaration language has no recurrence through a product "
+             "(its triangular solve, the chunks' UT transform, it has), and symflops counts "
+             "no approximation of it (docs/huggingface.md, Refused families)")
+#: Families known to symflops and refused, with the reason.
+NOT_READ = {"qwen3_next": _DELTANET, "qwen3_5_text": _DELTANET, "qwen3_5": _DELTANET,
+            "qwen3_5_moe": _DELTANET, "qwen3_5_moe_text": _DELTANET}
+
+
 def model_type_of(data: Mapping[str, Any], path: str, known: Iterable[str],
                   text: str = "") -> str:
     """The config's ``model_type``; a missing, null or unknown one is refused
@@ -243,8 +255,9 @@ def model_type_of(data: Mapping[str, Any], path: str, known: Iterable[str],
                             hint=f"{'write' if span else 'add'} \"model_type\": one of "
                                  f"{families}, if the model is one of these families; {BY_HAND}")
     if not isinstance(model_type, str) or model_type not in known:
+        why = NOT_READ.get(model_type) if isinstance(model_type, str) else None
         raise SymflopsError(f"{lead}model_type {shown(model_type)} is not a family symflops "
-                            "reads", span,
+                            "reads" + (f": {why}" if why else ""), span,
                             hint=f"symflops reads {families}; for another model, write "
                                  "its declaration by hand (see derivations/llama.yaml) "
                                  "and plan it with symflops plan FILE DIM=V ...")

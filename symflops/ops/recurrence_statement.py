@@ -24,6 +24,7 @@ from .base import Scope
 from .prefix import PrefixSum, gateless
 from .prefix_statement import fresh_summed
 from .recurrence import EXAMPLE, OFFSET, Recurrence, prev_name, total_name
+from .solve import TriangularSolve, lower_solve, solve_form
 
 
 def state_refs(st: Any) -> tuple[Any, ...]:
@@ -72,13 +73,16 @@ def _letter(ref: Any, position: int) -> tuple[str, int]:
     return s.terms[0].letter, s.column
 
 
-def lower_recurrence(st: Any, out: Factor, scope: Scope) -> Recurrence | PrefixSum:
+def lower_recurrence(st: Any, out: Factor, scope: Scope
+                     ) -> Recurrence | PrefixSum | TriangularSolve:
     """``H[..s..] = G[..] H[..s-1..] + X[..s..]`` as a :class:`Recurrence`;
     without a gate, ``H[..s..] = H[..s-1..] + X[..s..]``, as the prefix sum
     ``H[..s..] = X[..u..] where u <= s`` (:mod:`.prefix`, one mechanism for
     both spellings); SymflopsError at the place of anything else that reads
     the output."""
     at, name, example = scope.at, out.tensor, EXAMPLE
+    if solve_form(st, name):  # U[..l..] = X[..l..] - T[..l,m..] U[..m..] where m < l
+        return lower_solve(st, out, scope)
     for t in st.terms:
         for f in t.factors:
             ref = getattr(f, "ref", None)

@@ -18,6 +18,7 @@ from .counts import (Row, domain_note, fresh_name, flops_story, memory_rows, mod
 from .derivations import derivation_lines, function_items, reduction_lines
 from .environment import Format
 from .recurrences import recurrence_items
+from .solves import solve_items
 from .front import FrontContext, front_context
 from .teach import TeachingContext, teaching_context
 from .words import role_words
@@ -63,6 +64,7 @@ class SheetContext(TeachingContext):
     generic: list[dict[str, Any]]
     normalizations: list[dict[str, Any]]
     recurrences: list[dict[str, Any]]
+    solves: list[dict[str, Any]]
     functions: list[dict[str, Any]]
     backward: list[dict[str, Any]]
     backward_lines: list[str]
@@ -291,6 +293,7 @@ def sheet_context(derivation: Derivation, counts: SheetCounts, fmt: Format) -> S
         generic=generic,
         normalizations=normalizations,
         recurrences=recurrence_items(derivation, costs, m, poly, fold),
+        solves=solve_items(derivation, costs, m, poly, fold),
         functions=function_items(layer, derivation, m),
         backward=backward,
         backward_lines=[line for b in backward for line in b["index_lines"]],
