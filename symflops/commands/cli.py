@@ -119,14 +119,18 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--experts", choices=("model", "executed"), default="model",
                    help="with --hf-config: routed experts as the model defines them (model) or "
                         "as transformers runs them where that differs (executed: Llama 4)")
-    r.add_argument("--format", choices=("md", "tex"), default="md", help="sheet format (default md)")
+    r.add_argument("--format", choices=("md", "tex", "html"), default="md",
+                   help="sheet format (default md; html: the self-contained page with live "
+                        "numbers, see the README's 'HTML sheets and the gallery')")
     r.add_argument("-o", "--output", metavar="PATH",
                    help="write here (atomically) instead of standard output ('-': standard "
                         "output); an existing path must be a regular file")
     _sheet_options(r)
     b = sub.add_parser("build", help="render every declaration in derivations/ into build/",
-                       description="Render every declaration in a directory into NAME.md and "
-                                   "NAME.tex, and NAME.pdf when pdflatex is on the path, with "
+                       description="Render every declaration in a directory into NAME.md, "
+                                   "NAME.tex and NAME.html (a self-contained page with live "
+                                   "numbers; index.html lists them all), and NAME.pdf when "
+                                   "pdflatex is on the path, with "
                                    "the figures they show beside them (NAME.graph.pdf, the "
                                    "computation graph; NAME.components, NAME.flops and "
                                    "NAME.memory .png/.pdf, plotted at the declaration's first "
@@ -139,6 +143,10 @@ def build_parser() -> argparse.ArgumentParser:
     pdf.add_argument("--pdf", dest="pdf", action="store_true", default=None,
                      help="require PDFs (fail when pdflatex is missing)")
     pdf.add_argument("--no-pdf", dest="pdf", action="store_false", help="skip the PDF step")
+    b.add_argument("--format", action="append", choices=("md", "tex", "html"), default=None,
+                   dest="formats", metavar="FORMAT",
+                   help="write only this format (md, tex with its PDF, html with the gallery "
+                        "index.html); repeatable; default all three")
     b.add_argument("-j", "--jobs", type=int, default=1, metavar="N",
                    help="derive N declarations at once in worker processes (0: one per core; "
                         "default 1; never more than the cores or the declarations); output "

@@ -20,7 +20,7 @@ from ..count.summary import summary
 from ..declaration.reader import load
 from ..derive.backward import derive
 from ..sheets.escape import check_tex
-from .build import build, render_layer
+from .build import SHEET_FORMATS, build, render_layer
 from .output import STDOUT, write_file
 from .text import text_report
 
@@ -64,7 +64,8 @@ def _run_sheet(args: argparse.Namespace) -> int:
                                 hint="give -j 0 for one worker per core, or a count")
         result = build(args.src, args.out, pdf=args.pdf, configs=configs, jobs=args.jobs,
                        templates=args.templates, unit=unit, precision=args.precision,
-                       examples=args.example)
+                       examples=args.example,
+                       formats=tuple(dict.fromkeys(args.formats)) if args.formats else SHEET_FORMATS)
         print(f"{len(result.written)} files written, {len(result.failed)} declarations failed",
               file=sys.stderr if result.failed else sys.stdout)
         return 70 if result.internal else 2 if result.failed else 0

@@ -24,6 +24,9 @@ from typing import Callable, Mapping
 from .mathml import mathml
 from ..core.errors import SymflopsError
 
+#: Inline math longer than this (LaTeX characters) is set in a box that scrolls.
+LONG_INLINE = 40
+
 _ESCAPABLE = set("\\`*_{}[]()#+-.!|$<>~^&\"'=:")
 _ENTITY = re.compile(r"&(?:#x[0-9A-Fa-f]{1,6}|#[0-9]{1,7}|[A-Za-z]{2,8});")
 _HEADING = re.compile(r"(#{1,6})\s+(.*?)\s*#*\s*$")
@@ -74,7 +77,10 @@ class Converter:
                     out.append("$")
                     i += 1
                 else:
-                    out.append(mathml(text[i + 1:j]))
+                    latex = text[i + 1:j]
+                    m = mathml(latex)
+                    # a long formula scrolls in its own box (MathML does not break lines)
+                    out.append(f'<span class="m">{m}</span>' if len(latex) > LONG_INLINE else m)
                     i = j + 1
             elif text.startswith("**", i):
                 out.append(self._toggle(open_, "strong"))

@@ -34,7 +34,7 @@ from ..count.cost import Costs
 from ..count.recompute import recompute
 from ..count.summary import whole_model
 
-ImageFormat = Literal["png", "pdf"]
+ImageFormat = Literal["png", "pdf", "svg"]
 GIB = 2**30
 _COLOURS = {"input": "#e5e7eb", "index": "#e5e7eb", "param": "#dbeafe", "activation": "#ffffff",
             "output": "#e5e7eb", "gradient": "#fee2e2", "buffer": "#f3f4f6"}
@@ -101,6 +101,12 @@ def _figure(width: float, height: float) -> Any:
 
 def _bytes(fig: Any, fmt: ImageFormat) -> bytes:
     buf = io.BytesIO()
+    if fmt == "svg":  # for the HTML sheet: text as text (small), ids the same each time
+        import matplotlib
+
+        with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "symflops"}):
+            fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": "symflops"})
+        return buf.getvalue()
     metadata = ({"CreationDate": None, "Producer": None, "Creator": "symflops"} if fmt == "pdf"
                 else {"Software": None})
     fig.savefig(buf, format=fmt, metadata=metadata)

@@ -1,0 +1,173 @@
+"""The HTML sheet: one self-contained page per declaration, and the gallery.
+
+The page's body is the Markdown sheet (the same partials, sections and
+order, :func:`symflops.sheets.render.render` in ``md``) read into HTML by
+:mod:`.markdown`, the math as MathML (:mod:`.mathml`), the figures inline
+as SVG; above it, the live numbers (:mod:`.live`): an input per dim and
+every named quantity recomputed in the browser from code compiled out of
+the engine's polynomials.  Nothing is loaded at view time: no script,
+style, font or image comes from anywhere but the page.
+
+Layout and prose are in ``templates/sheet.html.j2`` (with ``live.js.j2``
+and ``style.css.j2``) and ``templates/index.html.j2``, rendered in Jinja's
+sandbox with autoescaping on: a user string reaches the page escaped for
+HTML unless it is markup this module made (MathML, SVG, the converted
+body), and the script's data is JSON escaped for a ``<script>`` element
+(:func:`.live.script_json`).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Mapping, Sequence
+
+from urllib.parse import quote
+
+import jinja2
+import sympy
+from markupsafe import Markup
+
+from .environment import _Bounded, _Loader, bounded_render, template_dir, template_error
+from .live import functions_js, live_data, script_json
+from .markdown import Converter
+from .mathml import mathml
+from ..core.errors import SymflopsError
+from ..core.ir import substitute
+from ..core.records import Derivation
+from ..count.explain import SheetCounts
+
+SHEET_TEMPLATE = "sheet.html.j2"
+INDEX_TEMPLATE = "index.html.j2"
+
+
+@functools.lru_cache(maxsize=8)
+def html_environment(user_templates: str | None = None) -> jinja2.Environment:
+    """The sandboxed Jinja environment of the HTML pages: autoescaped."""
+    dirs = ([user_templates] if user_templates else []) + [template_dir()]
+    return _Bounded(loader=_Loader(dirs), undefined=jinja2.StrictUndefined, autoescape=True,
+                    keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True)
+
+
+def _render(name: str, context: Mapping[str, Any], user_templates: str | None) -> str:
+    env = html_environment(user_templates)
+    try:
+        return bounded_render(env.get_template(name), context)
+    except SymflopsError:
+        raise
+    except Exception as exc:
+        error = template_error(exc, "md", user_templates)
+        if error is None:
+            raise
+        raise error from None
+
+
+def inline_svg(data: bytes) -> str:
+    """An SVG file's ``<svg>`` element, for the page (its XML prolog and
+    doctype dropped).  matplotlib escapes the text it writes."""
+    text = data.decode("utf-8")
+    start = text.find("<svg")
+    if start < 0:
+        raise SymflopsError("a figure is not an SVG image", hint="this is a bug in symflops")
+    return text[start:].strip()
+
+
+def svg_figures(derivation: Derivation, counts: SheetCounts) -> dict[str, bytes]:
+    """The Markdown sheet's figures drawn as SVG, by the file name the
+    Markdown sheet gives them, and the computation graph (which the
+    Markdown sheet writes in Mermaid) as ``mermaid``."""
+    import dataclasses
+
+    from .figures import draw, figures_of
+    from .plots import graph_figure
+
+    chosen = figures_of(derivation, counts)
+    svg = dataclasses.replace(chosen, files=tuple(
+        dataclasses.replace(f, fmt="svg", filename=f.filename[:-4] + ".svg")
+        for f in chosen.of("md")))
+    drawn = draw(svg, derivation, counts.costs)
+    out = {name[:-4] + ".png": data for name, data in drawn.items()}
+    out["mermaid"] = graph_figure(chosen.graph, fmt="svg")
+    return out
+
+
+#: What each kind of quantity is counted in, for the live table.
+def _unit(kind: str, unit: str) -> str:
+    return {"FLOPs": unit, "bytes": "bytes", "elements": "elements", "count": ""}.get(kind, "")
+
+
+#: The quantities the live panel shows first (the others are one click away).
+HEADLINE = ("params", "flops.forward", "flops.backward", "flops.total", "flops_per_token.total",
+            "memory.fixed_bytes", "memory.activation_bytes", "memory.total_bytes",
+            "kv_cache.bytes")
+
+
+def _rows(data: Mapping[str, Any], headline: bool) -> list[dict[str, Any]]:
+    """The live table's rows (the headline ones, or the others): each
+    quantity with the cells it shows."""
+    total = "flops.total"
+    rows = []
+    for q in data["quantities"]:
+        if (q["name"] in HEADLINE) != headline:
+            continue
+        cells = [("exact", None), ("approx", None)]
+        if q["kind"] == "bytes":
+            cells += [("GB", None), ("GiB", None)]
+        elif q["kind"] == "FLOPs" and q["per"] == "pass" and q["name"] != total:
+            cells += [("share", total), ("", None)]
+        else:
+            cells += [("", None), ("", None)]
+        rows.append({"name": q["name"], "description": q["description"],
+                     "unit": _unit(q["kind"], data["unit"]), "cells": cells})
+    return rows
+
+
+def sheet_page(derivation: Derivation, counts: SheetCounts, markdown: str,
+               figures: Mapping[str, bytes], user_templates: str | None = None) -> str:
+    """The HTML sheet of ``derivation``: ``markdown`` (its Markdown sheet)
+    read into HTML with ``figures`` (file name -> SVG bytes; ``mermaid`` the
+    computation graph, which the Markdown sheet draws as Mermaid) inline."""
+    layer = derivation.layer
+    converter = Converter({k: inline_svg(v) for k, v in figures.items()})
+    body = converter.convert(markdown)
+    data = live_data(layer, macs=counts.costs.unit == "MACs")
+    context = {
+        "name": layer.name,
+        "title": layer.title or layer.name,
+        "body": Markup(body),
+        "toc": [(level, ident, Markup(text)) for level, ident, text in converter.headings
+                if level == 2],
+        "dims": data["dims"],
+        "examples": data["examples"],
+        "first": data["examples"][0]["values"] if data["examples"] else [None] * len(data["dims"]),
+        "precisions": data["precisions"],
+        "precision": data["precision"],
+        "attention": data["attention"],
+        "headline": _rows(data, True),
+        "rows": _rows(data, False),
+        "unit": data["unit"],
+        "data_json": Markup(script_json({k: v for k, v in data.items() if k != "code"})),
+        "functions": Markup(functions_js(data["code"])),
+    }
+    return _render(SHEET_TEMPLATE, context, user_templates)
+
+
+def headline(derivation: Derivation, counts: SheetCounts) -> list[tuple[str, str]]:
+    """The gallery's formulas of one sheet, as MathML printed as the sheet
+    prints polynomials: parameters, training work, saved activations in bytes."""
+    from .printing import PolyPrinter
+
+    c = counts.costs
+    poly = PolyPrinter(tuple(d.name for d in derivation.layer.dims))
+    subs = derivation.layer.substitutions
+    out = [("parameters", c.params), (f"training {c.unit}", c.flops_total),
+           (f"saved activations, bytes ({c.precision.name})", c.memory()["activation_bytes"])]
+    return [(label, mathml(poly(substitute(sympy.expand(expr), subs) if subs else expr)))
+            for label, expr in out]
+
+
+def index_page(entries: Sequence[Mapping[str, Any]], user_templates: str | None = None) -> str:
+    """The gallery: each sheet's title, file and headline formulas
+    (``entries``: ``name``, ``title``, ``file``, ``formulas`` as MathML)."""
+    shown = [{"name": e["name"], "title": e["title"], "href": "./" + quote(e["file"]),
+              "formulas": [(label, Markup(f)) for label, f in e["formulas"]]} for e in entries]
+    return _render(INDEX_TEMPLATE, {"entries": shown}, user_templates)
