@@ -165,6 +165,39 @@ def headline(derivation: Derivation, counts: SheetCounts) -> list[tuple[str, str
             for label, expr in out]
 
 
+def notebook_view(derivation: Derivation, counts: SheetCounts) -> str:
+    """The HTML a notebook shows for a derivation: the headline formulas as
+    MathML and their numbers at each of the declaration's examples (exact,
+    computed here: the view runs no script)."""
+    from .printing import PolyPrinter
+    from ..count.evaluate import number
+
+    layer = derivation.layer
+    c = counts.costs
+    poly = PolyPrinter(tuple(d.name for d in layer.dims))
+    subs = layer.substitutions
+    memory = c.memory()
+    quantities = [("parameters (elements)", c.params),
+                  (f"forward {c.unit}", c.flops_forward),
+                  (f"backward {c.unit}", c.flops_backward),
+                  (f"training {c.unit}", c.flops_total),
+                  ("saved activations (elements)", c.activations),
+                  ("training memory (bytes)", memory["total_bytes"])]
+    examples = [e for e in layer.examples]
+    rows = []
+    for label, expr in quantities:
+        expr = substitute(sympy.expand(expr), subs) if subs else sympy.expand(expr)
+        values = []
+        for e in examples:
+            v = number(expr, {k: sympy.Integer(x) for k, x in e.values})
+            values.append(f"{v:,}" if isinstance(v, int) else f"{v:.6g}")
+        rows.append({"label": label, "formula": Markup(mathml(poly(expr))), "numbers": values})
+    return _render("notebook.html.j2", {
+        "title": layer.title or layer.name, "name": layer.name, "unit": c.unit,
+        "precision": c.precision.name, "examples": [e.name for e in examples], "rows": rows,
+        "rules": [r.statement for r in derivation.rules]}, None)
+
+
 def index_page(entries: Sequence[Mapping[str, Any]], user_templates: str | None = None) -> str:
     """The gallery: each sheet's title, file and headline formulas
     (``entries``: ``name``, ``title``, ``file``, ``formulas`` as MathML)."""
