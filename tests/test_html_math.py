@@ -109,3 +109,24 @@ def test_an_image_that_is_not_a_figure_of_the_sheet_is_refused():
     with pytest.raises(Exception, match="no inline figure"):
         to_html("![x](https://example.com/track.png)")
     assert "<svg" in Converter({"f.png": "<svg></svg>"}).convert("![cap](f.png)")
+
+
+def test_the_pages_body_is_the_markdown_sheet_read(tmp_path):
+    """The HTML sheet's content is the Markdown sheet's, read by this module:
+    the freshness test of build/*.md covers it (build/*.html is not tracked)."""
+    from symflops.commands.build import render_layer
+    from symflops.declaration.reader import load
+    from symflops.sheets.page import svg_figures, inline_svg
+    from symflops.count.cost import costs
+    from symflops.count.explain import explain
+    from symflops.derive.patterns import with_patterns
+    import symflops
+
+    path = ROOT / "derivations" / "ffn.yaml"
+    page = render_layer(load(path), "html")
+    md = render_layer(load(path), "md")
+    d = with_patterns(symflops.derive(load(path)))
+    figures = {k: inline_svg(v) for k, v in svg_figures(d, explain(d, costs(d))).items()}
+    body = page[page.index('<article class="sheet">') + len('<article class="sheet">'):page.index("</article>")]
+    assert body.strip() == Converter(figures).convert(md).strip()
+    assert md == (ROOT / "build" / "ffn.md").read_text()

@@ -215,9 +215,11 @@ def build(src: str = "derivations", out: str = "build", *, pdf: bool | None = No
           configs: Sequence[Mapping[str, sympy.Expr]] = (), templates: str | None = None,
           unit: str = "FLOPs", precision: str | None = None, jobs: int = 1,
           stdout: TextIO | None = None, stderr: TextIO | None = None,
-          examples: Sequence[str] = (), formats: Sequence[str] = SHEET_FORMATS) -> BuildResult:
+          examples: Sequence[str] = (), formats: Sequence[str] = ("md", "tex")) -> BuildResult:
     """Render every ``*.yaml`` in ``src`` to ``out/NAME.md`` and ``out/NAME.tex``,
     and ``out/NAME.pdf`` when pdflatex is available (or ``pdf`` is True).
+    ``formats``: the sheets to write (``symflops build`` asks for
+    :data:`SHEET_FORMATS`, adding ``NAME.html`` and the gallery ``index.html``).
     ``examples`` (``--example``): a sheet that declares one of these shows
     only those of its examples; a name that no declaration has is refused.
     ``jobs`` worker processes derive declarations side by side (0: one per
