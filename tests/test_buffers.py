@@ -219,8 +219,9 @@ def test_a_buffer_asking_for_a_gradient_is_refused_at_its_position(capsys):
 def test_the_sheet_lists_the_buffers_apart(capsys):
     assert cli.main(["render", str(DERIVATIONS / "attention_rope.yaml"), "--format", "md"]) == 0
     md = capsys.readouterr().out
-    assert "| Buffers $\\mathit{cos}_{\\text{t}}$, $\\mathit{sin}_{\\text{t}}$, $R$" in md
-    assert "- Buffers, constants that are not parameters (elements): $2(SE + 2)$" in md
+    assert ("| Buffers $\\mathit{cos}_{\\text{t}}$, $\\mathit{sin}_{\\text{t}}$ and $R$ (constants: "
+            "no gradient, not parameters) | $2(SE + 2)$ | 2 (bf16) | $4(SE + 2)$ |") in md
+    assert "- Constant tables (buffers): $4(SE + 2)$" in md
     assert "class t_cos_t,t_sin_t,t_R buffer" in md  # the graph draws them as buffers
     # at Llama-2-7B: (2 x 4096 x 64 + 4) elements x 2 bytes = 1,048,584 bytes
     assert "| buffer memory (bytes) | $1.049 \\times 10^{6}$ |" in md

@@ -303,7 +303,7 @@ def test_headlines_split_training_into_6n_and_the_attention_term():
 
 
 def test_no_6n_split_without_tokens_or_in_macs():
-    ctx, _ = _front(load(os.path.join(DERIVATIONS, "ffn.yaml")), "md")
+    ctx, _ = _front(load(os.path.join(DERIVATIONS, "conv2d_strided.yaml")), "md")  # no tokens
     assert not any("6 \\cdot" in h["math"] for h in ctx["headlines"])
     ctx, _ = _front(load(os.path.join(DERIVATIONS, "llama.yaml")), "md", unit="MACs")
     assert not any("6 \\cdot" in h["math"] for h in ctx["headlines"])

@@ -134,18 +134,19 @@ def test_the_gradient_flow_is_a_chain_only_when_it_is_one() -> None:
 
 def test_read_by_lists_cite_rules_by_name_and_the_table_holds_them_whole() -> None:
     """A saved tensor's rules are cited by the gradient they compute, never as a
-    truncated equation; the table row of that gradient holds the whole rule: the
-    norms' dX its second term, the loss's dZ its -[v = y] term, the causal
-    softmax's dA its sum."""
+    truncated equation; the row of that gradient holds the whole rule: the
+    norms' dX its second term (a short layer says on the rule's own line what
+    it reads and keeps), the loss's dZ its -[v = y] term, the causal softmax's
+    dA its sum (a long layer's saved table cites the rules by name)."""
     norms = _md("norms.yaml")
-    assert "$X$ ($BD$ elements; read by ${dX}^{(1)}$)" in norms
-    row = next(x for x in norms.splitlines() if x.startswith("| ${dX}^{(1)}$ |"))
+    row = next(x for x in norms.splitlines() if x.startswith("- ${dX}^{(1)}_{bd} = "))
     assert r"- \sum_{e} \frac{1}{D}\, X_{bd}" in row
+    assert "It reads $X$, so $X$ is kept" in norms
     llama = _md("llama.yaml")
-    assert "$y$ ($BS$ elements; read by $dZ$)" in llama
-    row = next(x for x in llama.splitlines() if x.startswith("| $dZ$ |"))
+    assert "| $y$ | $BS$ | $dZ$ |" in llama
+    row = next(x for x in llama.splitlines() if "| $dZ$ |" in x)
     assert r"- \frac{1}{B S}\, [v = y_{bs}]\, d\mathit{Loss}" in row
-    row = next(x for x in llama.splitlines() if x.startswith("| $dA$ "))
+    row = next(x for x in llama.splitlines() if "| $dA$ " in x)
     assert r"- \sum_{u} P_{bgrst}\, P_{bgrsu}\, dP_{bgrsu}" in row
 
 
@@ -209,7 +210,7 @@ def test_repeats_are_shown_in_the_body_not_only_in_the_summary() -> None:
     assert "| 4 ($\\times L$) | $Q_{bsgre} = " in text          # the forward table marks them
     assert "runs in each of the $n$ copies of a repeated block" in text
     assert r"| $dW_{\text{q}}$ ($\times L$) |" in text
-    assert r"$Q$ ($L \times BSNE$ elements;" in text
+    assert r"| $Q$ | $L \times BSNE$ | $dK$ |" in text             # the saved table
     assert r"| $dW_{\text{U}}$ |" in text                 # the head runs once
 
 

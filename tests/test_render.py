@@ -69,11 +69,15 @@ def test_ffn_memory_table_follows_the_seed_policy():
     text = sheet("md")
     # Seed 000, section 5: params 2DF at 2 bytes (bf16), grads 2DF, Adam m and v 2DF at 4 (fp32),
     # activations X, H: B(D + F) at 2 bytes, scaling with the batch.
-    assert r"| Parameters $W_{\text{in}}$, $W_{\text{out}}$ | $2DF$ | 2 (bf16) | $4DF$ | model |" in text
-    assert r"| Adam m | $2DF$ | 4 (fp32) | $8DF$ | model |" in text
-    assert r"| Adam v | $2DF$ | 4 (fp32) | $8DF$ | model |" in text
-    assert r"| Activations $X$, $H$ | $B(D + F)$ | 2 (bf16) | $2B(D + F)$ | batch ($B$) |" in text
-    assert r"$24DF$ bytes fixed" in text and r"$2B(D + F)$ bytes of activations" in text
+    # Each row says what it grows with, in words (issue 27): the model's rows not at all.
+    assert r"| Parameters $W_{\text{in}}$ and $W_{\text{out}}$ | $2DF$ | 2 (bf16) | $4DF$ | the model only |" in text
+    assert r"| Adam m | $2DF$ | 4 (fp32) | $8DF$ | the model only |" in text
+    assert r"| Adam v | $2DF$ | 4 (fp32) | $8DF$ | the model only |" in text
+    assert (r"| Activations $X$ and $H$ | $B(D + F)$ | 2 (bf16) | $2B(D + F)$ | linearly with the "
+            r"tokens in the batch $B$ |") in text
+    # the card: 24DF bytes fixed (12 per parameter), 2B(D + F) of activations
+    assert r"Weights, gradients and optimizer state (bytes): $24DF$" in text
+    assert r"$X$ and $H$: $2B(D + F)$" in text
 
 
 def test_a_zero_count_is_not_written_per_parameter():

@@ -31,7 +31,7 @@ TOP_KEYS = ["name", "title", "unit", "conventions", "forward_order", "sizes", "d
             "params", "trainable_params", "flops", "flops_per_param", "flops_elementwise",
             "forward", "backward", "saved", "saved_detail", "memory", "precision", "tokens",
             "sequences", "definitions", "parameters", "per_token", "flops_executed", "recompute",
-            "inference", "blocks", "quantities"]
+            "inference", "blocks", "quantities", "notes"]  # notes: only when there are any (ffn has)
 MEMORY_KEYS = ["params", "grads", "optimizer", "activations", "inference_peak", "params_bytes",
                "grads_bytes", "optimizer_bytes", "master_bytes", "fixed_bytes",
                "activation_bytes", "total_bytes"]

@@ -157,6 +157,19 @@ def build_parser() -> argparse.ArgumentParser:
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     options.check_arguments(c)
     _unit_options(c)
+    x = sub.add_parser("exercises", help="print exercises about a layer, with their answers",
+                       description="Print 3 to 4 exercises about a layer, generated from the "
+                                   "engine's facts (the cost of a backward rule, the tensors "
+                                   "kept for the backward pass, what data-parallel replicas "
+                                   "all-reduce, the memory of training, what doubling a dim "
+                                   "does, the distance from 6N and its causes, what full "
+                                   "recomputation costs), at one of the declaration's examples, "
+                                   "then their answers, each computed by the engine. The same "
+                                   "seed gives the same set; the sheet's set is seed 0.")
+    _common(x)
+    x.add_argument("--seed", type=int, default=0, metavar="N",
+                   help="choose the exercises, the rule and the example with this seed "
+                        "(default 0, the sheet's set)")
     v = sub.add_parser("verify", help="check the derived rules numerically and against PyTorch",
                        description="Check every derived backward rule against finite differences "
                                    "and, where PyTorch is installed, torch.autograd; compare FLOPs "

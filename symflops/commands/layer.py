@@ -31,6 +31,8 @@ def run(args: argparse.Namespace) -> int:
         return _run_sheet(args)
     if args.command == "sweep":
         return _run_sweep(args)
+    if args.command == "exercises":
+        return _run_exercises(args)
     layer, s = _derive_structure(args, "declared" if args.command == "derive" else "minimum")
     if args.command == "derive":
         out = json.dumps(s.to_json(), indent=2) + "\n" if args.json else text_report(s)
@@ -117,3 +119,16 @@ def _derive_structure(args: argparse.Namespace, choice: str = "declared"):
     derivation = derive(layer)
     c = costs(derivation, "MACs" if args.macs else "FLOPs", args.precision, choice)
     return layer, summary(derivation, c)
+
+
+def _run_exercises(args: argparse.Namespace) -> int:
+    """``symflops exercises FILE [--seed N]``: the questions, then the answers."""
+    from ..count.exercises import exercises, plain_text, to_json
+
+    derivation = derive(load(args.file))
+    c = costs(derivation, "MACs" if args.macs else "FLOPs", args.precision, "minimum")
+    found = exercises(derivation, c, args.seed)
+    out = (json.dumps(to_json(found, c.unit), indent=2) + "\n" if args.json
+           else plain_text(derivation, c, found))
+    sys.stdout.write(out)
+    return 0

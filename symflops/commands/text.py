@@ -76,4 +76,6 @@ def text_report(s: Summary[Any], at: Mapping[str, Any] | None = None) -> str:
                      ("activations (batch)", _fmt(m.activation_bytes)),
                      *buffers(_fmt(m.buffers_bytes), f"at the params' {p.params} bytes"),
                      ("total", _fmt(m.total_bytes))])
+    if s.notes:
+        lines += ["", "notes"] + [f"  {n}" for n in s.notes]
     return "\n".join(lines) + "\n"

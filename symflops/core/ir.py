@@ -179,7 +179,7 @@ class Component:
 
 
 #: What the executed FLOPs and activation memory assume is recomputed in the backward pass.
-RecomputePolicy = Literal["none", "full", "selective"]
+RecomputePolicy = Literal["none", "full", "selective", "fused_attention"]
 RECOMPUTE_POLICIES: tuple[RecomputePolicy, ...] = get_args(RecomputePolicy)
 #: How forward terms of three or more operands are contracted: left to right
 #: as written, or in the cheapest order (as backward rules always are).

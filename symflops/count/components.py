@@ -234,7 +234,7 @@ def component_table(derivation: Derivation, costs: Costs) -> ComponentTable:
     saved_rows: list[list[str]] = [[] for _ in groups]
     for s in costs.saved:
         row = row_of_op[_saved_reader(derivation, costs, s).op]
-        width = p.masks if s.mask else p.activations
+        width = s.element_bytes(p)
         buckets[row]["saved_elements"].append((s.elements, s.copies))
         buckets[row]["saved_bytes"].append((s.elements * width, s.copies))
         saved_rows[row].append(s.name)

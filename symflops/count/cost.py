@@ -39,6 +39,7 @@ from ..ops.base import Choice, Unit
 from ..ops.einsum.cost import rule_cost
 from ..core.ir import Layer
 from ..core.polynomial import exact_quotient, largest
+from .indices import index_widths
 from .precision import Precision, policy
 
 UNITS: tuple[Unit, ...] = get_args(Unit)
@@ -51,10 +52,20 @@ class SavedTensor:
     needed_by: tuple[str, ...]
     mask: bool = False  # a dropout keep-mask, stored at the policy's mask width
     copies: sympy.Expr = sympy.Integer(1)  # copies kept: the repeats of the blocks that keep it
+    #: bytes per element of an index tensor, from its range (:mod:`.indices`);
+    #: None: the policy's activation (or mask) width
+    width: int | None = None
 
     @property
     def total(self) -> sympy.Expr:
         return sympy.expand(self.elements * self.copies)
+
+    def element_bytes(self, p: Precision) -> int:
+        """Bytes per element under policy ``p``: an index tensor's own width, a
+        keep-mask's, else the policy's activation width."""
+        if self.width is not None:
+            return self.width
+        return p.masks if self.mask else p.activations
 
 
 def _total(costs: tuple[OpCost, ...], copies: tuple[sympy.Expr, ...], kind: str) -> sympy.Expr:
@@ -126,7 +137,7 @@ class Costs:
         p = self.precision
         fixed = (self.params * p.params + self.trainable * p.grads
                  + self.trainable * p.optimizer_states * p.optimizer + self.trainable * p.master)
-        act_bytes = sum((s.total * (p.masks if s.mask else p.activations) for s in self.saved),
+        act_bytes = sum((s.total * s.element_bytes(p) for s in self.saved),
                         sympy.Integer(0))
         buffer_bytes = self.buffers * p.params
         return {
@@ -240,8 +251,10 @@ def costs(derivation: Derivation, unit: Unit = "FLOPs", precision: Precision | s
                               sympy.Integer(0)))
     trainable = sympy.expand(sum((t.elements * layer.copies(t.name) for t in layer.params
                                   if t.requires_grad), sympy.Integer(0)))
+    widths = index_widths(layer)
     saved = tuple(SavedTensor(n, tensors[n].elements, derivation.needed_by(n),
-                              tensors[n].role == "mask", saved_copies(derivation, backward_copies, n))
+                              tensors[n].role == "mask", saved_copies(derivation, backward_copies, n),
+                              widths.get(n))
                   for n in derivation.saved)
     buffers = sympy.expand(sum((t.elements * layer.copies(t.name) for t in layer.buffers),
                                sympy.Integer(0)))

@@ -127,9 +127,13 @@ def _describe(values: Mapping[str, Any]) -> str:
 def check_definitions(layer: Layer, values: Mapping[str, Any]) -> None:
     """Every defined dim (``R: {equals: N / G}``) is a positive integer at
     ``values`` (a value for every dim it depends on): a ratio the declaration
-    promises divides exactly, checked where the numbers are known."""
+    promises divides exactly, checked where the numbers are known; and every
+    index tensor's range fits the bytes it is counted at (:mod:`.indices`)."""
+    from .indices import check_index_widths  # light: imports the IR only
+
     subs = layer.substitutions
     at = {dim_symbol(k): sympy.Integer(int(v)) for k, v in values.items()}
+    check_index_widths(layer, values)
     for name, formula in layer.definitions:
         value = subs[dim_symbol(name)].xreplace(at)
         if value.free_symbols:

@@ -18,6 +18,7 @@ import sympy
 
 from .cost import Costs, costs as count_costs
 from .evaluate import example_config, find_example, number
+from .indices import check_index_widths
 from .padding import PaddedReads, padded_reads
 from .records import WholeModel
 from .summary import whole_model
@@ -251,6 +252,8 @@ def explain(derivation: Derivation, c: Costs,
              else tuple(find_example(layer, name) for name in examples))
     columns = [*((e.name, example_config(e)) for e in named),
                *((None, cfg) for cfg in configs)]
+    for _, cfg in columns:  # an index tensor's bytes hold its range at every column
+        check_index_widths(layer, cfg)
     forward = tuple(OpCounts(
         pairwise=(pairwise(op.einsum, op.dims(), oc.flops, c.unit)
                   if len(op.terms) == 1 and oc.flops != 0 else None),

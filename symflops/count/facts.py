@@ -110,6 +110,12 @@ class BackwardFacts:
 
     products: tuple[ProductFact, ...]
     per_forward: sympy.Rational | None
+    #: backward products of these products counted as elementwise work (an
+    #: MoE combine's scatter-add ``dYe``): their FLOPs, every copy
+    moved: sympy.Expr = sympy.Integer(0)
+    #: backward over forward with ``moved`` counted as matmul-type (None when
+    #: not a constant, or nothing is moved)
+    per_forward_moved: sympy.Rational | None = None
 
     @property
     def twice(self) -> bool:
@@ -178,7 +184,11 @@ def backward_facts(derivation: Derivation, costs: Costs) -> BackwardFacts:
             fact = _product(derivation, costs, k, j, e)
             if fact is not None:
                 products.append(fact)
-    return BackwardFacts(tuple(products), ratio(costs.flops_forward, costs.flops_backward))
+    moved = sympy.expand(sum((g.elementwise * g.copies for p in products for g in p.products
+                              if g.flops == 0 and g.elementwise != 0), sympy.Integer(0)))
+    return BackwardFacts(tuple(products), ratio(costs.flops_forward, costs.flops_backward), moved,
+                         ratio(costs.flops_forward, costs.flops_backward + moved)
+                         if moved != 0 else None)
 
 
 def _tensors(e: Einsum) -> tuple[str, ...]:
@@ -298,7 +308,7 @@ def repeated_activations(derivation: Derivation, costs: Costs) -> tuple[Repeated
         # Every copy's own tensors, as the unrolled network keeps them (a
         # block's bound input may be kept in one copy fewer than the block runs).
         everything = sympy.expand(sum(
-            (s.total * (p.masks if s.mask else p.activations) for s in costs.saved
+            (s.total * s.element_bytes(p) for s in costs.saved
              if block in saved_blocks(layer, derivation, s.name)), sympy.Integer(0)))
         out.append(RepeatedActivations(
             name=b.name, title=b.title, repeat=b.repeat, copies=b.copies,

@@ -236,8 +236,13 @@ class _TokenRows:
     def reads(self) -> Iterator[tuple[str, sympy.Expr, bool]]:
         """(parameter, elements one token reads, whether the product is dense)
         for every product a parameter takes part in, every copy counted."""
+        for _, name, read, dense in self.reads_by_op():
+            yield name, read, dense
+
+    def reads_by_op(self) -> Iterator[tuple[int, str, sympy.Expr, bool]]:
+        """:meth:`reads`, each with the position of the op that reads."""
         tensors = self.layer.tensor_map
-        for op in self.layer.ops:
+        for k, op in enumerate(self.layer.ops):
             phi, out = self.live[op.output], self._out_letters(op)
             extents = op.dims()
             for term in _terms(op):
@@ -266,7 +271,7 @@ class _TokenRows:
                     if monomials(self._sub(read), negative=True) is None:
                         raise _refuse(op, f"{f.tensor!r} is read {self._sub(read)} times "
                                           "per token")
-                    yield f.tensor, read, _is_dense_term(term)
+                    yield k, f.tensor, read, _is_dense_term(term)
 
 
 def _scattered(term: Einsum) -> dict[str, set[str]]:

@@ -390,3 +390,6 @@ class Summary(Record, Generic[V]):
     model: WholeModel[V] = field(metadata=INLINE)
     #: every named quantity (:mod:`symflops.count.names`): the names ``check`` takes
     quantities: Mapping[str, V] = field(default_factory=dict)
+    #: what the declaration could add for its sheet (plain sentences; left
+    #: out of ``--json`` when there are none)
+    notes: tuple[str, ...] = field(default=(), metadata=IF_ANY)

@@ -28,7 +28,8 @@ from .records import (BackwardEntry, BlockSaved, BlockSummary, CrossingOrders, F
                       ForwardBackward, ForwardEntry, Formula, InferenceInfo, Memory, OrderCandidate,
                       Parameters, PerToken, PolicyCost, PrecisionInfo, Recompute, SavedDetail,
                       Summary, TensorInfo, WholeModel, frozen, map_formulas)
-from .recompute import recompute
+from .recompute import attention_chains, recompute
+from .growth import sequence_dim
 
 _ORDER = ("products of several tensors are contracted pairwise: forward terms in the order "
           "written (or the cheapest, with forward_order: cheapest), backward rules in the cheapest "
@@ -78,6 +79,8 @@ def whole_model(derivation: Derivation, costs: Costs) -> WholeModel[Formula]:
     for name in RECOMPUTE_POLICIES:
         if name == "selective" and not layer.selective:
             continue
+        if name == "fused_attention" and not attention_chains(derivation, costs):
+            continue  # no attention core to fuse
         r = recompute(derivation, costs, name)
         policies[name] = PolicyCost(
             ops=tuple(r.ops), flops_recomputed=r.flops, flops_elementwise_recomputed=r.elementwise,
@@ -143,10 +146,10 @@ def _block(derivation: Derivation, costs: Costs, block: Block) -> BlockSummary[F
         flops=_totals(one(fwd, "flops"), one(bwd, "flops")),
         flops_elementwise=ForwardBackward(one(fwd, "elementwise"), one(bwd, "elementwise")),
         saved=tuple(BlockSaved(tensor=s.name, elements=s.elements, mask=s.mask,
-                               bytes=s.elements * (p.masks if s.mask else p.activations),
+                               bytes=s.elements * s.element_bytes(p),
                                needed_by=tuple(s.needed_by)) for s in saved),
         activations=sympy.expand(sum((s.elements for s in saved), sympy.Integer(0))),
-        activation_bytes=sympy.expand(sum((s.elements * (p.masks if s.mask else p.activations)
+        activation_bytes=sympy.expand(sum((s.elements * s.element_bytes(p)
                                            for s in saved), sympy.Integer(0))))
 
 
@@ -193,7 +196,28 @@ def _summary(derivation: Derivation, costs: Costs) -> Summary[Formula]:
                                 grads=p.grads, optimizer_states=p.optimizer_states,
                                 optimizer=p.optimizer, master=p.master,
                                 activations=p.activations),
-        model=whole_model(derivation, costs))
+        model=whole_model(derivation, costs),
+        notes=notes(derivation, costs))
+
+
+def notes(derivation: Derivation, costs: Costs) -> tuple[str, ...]:
+    """What the declaration leaves its sheet without, and how to add it: a
+    tool's remarks, printed by ``derive`` rather than on the sheet."""
+    from .components import component_table
+
+    layer = derivation.layer
+    out = []
+    loose = [r.name for r in component_table(derivation, costs).rows if r.kind == "op"]
+    if loose:
+        out.append(f"ops that no component names ({', '.join(loose)}) are rows of their own in "
+                   "the sheet's component table: declare 'components:' to group them")
+    dim, why = sequence_dim(layer)
+    if dim is None:
+        out.append(f"the sheet has no plots against the sequence length: {why}")
+    if layer.tokens is None:
+        out.append("the sheet has no per-token counts and no 6N rule: declare 'tokens:' "
+                   "(e.g. tokens: B*S) for them")
+    return tuple(out)
 
 
 #: Beyond this many candidate orders, the condition under which each is the

@@ -77,6 +77,10 @@ def model_from_layer(layer: Layer, file: str, dims: Mapping[str, Any], recompute
         check_dim_name(layer, name)
     check_all_given(layer, dims, exempt=(BATCH, SEQ))
     policies = s.model.recompute.policies
+    if recompute == "fused_attention" and recompute not in policies:
+        raise SymflopsError(f"{layer.name} has no attention core to fuse (a product of two "
+                            "activations, a softmax, and its product with another activation)",
+                            hint="use --recompute none|full")
     if recompute not in policies:
         raise SymflopsError(f"{layer.name} lists no ops for selective recomputation",
                             hint="add 'recompute: {selective: [...]}' to the declaration, "

@@ -85,6 +85,10 @@ def model_from_params(n: int, recompute: str = "none") -> Model:
         "selective": (6, Formula("6 N", f"6 × {shown}",
                                  "selective recomputation re-runs only the attention core, "
                                  "which a bare parameter count does not include")),
+        "fused_attention": (6, Formula("6 N", f"6 × {shown}",
+                                       "fused attention recomputes only the attention core "
+                                       "(scores and probabilities), which a bare parameter "
+                                       "count does not include")),
     }[recompute]
     flops = TokenFlops(
         model=6 * n, executed=executed[0] * n, attention=0, inference=2 * n,

@@ -17,7 +17,7 @@ from typing import Any, Callable, Mapping
 from ..core.errors import SymflopsError
 
 #: Recompute (activation checkpointing) policies.
-RECOMPUTE = ("none", "full", "selective")
+RECOMPUTE = ("none", "full", "selective", "fused_attention")
 
 Number = int | Fraction
 

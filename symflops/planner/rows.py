@@ -92,7 +92,9 @@ def json_number(x: Number | None) -> int | float | None:
 # --- the rows -----------------------------------------------------------------
 
 RECOMPUTE_WORDS = {"none": "no recomputation", "full": "full recomputation",
-              "selective": "selective recomputation"}
+              "selective": "selective recomputation",
+              "fused_attention": "fused attention (scores and probabilities recomputed, not "
+                                 "saved)"}
 
 
 def _symbols(plan: Plan) -> tuple[str, str]:

@@ -15,15 +15,17 @@ gradient is listed with the gradients it needs.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import sympy
 
 from . import printing as P
 from .notation import Math
 from ..count.cost import Costs
-from ..core.records import Derivation, IndexTerm, Rule
+from ..core.ir import Einsum, Factor
+from ..core.records import Derivation, IndexTerm, MatrixProduct, Rule, matrix_form
 
 
 @dataclass(frozen=True)
@@ -48,18 +50,66 @@ def contribution_name(grad_latex: str, k: int, n: int) -> str:
     return grad_latex if n == 1 else rf"{{{grad_latex}}}^{{({k})}}"
 
 
-def _lhs(r: Rule, k: int, n: int, m: Math) -> str:
-    out = r.terms[0].output
+def relabel(e: Einsum, target: Sequence[str]) -> Einsum:
+    """``e`` with its output letters renamed to ``target`` (position by
+    position) and each summed letter that would collide renamed to a fresh
+    one, so that the contributions to one gradient are written in one set of
+    letters (``dX_{td} = Σ_h dV_{th} W_{dh} + Σ_h dQ_{th} W_{dh}``, never a
+    ``dQ_{sh}`` whose ``s`` is on no left side).  ``e`` unchanged when its
+    output's letters do not map one to one onto ``target``."""
+    old = e.output.indices
+    mapping: dict[str, str] = {}
+    for a, b in zip(old, target):
+        if mapping.setdefault(a, b) != b:
+            return e
+    if len(old) != len(target) or len(set(mapping.values())) != len(mapping):
+        return e
+    taken = set(target)
+    for x in e.summed:
+        if x in mapping:
+            continue
+        fresh = x
+        while fresh in taken or fresh in old:
+            fresh += "'"
+        mapping[x] = fresh
+        taken.add(fresh)
+
+    def moved(f: Factor) -> Factor:
+        return dataclasses.replace(f, indices=tuple(mapping.get(i, i) for i in f.indices))
+
+    return Einsum(moved(e.output), tuple(moved(f) for f in e.operands), e.coefficient)
+
+
+def _letters_of(derivation: Derivation) -> dict[str, tuple[str, ...]]:
+    """Each gradient's output letters: those of its first contribution."""
+    first: dict[str, tuple[str, ...]] = {}
+    for r in derivation.rules:
+        first.setdefault(r.grad, r.terms[0].output.indices)
+    return first
+
+
+def _terms_in(r: Rule, letters: Sequence[str]) -> tuple[Einsum, ...]:
+    return tuple(relabel(t, letters) for t in r.terms)
+
+
+def _lhs(r: Rule, k: int, n: int, m: Math, terms: Sequence[Einsum] | None = None) -> str:
+    out = (terms or r.terms)[0].output
     if n == 1:
         return m.ix(out)
     return contribution_name(m.t(r.grad), k, n) + f"_{{{P.index_list(out.indices)}}}"
 
 
-def _matrix(r: Rule, k: int, n: int, m: Math) -> str | None:
-    text = m.matrix(r.matrix_form)
+def _form(r: Rule, terms: Sequence[Einsum]) -> MatrixProduct | None:
+    """The rule's matrix form, in the letters ``terms`` write it in."""
+    return matrix_form(terms[0]) if len(terms) == 1 else None
+
+
+def _matrix(r: Rule, k: int, n: int, m: Math, terms: Sequence[Einsum]) -> str | None:
+    form = _form(r, terms)
+    text = m.matrix(form)
     if text is None or n == 1:
         return text
-    head = m.t(r.matrix_form.output) + " = "
+    head = m.t(form.output) + " = "
     assert text.startswith(head), text
     return contribution_name(m.t(r.grad), k, n) + " = " + text[len(head):]
 
@@ -76,18 +126,20 @@ def backward_rows(derivation: Derivation, costs: Costs, m: Math,
     layer = derivation.layer
     tensors = layer.tensor_map
     parts = Contributions.of(derivation)
+    letters = _letters_of(derivation)
     seen: dict[str, list[int]] = {}
     rows: list[dict[str, Any]] = []
     for i, (r, c) in enumerate(zip(derivation.rules, costs.backward)):
         n, k = parts.count[r.grad], parts.position[i]
-        terms = [IndexTerm(t.coefficient, t.operands, (), t.summed) for t in r.terms]
-        lhs = _lhs(r, k, n, m)
+        einsums = _terms_in(r, letters[r.grad]) if n > 1 else r.terms
+        terms = [IndexTerm(t.coefficient, t.operands, (), t.summed) for t in einsums]
+        lhs = _lhs(r, k, n, m, einsums)
         pieces = [m.terms([t]) for t in terms]
         rows.append({
             "grad": contribution_name(m.t(r.grad), k, n),
             "index": f"{lhs} = " + m.terms(terms),
             "index_lines": _lines(lhs, pieces),
-            "matrix": _matrix(r, k, n, m),
+            "matrix": _matrix(r, k, n, m, einsums),
             "flops": poly(c.flops),
             "elementwise": poly(c.elementwise),
             "op": m.t(layer.ops[r.op].output),
@@ -111,14 +163,20 @@ def _sum_row(derivation: Derivation, rules: list[int], elements: sympy.Expr, m: 
     out = rs[0].terms[0].output
     idx = P.index_list(out.indices)
     names = [contribution_name(grad, k, n) for k in range(1, n + 1)]
-    matrices = [m.matrix(r.matrix_form) for r in rs]
-    if all(x is not None for x in matrices):
-        heads = [m.t(r.matrix_form.output) + " = " for r in rs]
+    forms = [_form(r, _terms_in(r, out.indices)) for r in rs]
+    notes = {P.matrix_note(f) for f in forms if f is not None}
+    if all(f is not None for f in forms) and len(notes) == 1:
+        # each part's product without its note, the note (what is flattened,
+        # what the product is taken per) once after the sum, never inside it
+        note = notes.pop()
+        bodies = [P.matrix_product(f, m.poly, m.names) for f in forms]
         matrix = (f"{grad} = " + " + ".join(names) + " = "
-                  + " + ".join(x[len(h):] for x, h in zip(matrices, heads)))
+                  + " + ".join(b[:len(b) - len(note)] if note else b for b in bodies) + note)
     else:
         matrix = f"{grad} = " + " + ".join(names)
-    every = [IndexTerm(t.coefficient, t.operands, (), t.summed) for r in rs for t in r.terms]
+    letters = out.indices
+    every = [IndexTerm(t.coefficient, t.operands, (), t.summed)
+             for r in rs for t in _terms_in(r, letters)]
     lhs = m.ix(out)
     return {
         "grad": grad,

@@ -19,6 +19,8 @@ from .derivations import derivation_lines, function_items, reduction_lines
 from .environment import Format
 from .recurrences import recurrence_items
 from .front import FrontContext, front_context
+from .teach import TeachingContext, teaching_context
+from .words import role_words
 from .why import WhyContext, why_context
 from .windows import window_context
 from ..count.facts import layer_facts
@@ -31,7 +33,7 @@ from ..core.records import Derivation, matrix_form
 from ..count.cost import Costs
 
 
-class SheetContext(TypedDict):
+class SheetContext(TeachingContext):
     """Every variable a sheet template may use.  Math strings are LaTeX
     without delimiters; text strings are already escaped for the format."""
 
@@ -121,11 +123,15 @@ def sheet_context(derivation: Derivation, counts: SheetCounts, fmt: Format) -> S
     layer = derivation.layer
     shape_poly = P.PolyPrinter(tuple(d.name for d in layer.dims))
     poly = Substituted(shape_poly, tuple(layer.substitutions.items()))
-    m = Math(poly, frozenset(t.name for t in layer.tensors))
+    # A tensor that would print as a dim prints primed (llama's values V, beside
+    # the vocabulary V): one symbol, one meaning on a page.
+    dims = {P.symbol_name(d.name) for d in layer.dims}
+    m = Math(poly, frozenset(t.name for t in layer.tensors)
+             | {t.name + P.PRIME for t in layer.tensors if P.symbol_name(t.name) in dims})
     unit = costs.unit
 
     # Derived quantities take names no declared tensor or dim prints as.
-    taken = {m.t(t.name) for t in layer.tensors} | {P.symbol_name(d.name) for d in layer.dims}
+    taken = {m.t(t.name) for t in layer.tensors} | dims
     n_param = Named.of(fresh_name(r"N_{\text{param}}", taken), costs.params)
     equations: list[Equation] = []
     say = Printer(poly)
@@ -232,7 +238,13 @@ def sheet_context(derivation: Derivation, counts: SheetCounts, fmt: Format) -> S
                                     [layer.copies(t.name) for t in params]),
                             side(costs.params), name=n_param))
 
+    headlines = {"forward": headline(costs.flops_forward),
+                 "backward": headline(costs.flops_backward),
+                 "training": headline(costs.flops_total)}
+    teaching = teaching_context(derivation, counts, backward, headlines, m, esc, poly,
+                                shape_poly, show, n_param, taken, fresh_name)
     return SheetContext(
+        **teaching,
         fmt=fmt,
         name=esc(layer.name),
         title=esc(layer.title),
@@ -250,9 +262,7 @@ def sheet_context(derivation: Derivation, counts: SheetCounts, fmt: Format) -> S
         dims=[{"name": P.symbol_name(d.name), "description": esc(d.description)}
               for d in layer.dims],
         tensors=[{"name": m.t(t.name),
-                  "role": esc({"activation": "computed"}.get(t.role, t.role)
-                              + ("" if t.requires_grad or t.role in ("activation", "frozen")
-                                 else ", no gradient"))
+                  "role": esc(role_words(t.role, t.requires_grad))
                           + _shared_role(layer, t.name, poly, esc),
                   "shape": P.shape(t.shape, shape_poly), "description": esc(t.description),
                   # the table lists what the user declares; the ops' outputs follow in one line
@@ -313,7 +323,7 @@ def sheet_context(derivation: Derivation, counts: SheetCounts, fmt: Format) -> S
         model=model_section(counts.model, layer, costs, poly, m, esc, show, taken),
         front=front_context(derivation, costs, counts.model, poly, m, esc, show, n_param, taken,
                             dict(worked.config) if worked else None,
-                            worked.name if worked else None),
+                            worked.name if worked else None, headlines=False),
         why=why_context(layer, layer_facts(derivation, costs), m, esc, unit,
                         dict(worked.config) if worked else None),
         tied=tied_context(derivation, costs, m, esc, show),

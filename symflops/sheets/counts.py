@@ -326,7 +326,9 @@ def memory_rows(c: Costs, tensors: Sequence[Tensor], m: Math, esc: Any,
 
 _POLICY_TEXT = {"none": "none (keep every saved tensor)",
                 "full": "full (each block keeps its input and runs its forward again)",
-                "selective": "selective (recompute only the listed ops)"}
+                "selective": "selective (recompute only the listed ops)",
+                "fused_attention": "fused attention (the attention core's scores and "
+                                   "probabilities recomputed, one statistic per row kept)"}
 
 
 def model_section(w: WholeModel | None, layer: Layer, costs: Costs, poly: Any, m: Math,

@@ -90,6 +90,8 @@ class Equation:
 
     sides: tuple[Side, ...]
     name: Named | None = None
+    #: printed as numbers (``4{,}831{,}838{,}208``, digits grouped): a worked example
+    numbers: bool = False
 
     def values(self) -> list[sympy.Expr]:
         vals = [] if self.name is None else [self.name.value]
@@ -163,15 +165,28 @@ class Printer:
         return join_signed(self.part(p) for p in s) or "0"
 
     def __call__(self, e: Equation) -> str:
+        if e.numbers:
+            return Printer(_grouped)(Equation(e.sides, e.name))
         texts = ([e.name.latex] if e.name is not None else []) + [self.side(s) for s in e.sides]
         shown = [t for k, t in enumerate(texts) if k == 0 or t != texts[k - 1]]
         return " = ".join(shown)
 
 
-def chain(*sides: Side, name: Named | None = None) -> Equation:
+def chain(*sides: Side, name: Named | None = None, numbers: bool = False) -> Equation:
     """``name = sides[0] = sides[1] = …`` (a side printed the same as the one
-    before it is shown once: see :class:`Printer`)."""
-    return Equation(tuple(sides), name)
+    before it is shown once: see :class:`Printer`); ``numbers``: every side
+    is a whole number or a product of them, printed with grouped digits."""
+    return Equation(tuple(sides), name, numbers)
+
+
+def _grouped(e: sympy.Expr) -> str:
+    """A whole number with its digits grouped, ``4{,}831{,}838{,}208``."""
+    e = sympy.sympify(e)
+    if e.is_Integer:
+        return f"{int(e):,}".replace(",", "{,}")
+    if e.is_Rational:
+        return rf"	frac{{{e.p:,}}}{{{e.q:,}}}".replace(",", "{,}")
+    raise ValueError(f"a worked example prints numbers, not {e}")
 
 
 def grouped(values: Sequence[sympy.Expr], copies: Sequence[sympy.Expr]) -> Side:

@@ -25,11 +25,12 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
-from typing import Literal, Mapping, TypedDict
+from typing import Any, Literal, Mapping, TypedDict
 
 from .environment import Format
 from .escape import ESCAPES, plain
 from .graph import Graph, computation_graph, mermaid
+from .graphplot import graph_pages
 from .plots import (ImageFormat, bars_figure, component_rows, flops_figure, graph_figure,
                     memory_figure, overtakes, policies, sequence_axis)
 from ..core.records import Derivation
@@ -133,18 +134,16 @@ def sheet_figures(derivation: Derivation, costs: Costs, stem: str,
         for ext in ("png", "pdf"):
             files.append(FigureFile("components", ext, f"{name}.components.{ext}",
                                     f"FLOPs and memory of each component of {layer.name} "
-                                    f"(the rows of the front table, every copy) at "
+                                    f"(the rows of its component table, or its ops where it "
+                                    f"declares no components; every copy) at "
                                     f"{configuration}: a component's backward bar counts the "
                                     "rules of its ops, its memory the parameters it owns "
                                     "(with their gradients and optimizer state when trained) "
                                     "and the saved tensors it keeps."))
         axis = sequence_axis(layer)
-        if axis.dim is None:
-            notes.append(f"No plot against the sequence length: {axis.reason}.")
-        elif costs.unit != "FLOPs":  # 6N is a count of FLOPs
-            notes.append(f"No plot against the sequence length: 6N counts FLOPs, and this "
-                         f"sheet counts {costs.unit}.")
-        else:
+        # without a sequence length there is nothing to plot against it: derive's
+        # notes say so (a tool's remark, not the sheet's); in MACs there is no 6N
+        if axis.dim is not None and costs.unit == "FLOPs":
             dim = axis.dim
             crossing = overtakes(derivation, costs, given, dim)
             where = (f" The part beyond 6N is at least 6N from {dim} = {crossing.length:,} on."
@@ -162,7 +161,7 @@ def sheet_figures(derivation: Derivation, costs: Costs, stem: str,
                     "memory", ext, f"{name}.memory.{ext}",
                     f"Saved activations of {layer.name} (bytes, {costs.precision.name}) against "
                     f"the sequence length {dim} under each recomputation policy "
-                    f"({', '.join(policies(derivation))}), from {configuration} (marked) with "
+                    f"({', '.join(policies(derivation, costs))}), from {configuration} (marked) with "
                     f"{dim} varied."))
     return SheetFigures(name, graph, mermaid(graph), tuple(given.items()),
                         configuration if given else None, tuple(files), tuple(notes))
@@ -199,6 +198,16 @@ def draw(figures: SheetFigures, derivation: Derivation, costs: Costs,
     return out
 
 
+class FigurePage(TypedDict):
+    """A page of the graph's PDF and how it is included (see :mod:`.graphplot`)."""
+
+    page: int
+    scale: str
+    angle: int
+    #: what the page shows, for its caption (escaped)
+    part: str
+
+
 class FigureItem(TypedDict):
     #: the file name as it is (for a link or ``\\includegraphics``)
     file: str
@@ -206,6 +215,8 @@ class FigureItem(TypedDict):
     name: str
     caption: str
     kind: str
+    #: the graph's pages (empty for a plot)
+    pages: list[FigurePage]
 
 
 class FiguresContext(TypedDict):
@@ -229,6 +240,20 @@ def figures_context(figures: SheetFigures, fmt: Format) -> FiguresContext:
         mermaid=figures.mermaid,
         graph_caption=esc(caption),
         images=[FigureItem(file=f.filename, name=esc(f.filename), caption=esc(f.caption),
-                           kind=f.kind)
+                           kind=f.kind, pages=_pages(figures, esc) if f.kind == "graph" else [])
                 for f in figures.of(fmt)],
         notes=[esc(n) for n in figures.notes])
+
+
+def _pages(figures: SheetFigures, esc: Any) -> list[FigurePage]:
+    pages = graph_pages(figures.graph)
+    out = []
+    for k, p in enumerate(pages, 1):
+        what = {"both": "", "forward": "the forward pass", "backward": "the backward pass"}[p.half]
+        levels = (f"levels {p.first + 1} to {p.last + 1}" if len(pages) > 1 and
+                  sum(q.half == p.half for q in pages) > 1 else "")
+        part = ", ".join(x for x in (what, levels) if x)
+        out.append(FigurePage(page=k, scale=f"{p.scale:.3f}", angle=p.angle,
+                              part=esc(f" (part {k} of {len(pages)}: {part})") if len(pages) > 1
+                              else ""))
+    return out

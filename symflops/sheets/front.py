@@ -129,7 +129,7 @@ def front_context(derivation: Derivation, costs: Costs, model: WholeModel | None
                   poly: Callable[[sympy.Expr], str], m: Math, esc: Callable[[str], str],
                   show: Callable[[Equation], str], n_param: Named, taken: set[str],
                   values: Mapping[str, int] | None = None,
-                  config: str | None = None) -> FrontContext:
+                  config: str | None = None, headlines: bool = True) -> FrontContext:
     """The front table of ``derivation``: ``poly`` and ``m`` are the sheet's
     printers (defined dims substituted), ``esc`` its escape for the format,
     ``model`` the whole-model record (:attr:`SheetCounts.model`, for the 6N
@@ -198,7 +198,9 @@ def front_context(derivation: Derivation, costs: Costs, model: WholeModel | None
         f"{P.symbol_name(k)} = {_group(int(v))}" for k, v in values.items()))
     return FrontContext(header=header, rows=rows, total=total, share_header=share_header,
                         config=esc(config) if config else None, config_values=config_values,
+                        # the sheet's card states these itself (symflops/sheets/card.py)
                         headlines=_headlines(table, model, unit, show, n_param, taken, esc,
                                              substitute(costs.buffers,
-                                                        derivation.layer.substitutions)),
+                                                        derivation.layer.substitutions))
+                        if headlines else [],
                         notes=notes)

@@ -28,11 +28,12 @@ from typing import Literal, Mapping
 from ..core.records import Derivation, grad_name
 from ..count.cost import Costs
 
-NodeKind = Literal["input", "param", "index", "buffer", "activation", "gradient", "output"]
+NodeKind = Literal["input", "param", "frozen", "index", "buffer", "activation", "gradient",
+                   "output"]
 EdgeKind = Literal["forward", "backward", "reads"]
 
 _KIND_OF_ROLE: dict[str, NodeKind] = {"input": "input", "mask": "input", "param": "param",
-                                      "frozen": "param", "index": "index",
+                                      "frozen": "frozen", "index": "index",
                                       "buffer": "buffer", "activation": "activation"}
 
 
@@ -137,7 +138,7 @@ def node_ids(graph: Graph) -> dict[str, str]:
 
 _ARROWS: dict[EdgeKind, str] = {"forward": "-->", "backward": "-.->", "reads": "-.-"}
 _SHAPES: dict[NodeKind, tuple[str, str]] = {
-    "input": ("([", "])"), "param": ("[[", "]]"), "index": ("([", "])"),
+    "input": ("([", "])"), "param": ("[[", "]]"), "frozen": ("[[", "]]"), "index": ("([", "])"),
     "buffer": ("[(", ")]"),  # a cylinder: stored constants, not a parameter
     "activation": ("[", "]"), "output": ("([", "])"), "gradient": ("[", "]")}
 
@@ -169,9 +170,13 @@ def mermaid(graph: Graph, names: Mapping[str, str] | None = None, reads: bool = 
     buffers = [n for n in graph.nodes if n.kind == "buffer"]
     if buffers:  # only where there are any, so the other sheets' graphs are unchanged
         lines.append("  classDef buffer fill:#f3f4f6,stroke:#6b7280,stroke-dasharray:3 3")
+    frozen = [n for n in graph.nodes if n.kind == "frozen" and not n.saved]
+    if frozen:  # a weight without a gradient: grey, not a trained parameter's blue
+        lines.append("  classDef frozen fill:#e5e7eb,stroke:#6b7280")
     for cls, members in (("saved", [n for n in graph.nodes if n.saved]),
                          ("param", [n for n in graph.nodes if n.kind == "param" and not n.saved]),
                          ("buffer", buffers),
+                         ("frozen", frozen),
                          ("gradient", list(graph.gradient_nodes))):
         if members:
             lines.append(f"  class {','.join(ids[n.name] for n in members)} {cls}")

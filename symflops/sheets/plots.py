@@ -27,16 +27,19 @@ from typing import Any, Literal, Mapping, Sequence
 
 import sympy
 
-from .graph import Graph, Node, levels
+from .graph import Graph
+from .graphplot import draw_graph
 from ..core.ir import RECOMPUTE_POLICIES, Layer, dim_symbol, substitute
+from ..count.growth import sequence_dim
 from ..core.records import Derivation
 from ..count.cost import Costs
-from ..count.recompute import recompute
+from ..count.recompute import attention_chains, recompute
 from ..count.summary import whole_model
 
 ImageFormat = Literal["png", "pdf", "svg"]
 GIB = 2**30
-_COLOURS = {"input": "#e5e7eb", "index": "#e5e7eb", "param": "#dbeafe", "activation": "#ffffff",
+_COLOURS = {"input": "#e5e7eb", "index": "#e5e7eb", "param": "#dbeafe", "frozen": "#d1d5db",
+            "activation": "#ffffff",
             "output": "#e5e7eb", "gradient": "#fee2e2", "buffer": "#f3f4f6"}
 _SAVED = "#b45309"
 
@@ -64,15 +67,8 @@ class SequenceAxis:
 
 
 def sequence_axis(layer: Layer) -> SequenceAxis:
-    if layer.tokens is None:
-        return SequenceAxis(None, "the declaration gives no tokens: count")
-    if layer.sequences is None:
-        return SequenceAxis(None, "the declaration gives no sequences: count, so its tokens "
-                                  "have no sequence length")
-    length = sympy.simplify(layer.tokens / layer.sequences)
-    if not isinstance(length, sympy.Symbol) or str(length) not in {d.name for d in layer.free_dims}:
-        return SequenceAxis(None, f"tokens / sequences is {sympy.sstr(length)}, not one dim")
-    return SequenceAxis(str(length))
+    dim, reason = sequence_dim(layer)
+    return SequenceAxis(dim, reason)
 
 
 def at(layer: Layer, expr: sympy.Expr, values: Mapping[str, int]) -> sympy.Rational:
@@ -130,72 +126,11 @@ def graph_figure(graph: Graph, names: Mapping[str, str] | None = None,
                  fmt: ImageFormat = "pdf") -> bytes:
     """The computation graph, top to bottom: forward tensors on the left in
     topological levels, each gradient on the right in its tensor's level;
-    forward edges solid, backward edges dashed, saved tensors outlined."""
-    return _draw(fmt, _graph, graph, names or {})
-
-
-def _leaf(graph: Graph, node: Node) -> bool:
-    """Whether ``node`` is a leaf tensor or the gradient of one."""
-    of = graph.node(node.name[1:]) if node.kind == "gradient" else node
-    return of.kind in ("param", "input", "index", "buffer")
-
-
-def _graph(graph: Graph, names: Mapping[str, str]) -> Any:
-    from matplotlib.lines import Line2D
-    from matplotlib.patches import FancyArrowPatch, Patch
-
-    col = levels(graph)
-    pos: dict[str, tuple[float, float]] = {}
-    width = {}
-    for part, key in ((graph.forward_nodes, "f"), (graph.gradient_nodes, "b")):
-        taken: dict[int, int] = {}
-        # made tensors (and their gradients) first: the main path stays in the first slots
-        for n in sorted(part, key=lambda n: _leaf(graph, n)):
-            k = taken.get(col[n.name], 0)
-            taken[col[n.name]] = k + 1
-            pos[n.name] = (k, -col[n.name])
-        width[key] = max(taken.values(), default=0)
-    gap = width["f"] + 0.6
-    pos.update({n.name: (pos[n.name][0] + gap, pos[n.name][1]) for n in graph.gradient_nodes})
-    rows = 1 + max(col.values(), default=0)
-    fig = _figure(1.35 * (gap + width["b"]) + 0.4, 0.62 * rows + 0.9)
-    ax = fig.add_subplot()
-    ax.set_axis_off()
-    sx = 1.35
-    for n in graph.nodes:
-        x, y = pos[n.name]
-        ax.text(sx * x, y, _text(names.get(n.name, n.name)), ha="center", va="center",
-                fontsize=9, family="DejaVu Sans Mono", zorder=3,
-                bbox={"boxstyle": "round,pad=0.3", "facecolor": _COLOURS[n.kind],
-                      "edgecolor": _SAVED if n.saved else "#374151",
-                      "linewidth": 2.2 if n.saved else 0.8})
-    for e in graph.edges:
-        if e.kind == "reads":
-            continue
-        (x1, y1), (x2, y2) = pos[e.src], pos[e.dst]
-        ax.add_patch(FancyArrowPatch(
-            (sx * x1, y1), (sx * x2, y2), arrowstyle="-|>", mutation_scale=9, shrinkA=11,
-            shrinkB=11, linewidth=0.8, zorder=2,
-            linestyle="-" if e.kind == "forward" else (0, (4, 2)),
-            color="#374151" if e.kind == "forward" else "#b91c1c",
-            # an edge along a row, or down a column past other nodes, is bent round them
-            connectionstyle="arc3,rad=0.25" if y1 == y2 or (x1 == x2 and abs(y1 - y2) > 1)
-            else "arc3,rad=0.0"))
-    ax.set_xlim(-0.8, sx * (gap + max(width["b"], 1) - 1) + 0.8)
-    ax.set_ylim(-rows + 0.4, 0.9)
-    ax.legend(handles=[
-        Patch(facecolor="white", edgecolor=_SAVED, linewidth=2.2,
-              label="saved for the backward pass"),
-        Patch(facecolor=_COLOURS["param"], edgecolor="#374151", label="parameter"),
-        *([Patch(facecolor=_COLOURS["buffer"], edgecolor="#374151", label="buffer (constant)")]
-          if any(n.kind == "buffer" for n in graph.nodes) else []),
-        Line2D([], [], color="#374151", label="forward: made from"),
-        Line2D([], [], color="#b91c1c", linestyle=(0, (4, 2)), label="backward: needs")],
-        loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=4, fontsize=8, frameon=False)
-    ax.text(0, 0.75, "forward", fontsize=10, weight="bold", ha="left")
-    if graph.gradient_nodes:
-        ax.text(sx * gap, 0.75, "backward", fontsize=10, weight="bold", ha="left")
-    return fig
+    forward edges solid, backward edges dashed, saved tensors outlined; as
+    many pages as keep its labels readable (:mod:`.graphplot`)."""
+    if fmt != "pdf":
+        raise ValueError("the graph is drawn as PDF (the Markdown sheet draws it in Mermaid)")
+    return draw_graph(graph, names or {}, _COLOURS, _SAVED)
 
 
 def bars_figure(rows: Sequence[BarRow], title: str, unit: str = "FLOPs",
@@ -394,10 +329,12 @@ def memory_figure(derivation: Derivation, costs: Costs, values: Mapping[str, int
     return _draw(fmt, _memory, derivation, costs, values, dim, title)
 
 
-def policies(derivation: Derivation) -> tuple[str, ...]:
-    """The recomputation policies that apply: ``selective`` only when declared."""
+def policies(derivation: Derivation, costs: Costs) -> tuple[str, ...]:
+    """The recomputation policies that apply: ``selective`` only when
+    declared, ``fused_attention`` only with an attention core to fuse."""
     return tuple(p for p in RECOMPUTE_POLICIES
-                 if p != "selective" or derivation.layer.selective)
+                 if (p != "selective" or derivation.layer.selective)
+                 and (p != "fused_attention" or attention_chains(derivation, costs)))
 
 
 def _memory(derivation: Derivation, costs: Costs, values: Mapping[str, int], dim: str,
@@ -406,8 +343,9 @@ def _memory(derivation: Derivation, costs: Costs, values: Mapping[str, int], dim
     ts = lengths(values[dim], None)
     fig = _figure(7.5, 4.5)
     ax = fig.add_subplot()
-    styles = {"none": ("black", "-"), "selective": ("#DD8452", "--"), "full": ("#4C72B0", "-.")}
-    for name in policies(derivation):
+    styles = {"none": ("black", "-"), "selective": ("#DD8452", "--"), "full": ("#4C72B0", "-."),
+              "fused_attention": ("#55A868", ":")}
+    for name in policies(derivation, costs):
         kept = recompute(derivation, costs, name).activation_bytes(costs)
         colour, line = styles[name]
         ax.plot(ts, [_float(at(layer, kept, {**values, dim: t})) / GIB for t in ts],

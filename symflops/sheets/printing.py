@@ -30,11 +30,10 @@ from ..core.polynomial import by_exponents, common_factor, monomials
 def readable(value: sympy.Expr) -> sympy.Expr:
     """``value`` with its common factor taken out: ``2*B*(D + F)``, and
     ``S*(4*E + S + 1)/2`` (the sum left with integer coefficients whose gcd
-    is 1).  A sum that is itself a product of sums, ``(B + S)*(D + F)``, stays
-    expanded: SymPy's full factorisation costs about 10 ms per polynomial
-    (seconds for a model's sheet) and finds nothing more on any shipped
-    sheet.  A Max or a Min is left as it is; any other expression that is
-    not a polynomial only has its common factors pulled out by SymPy."""
+    is 1); a short sum that is a product of sums factored,
+    ``2*B*C*(2*I + U - 2)*(2*J + V - 2)`` (:func:`_factored`).  A Max or a
+    Min is left as it is; any other expression that is not a polynomial only
+    has its common factors pulled out by SymPy."""
     if isinstance(value, (sympy.Max, sympy.Min)):
         return value
     expanded = sympy.expand(value)
@@ -42,7 +41,27 @@ def readable(value: sympy.Expr) -> sympy.Expr:
     if split is None:  # not a polynomial (a ceiling, a 1/G): SymPy's cheaper common-factor pass
         return sympy.factor_terms(expanded)
     coefficient, monomial, rest = split
-    return _keep_coeff(coefficient, monomial * rest)
+    return _keep_coeff(coefficient, monomial * _factored(rest))
+
+
+#: A sum of this many terms (or fewer, down to 4) is tried for a product of
+#: sums: conv2d's saved input 4IJ + 2IV + 2JU + UV - 4I - 4J - 2U - 2V + 4 is
+#: (2I + U - 2)(2J + V - 2).  Longer sums are left as they are: factoring
+#: costs about 10 ms a polynomial, and a whole model prints hundreds.
+FACTOR_TERMS = 9
+
+
+def _factored(rest: sympy.Expr) -> sympy.Expr:
+    """``rest`` as a product of sums where SymPy finds one (with integer
+    coefficients), else ``rest``."""
+    if not isinstance(rest, sympy.Add) or not 4 <= len(rest.args) <= FACTOR_TERMS:
+        return rest
+    f = sympy.factor(rest)
+    parts = [p for p in sympy.Mul.make_args(f) if not p.is_number]
+    if len(parts) < 2 or any(p.as_base_exp()[0].is_Symbol for p in parts) \
+            or sympy.expand(f - rest) != 0:
+        return rest
+    return f
 
 
 def _text_escape(name: str) -> str:
@@ -75,12 +94,20 @@ def symbol_name(name: str) -> str:
     return name if len(name) == 1 and name != "_" else rf"\mathit{{{_text_escape(name)}}}"
 
 
+#: The mark in a set of tensor names that primes a name: ``V'`` among the
+#: names makes tensor ``V`` print as ``V'`` (no identifier holds a prime, so
+#: the mark names no tensor).
+PRIME = "'"
+
+
 def tensor_name(name: str, tensors: frozenset[str] | set[str] = frozenset()) -> str:
     """A tensor or gradient name: with ``W_in`` among ``tensors``, the gradient
-    ``dW_in`` prints as ``dW_{\\text{in}}`` (seed style), not as one long name."""
+    ``dW_in`` prints as ``dW_{\\text{in}}`` (seed style), not as one long name;
+    a name marked in ``tensors`` (:data:`PRIME`) is primed, ``V'``, ``dV'``."""
     if name not in tensors and name.startswith("d") and name[1:] in tensors:
-        return "d" + symbol_name(name[1:])
-    return symbol_name(name)
+        return "d" + tensor_name(name[1:], tensors)
+    text = symbol_name(name)
+    return text + "'" if name + PRIME in tensors else text
 
 
 def _is_compound(name: str) -> bool:

@@ -17,6 +17,7 @@ import sympy
 
 from . import printing as P
 from .notation import Math
+from .words import noun
 from ..count.evaluate import number
 from ..count.facts import (BackwardFacts, LayerFacts, NoGradient, ProductFact,
                            RepeatedActivations, TokenSum)
@@ -37,13 +38,17 @@ class WhyContext(TypedDict):
     tokens: list[str]
     #: repeated blocks' activations and what checkpointing keeps instead
     activations: list[str]
+    #: the products that are not 2 x forward, each with its reason (a part of ``products``)
+    exceptions: list[str]
 
 
 def why_context(layer: Layer, facts: LayerFacts, m: Math, esc: Escape, unit: str,
                 at: Mapping[str, int] | None = None) -> WhyContext:
     """The sentences of ``facts`` about ``layer`` for one format; with ``at``
     (values of the free dims), shares are also given as percentages there."""
-    return WhyContext(products=product_sentences(facts.backward, m, esc),
+    return WhyContext(exceptions=[exception_sentence(p, facts.backward, m, esc)
+                                  for p in facts.backward.exceptions],
+                      products=product_sentences(facts.backward, m, esc),
                       summary=summary_sentence(facts.backward, m, esc, unit),
                       tokens=token_sentences(layer, facts.token_sums, m, esc),
                       activations=[activation_sentence(layer, r, m, esc, unit, at)
@@ -221,8 +226,8 @@ def activation_sentence(layer: Layer, r: RepeatedActivations, m: Math, esc: Esca
             + esc(" bytes of activations for its backward pass, and it runs ")
             + f"${m.poly(r.copies)}$" + esc(" times: its copies together save ")
             + f"${m.poly(r.all_copies)}$" + esc(" of the ") + f"${m.poly(r.total)}$"
-            + esc(" bytes the layer saves") + share
+            + esc(f" bytes {noun(layer)} saves") + share
             + esc(". That is why activation checkpointing exists: with full recomputation "
-                  "(the ops of every block run again during the backward pass) the layer keeps ")
+                  f"(the ops of every block run again during the backward pass) {noun(layer)} keeps ")
             + f"${m.poly(r.recompute_bytes)}$" + esc(" bytes instead, for ")
             + f"${m.poly(r.recompute_flops)}$" + esc(f" more matmul-type {unit}."))

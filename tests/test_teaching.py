@@ -1,0 +1,276 @@
+"""Sheets that teach (issue 27): the regressions a lecturer found on the
+shipped sheets, each checked at the mechanism that produced it.
+
+Expected values are written by hand here (the arithmetic in comments) or
+come from the declaration's own dims; none is read back from the code under
+test.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import sympy
+
+import symflops
+from symflops.count.cost import costs
+from symflops.count.explain import explain
+from symflops.derive.patterns import with_patterns
+from symflops.sheets.render import render
+
+ROOT = Path(__file__).resolve().parents[1]
+SHEETS = sorted(p.stem for p in (ROOT / "derivations").glob("*.yaml"))
+
+
+def derived(name: str):
+    return with_patterns(symflops.derive(symflops.load(str(ROOT / "derivations" / f"{name}.yaml"))))
+
+
+def sheet(name: str, fmt: str = "md") -> str:
+    d = derived(name)
+    return render(d, explain(d, costs(d)), fmt)
+
+
+# -- item 4: a matrix form's note never lands inside a sum ---------------------------------
+
+def test_a_sum_of_flattened_products_carries_its_note_once_after_the_sum() -> None:
+    text = sheet("llama")
+    # dYn = dH W_up^T + dU W_gate^T, both with (b, s) flattened: the note once, at the end
+    assert (r"dH\, W_{\text{up}}^\top + dU\, W_{\text{gate}}^\top \quad (b, s) "
+            r"\text{ flattened}$") in text
+    assert r"\text{ flattened} +" not in text
+
+
+@pytest.mark.parametrize("fmt", ["md", "tex"])
+@pytest.mark.parametrize("name", SHEETS)
+def test_no_shipped_sheet_has_a_note_inside_a_sum(name: str, fmt: str) -> None:
+    text = (ROOT / "build" / f"{name}.{fmt}").read_text(encoding="utf-8")
+    assert not re.search(r"\\text\{ flattened\}\s*[+-]", text)
+    assert not re.search(r"\\text\{per \} \S+\s*[+-] ", text)
+
+
+def built(name: str, fmt: str = "md") -> str:
+    """The committed sheet (kept equal to the rendered one by test_render's freshness test)."""
+    return (ROOT / "build" / f"{name}.{fmt}").read_text(encoding="utf-8")
+
+
+def body(text: str, fmt: str = "md") -> str:
+    """The main body: before the appendix."""
+    mark = "## Appendix" if fmt == "md" else r"\appendix"
+    return text.split(mark, 1)[0]
+
+
+# -- item 2: what a row grows with, in words ------------------------------------------------
+
+@pytest.mark.parametrize("name", SHEETS)
+def test_no_row_scales_with_a_batch_of_letters(name: str) -> None:
+    # the old sheets wrote "batch (S)" for the sequence length, "batch (L, B, S)"
+    assert "batch ($" not in built(name) and "batch (B" not in built(name)
+
+
+def test_rows_grow_in_words() -> None:
+    llama = built("llama")
+    # P keeps B G R S S per layer: quadratic in S, linear in L and B
+    assert ("linearly with the layers $L$ and the sequences in the micro-batch $B$, "
+            "quadratically with the sequence length $S$") in llama
+    conv = built("conv2d_strided")
+    assert "linearly with the images in the batch $B$, the output rows $I$ and" in conv
+
+
+# -- item 3: training minus 6N named term by term ------------------------------------------
+
+@pytest.mark.parametrize("name", SHEETS)
+def test_no_pasted_list_of_causes(name: str) -> None:
+    assert "routing, padding slots of experts, or weights that get no gradient" not in built(name)
+
+
+def test_each_departure_from_6n_is_named_by_its_cause() -> None:
+    lora = built("lora")
+    # lora: -2IO per token, from Y, only because W0 is frozen; the sheet prints the
+    # declared name W0 as \mathit{W0} everywhere (tables, rules, graph), so here too
+    assert ("- $- 2IO$ per token from $Y$ (frozen base and adapter up-projection): "
+            r"$\mathit{W0}$ is frozen") in lora
+    llama = built("llama")
+    assert ("$+ 3LNE(S + 1)$ per token from $A$ (attention scores and mixing)" in llama
+            or "$+ 6LNE(S + 1)$ per token from $A$ and $O$" in llama)
+    assert "no weight, so 6N counts nothing for them" in llama
+
+
+# -- items 5 and 6: the MoE's parameter counts and buckets; the whole model, not "the layer" --
+
+def test_moe_names_active_and_dense_parameters_and_the_booked_product() -> None:
+    moe = built("moe")
+    assert "dense parameters are read by one token's products (the N of 6N)" in moe
+    assert "parameters that are operands of matrix products (an MoE's every expert" in moe
+    assert "booked as elementwise work; counted with the products, backward = $2$ × forward" in moe
+
+
+@pytest.mark.parametrize("name", ["llama", "moe", "transformer", "albert", "llama_tied"])
+def test_a_whole_model_is_not_called_the_layer(name: str) -> None:
+    # "the layer" as a phrase of its own, anywhere on the sheet (the memory table's "given
+    # to the layer", the appendix's "bytes the layer saves" were both said of the model);
+    # not "the layers $L$" (what a row grows with) nor "each layer"
+    for fmt in ("md", "tex"):
+        text = built(name, fmt)
+        found = re.search(r".{0,60}\bthe layer\b.{0,40}", text, re.I)
+        assert found is None, (fmt, found and found.group(0))
+    assert "The whole model has" in body(built(name))
+
+
+# -- item 7: a frozen weight is drawn as frozen ---------------------------------------------
+
+def test_the_frozen_weight_is_frozen_in_the_graph() -> None:
+    from symflops.sheets.graph import computation_graph
+    from symflops.sheets.graphplot import _page, graph_pages
+    from symflops.sheets.plots import _COLOURS, _SAVED
+
+    d = derived("lora")
+    g = computation_graph(d, costs(d))
+    kinds = {n.name: n.kind for n in g.nodes}
+    assert kinds["W0"] == "frozen" and kinds["A_lo"] == "param"
+    assert "class t_W0 frozen" in built("lora")  # Mermaid
+    fig = _page(g, graph_pages(g)[0], {}, _COLOURS, _SAVED)
+    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert "frozen (no gradient)" in labels
+
+
+# -- item 8: an index tensor's bytes; item 9: the other policy ------------------------------
+
+def test_token_ids_are_counted_at_int32_in_llama() -> None:
+    llama = built("llama")
+    assert "| Index tensors $\\mathit{tok}$ and $y$ | $2BS$ | 4 (int32) | $8BS$ |" in llama
+
+
+def test_the_card_gives_the_16_byte_mixed_precision_total() -> None:
+    ffn = built("ffn")
+    # mixed-adam: 2 + 2 + 4 + 4 + 4 = 16 bytes per parameter, 16 x 2DF = 32DF
+    assert "Under mixed-adam the fixed part is $16 \\times 2DF = 32DF$ bytes" in ffn
+
+
+# -- item 10: every rule in the body, in index and matrix form ------------------------------
+
+def test_the_rules_are_in_the_body_in_both_forms() -> None:
+    for fmt in ("md", "tex"):
+        text = body(built("ffn", fmt), fmt)
+        for rule in (r"(dW_{\text{out}})_{fe} = \sum_{b} H_{bf}\, dY_{be}",
+                     r"dW_{\text{out}} = H^\top\, dY", r"dX_{bd} = \sum_{f} dH_{bf}\, (W_{\text{in}})_{df}",
+                     r"dX = dH\, W_{\text{in}}^\top"):
+            assert rule in text, (fmt, rule)
+        assert r"\text{---}" not in text.split("Backward pass", 1)[1].split("Memory", 1)[0]
+
+
+# -- item 12: the card; item 14: the worked example; item 18: no tool messages -------------
+
+def test_the_card_states_the_costs_and_what_training_keeps() -> None:
+    card = built("ffn").split("## Setup")[0]
+    # a card line is "label: $math$; note" (as "Inference, per token (FLOPs): $4DF$; the
+    # forward pass only")
+    assert r"$12BDF = 6 \cdot N_{\text{param}} \cdot B$; the 6ND rule, exactly" in card
+    assert "Inference runs the forward pass only and keeps no activations" in card
+    assert "grows linearly with the tokens in the batch $B$" in card
+
+
+def test_the_worked_example_walks_the_numbers() -> None:
+    ffn = built("ffn")
+    # GPT-2 small MLP: each of the 6 products 2 x 1,024 x 768 x 3,072 = 4,831,838,208;
+    # 6 x that = 28,991,029,248 = 6 x N (2 x 768 x 3,072 = 4,718,592) x 1,024 tokens
+    assert (r"2 \times 1{,}024 \times 768 \times 3{,}072 = 4{,}831{,}838{,}208") in ffn
+    assert (r"6 \times 4{,}831{,}838{,}208 = 28{,}991{,}029{,}248 = 6 \times 4{,}718{,}592 "
+            r"\times 1{,}024") in ffn
+
+
+@pytest.mark.parametrize("name", SHEETS)
+def test_no_tool_message_on_a_sheet(name: str) -> None:
+    text = built(name)
+    assert "declare components:" not in text and "gives no tokens: count" not in text
+
+
+# -- item 16: layout details -----------------------------------------------------------------
+
+@pytest.mark.parametrize("name", SHEETS)
+def test_sentences_are_spaced(name: str) -> None:
+    tex = built(name, "tex")
+    prose = re.sub(r"\$[^$]*\$|\\texttt\{[^}]*\}", "", tex)
+    assert not re.search(r"[a-z)]\.(The|Dims|Computed|Op) ", prose)  # "width.The layer has"
+
+
+def test_factored_forms_where_the_engine_factors() -> None:
+    conv = built("conv2d_strided")
+    # the input X: B x C x (2I + U - 2) x (2J + V - 2) elements, 2 bytes each
+    assert "2BC(2I + U - 2)(2J + V - 2)" in conv
+
+
+def test_backward_rows_are_named_by_component() -> None:
+    llama = built("llama")
+    assert r"| MLP | $dW_{\text{down}}$ ($\times L$) |" in llama
+    assert "**Op 2 (frozen base and adapter up-projection)" in built("lora")
+
+
+# -- item 17: one symbol, one meaning -------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["llama", "llama_tied", "moe"])
+def test_a_tensor_that_prints_as_a_dim_is_primed(name: str) -> None:
+    text = built(name)
+    assert "$V' = \\mathit{Xn}\\, W_{\\text{v}}" in text or "V'_{" in text
+    assert not re.search(r"\$V_\{b[a-z]*\} = ", text)  # values never print as the vocabulary V
+
+
+# -- items 11 and 13: why, per op; attention, fused ------------------------------------------
+
+def test_the_why_sentences_are_derived_per_op() -> None:
+    ffn = built("ffn")
+    assert ("$dW_{\\text{in}}$ has $W_{\\text{in}}$'s shape $[D, F]$; $X$ is $[B, D]$ and $dH$ is "
+            "$[B, F]$: the product with that shape sums over $b$, $X^\\top\\, dH$.") in ffn
+    assert "recomputing it instead runs the op that writes it, $H$, again: $2BDF$ FLOPs" in ffn
+    lora = built("lora")
+    assert "It reads $U$, so $U$ is kept" in lora
+
+
+def test_attention_states_the_correction_and_the_fused_choice() -> None:
+    text = built("attention_causal")
+    # Markdown escapes the policy's underscore
+    assert r"Fused attention (a FlashAttention-style kernel, recompute policy fused\_attention)" in text
+    llama = built("llama")
+    # per token: exact 6LNE(S + 1), full square 12LNES; the ratio tends to 1/2
+    assert "cost $6LNE(S + 1)$ FLOPs per token" in llama and "$12LSNE$" in llama
+    assert "the exact count tends to 1/2 of it as S grows, about half" in llama
+
+
+# -- item 16: the graph's labels are readable on the page ------------------------------------
+
+def _font_sizes_per_page(pdf: bytes) -> list[list[float]]:
+    """The text sizes (``Tf`` operands) in each page's content stream, read with zlib."""
+    import zlib
+
+    sizes = []
+    for m in re.finditer(rb"stream\r?\n(.*?)\r?\nendstream", pdf, re.S):
+        try:
+            data = zlib.decompress(m.group(1))
+        except zlib.error:
+            continue
+        found = [float(x) for x in re.findall(rb"/F\d+ ([\d.]+) Tf", data)]
+        if found:
+            sizes.append(found)
+    return sizes
+
+
+@pytest.mark.parametrize("name", ["ffn", "lora", "llama", "moe", "transformer", "attention_mla"])
+def test_graph_labels_are_at_least_8_pt_on_the_sheet(name: str) -> None:
+    """Each page of the graph's PDF, at the scale the sheet includes it at,
+    sets its text at 8 pt or more (llama's was about 5 pt on one page)."""
+    from symflops.sheets.graph import computation_graph
+    from symflops.sheets.plots import graph_figure
+
+    d = derived(name)
+    pdf = graph_figure(computation_graph(d, costs(d)))
+    tex = built(name, "tex")
+    scales = [float(x) for x in re.findall(r"\\includegraphics\[page=\d+,scale=([\d.]+)", tex)]
+    pages = _font_sizes_per_page(pdf)
+    assert scales and len(pages) == len(scales), (len(pages), len(scales))
+    # the legend is set at 8 / scale pt, which the PDF prints to 10 decimals
+    # (8 / 0.971 = 8.2389289392...): 8.2389289392 x 0.971 = 7.99999999996 is 8 pt on the
+    # page, so allow 1e-6 pt of that rounding, not more (7.99 pt still fails)
+    for sizes, s in zip(pages, scales):
+        assert min(sizes) * s >= 8.0 - 1e-6, (name, min(sizes), s)
