@@ -48,8 +48,10 @@ def slug(text: str, taken: set[str]) -> str:
 class Converter:
     """One page's conversion (heading ids are unique across its sections)."""
 
-    def __init__(self, figures: Mapping[str, str] | None = None):
+    def __init__(self, figures: Mapping[str, str] | None = None, title: bool = True):
         self.figures = dict(figures or {})
+        #: whether the sheet's title (its first level-1 heading) is kept (the page shows its own)
+        self.title = title
         self.ids: set[str] = set()
         self.headings: list[tuple[int, str, str]] = []  # (level, id, html)
 
@@ -131,8 +133,9 @@ class Converter:
         if src not in self.figures:
             raise SymflopsError(f"the HTML sheet has no inline figure for the image {src!r}",
                                 hint="a sheet's images are its figures; render them first")
-        caption = self.inline(alt)
-        return f'<figure>{self.figures[src]}<figcaption>{caption}</figcaption></figure>'
+        # the sheet writes the caption below the image; the alt text labels the figure
+        label = html.escape(html.unescape(re.sub(r"<[^>]*>", "", self.inline(alt))), quote=True)
+        return f'<figure role="img" aria-label="{label}">{self.figures[src]}</figure>'
 
     # ------------------------------------------------------------- blocks --
     def convert(self, markdown: str) -> str:
@@ -150,7 +153,10 @@ class Converter:
                 while j < n and not lines[j].strip().startswith("```"):
                     j += 1
                 lang = stripped[3:].strip()
-                if lang != "mermaid":  # the graph is drawn as a figure on the HTML page
+                if lang == "mermaid" and "mermaid" in self.figures:
+                    # the computation graph, which the Markdown sheet writes in Mermaid
+                    out.append(f'<figure class="graph">{self.figures["mermaid"]}</figure>')
+                else:
                     body = html.escape("\n".join(lines[i + 1:j]))
                     out.append(f"<pre><code>{body}</code></pre>")
                 i = j + 1
@@ -172,6 +178,10 @@ class Converter:
             if m:
                 level = len(m.group(1))
                 body = self.inline(m.group(2))
+                if level == 1 and not self.title:
+                    self.title = True  # the first title only
+                    i += 1
+                    continue
                 ident = slug(body, self.ids)
                 self.headings.append((level, ident, body))
                 out.append(f'<h{level} id="{ident}">{body}</h{level}>')
@@ -211,9 +221,11 @@ class Converter:
                 continue
             j = i
             para = []
-            while (j < n and lines[j].strip() and not lines[j].strip().startswith(("```", "$$", "|"))
-                   and not _HEADING.match(lines[j].strip())
-                   and not (j > i and _BULLET.match(lines[j]))):
+            # the first line always (a line that starts like a table or math but is not one
+            # is text), then every line up to one that starts another block
+            while j < n and lines[j].strip() and (j == i or not (
+                    lines[j].strip().startswith(("```", "$$", "|")) or _HEADING.match(lines[j].strip())
+                    or _BULLET.match(lines[j]))):
                 para.append(lines[j].strip())
                 j += 1
             out.append(f"<p>{self.inline(' '.join(para))}</p>")

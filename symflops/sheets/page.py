@@ -19,6 +19,7 @@ body), and the script's data is JSON escaped for a ``<script>`` element
 from __future__ import annotations
 
 import functools
+import re
 from typing import Any, Mapping, Sequence
 
 from urllib.parse import quote
@@ -62,13 +63,13 @@ def _render(name: str, context: Mapping[str, Any], user_templates: str | None) -
 
 
 def inline_svg(data: bytes) -> str:
-    """An SVG file's ``<svg>`` element, for the page (its XML prolog and
-    doctype dropped).  matplotlib escapes the text it writes."""
+    """The ``<svg>`` elements of one or more SVG files (joined), for the page:
+    their XML prologs and doctypes dropped.  matplotlib escapes the text it writes."""
     text = data.decode("utf-8")
-    start = text.find("<svg")
-    if start < 0:
+    parts = [p[:p.rindex("</svg>") + 6] for p in re.split(r"(?=<svg\b)", text)[1:]]
+    if not parts:
         raise SymflopsError("a figure is not an SVG image", hint="this is a bug in symflops")
-    return text[start:].strip()
+    return "\n".join(parts)
 
 
 def svg_figures(derivation: Derivation, counts: SheetCounts) -> dict[str, bytes]:
@@ -78,7 +79,7 @@ def svg_figures(derivation: Derivation, counts: SheetCounts) -> dict[str, bytes]
     import dataclasses
 
     from .figures import draw, figures_of
-    from .plots import graph_figure
+    from .plots import graph_svgs
 
     chosen = figures_of(derivation, counts)
     svg = dataclasses.replace(chosen, files=tuple(
@@ -86,7 +87,7 @@ def svg_figures(derivation: Derivation, counts: SheetCounts) -> dict[str, bytes]
         for f in chosen.of("md")))
     drawn = draw(svg, derivation, counts.costs)
     out = {name[:-4] + ".png": data for name, data in drawn.items()}
-    out["mermaid"] = graph_figure(chosen.graph, fmt="svg")
+    out["mermaid"] = b"".join(graph_svgs(chosen.graph))
     return out
 
 
@@ -127,7 +128,7 @@ def sheet_page(derivation: Derivation, counts: SheetCounts, markdown: str,
     read into HTML with ``figures`` (file name -> SVG bytes; ``mermaid`` the
     computation graph, which the Markdown sheet draws as Mermaid) inline."""
     layer = derivation.layer
-    converter = Converter({k: inline_svg(v) for k, v in figures.items()})
+    converter = Converter({k: inline_svg(v) for k, v in figures.items()}, title=False)
     body = converter.convert(markdown)
     data = live_data(layer, macs=counts.costs.unit == "MACs")
     context = {

@@ -133,6 +133,17 @@ def graph_figure(graph: Graph, names: Mapping[str, str] | None = None,
     return draw_graph(graph, names or {}, _COLOURS, _SAVED)
 
 
+def graph_svgs(graph: Graph, names: Mapping[str, str] | None = None) -> list[bytes]:
+    """The graph's pages (those of :func:`graph_figure`), each as an SVG image (the HTML sheet)."""
+    import matplotlib.style
+
+    from .graphplot import _page, graph_pages
+
+    with matplotlib.style.context("default"):
+        return [_bytes(_page(graph, page, names or {}, _COLOURS, _SAVED), "svg")
+                for page in graph_pages(graph)]
+
+
 def bars_figure(rows: Sequence[BarRow], title: str, unit: str = "FLOPs",
                 fmt: ImageFormat = "png") -> bytes:
     """Two panels of horizontal stacked bars, one bar per row: FLOPs
