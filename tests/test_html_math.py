@@ -131,3 +131,11 @@ def test_the_pages_body_is_the_markdown_sheet_read(tmp_path):
     assert body.strip() == Converter(figures, title=False).convert(md).strip()
     assert md.startswith("# Transformer feed-forward block\n")  # shown above the live numbers
     assert md == (ROOT / "build" / "ffn.md").read_text()
+
+
+def test_a_line_that_starts_like_a_table_row_but_is_not_one_is_text():
+    # llama's compact forward table has rows broken across lines (a note inside a cell):
+    # the reader looped on the stray ' | $2BSDNE$ | $0$ |' line, growing without end
+    md = "| a | b |\n|---|---|\n| 1 | note\n\nmore\n\n | $x$ | 0 |\n| 2 | 3 |\n"
+    out = to_html(md)
+    assert out.count("<table>") == 1 and "<p>more</p>" in out and "<p>| <math" in out
