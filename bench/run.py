@@ -20,7 +20,12 @@ Prints a table per section, each figure the median over ``--repeats`` runs
     --params 7e9 --tokens 2e12``, each in a fresh interpreter, the best of
     several runs, against the 0.3 s target (the command line imports neither
     SymPy nor Jinja2 for them; a command that derives imports SymPy when it
-    runs).
+    runs);
+(f) issue 26's targets, each figure against its target: ``plan --hf-config``
+    of Llama-2-7B (0.3 s) and DeepSeek-V3 (0.5 s), first run and best; a cold
+    ``symflops build`` with PDFs at the default jobs (15 s); ``symflops verify``
+    of every shipped declaration (15 s each);
+(t) only with ``--sections t``: the README's test command (8 min).
 """
 
 from __future__ import annotations
@@ -370,15 +375,113 @@ def section_startup(repeats: int) -> None:
     table(rows)
 
 
+# ------------------------------------------------- (f) issue 26's targets --
+
+#: Seconds each figure of section (f) should come within (issue 26).
+VERIFY_TARGET = 15.0
+BUILD_TARGET = 15.0
+PLAN_TARGETS = {"LLAMA2_7B": 0.3, "DEEPSEEK_V3": 0.5}
+TEST_TARGET = 8 * 60.0
+
+
+def _hf_config(name: str) -> dict:
+    """A published config as the tests write it (tests/test_hf_*.py)."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    for test in sorted((ROOT / "tests").glob("test_hf_*.py")):
+        module = __import__(test.stem)
+        if isinstance(getattr(module, name, None), dict):
+            return getattr(module, name)
+    raise KeyError(name)
+
+
+def _against(t: float, target: float) -> str:
+    return "within" if t <= target else "OVER"
+
+
+def wall_and_cpu(run: Callable[[], object]) -> tuple[float, float]:
+    """The wall time of ``run`` and the CPU time (user + system) of the
+    processes it started and waited for: on a machine shared with other work
+    the wall time measures the load as much as the command, the CPU time much
+    less so (for ``build``, CPU time / cores bounds the wall time of an idle
+    machine from below)."""
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    run()
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def section_targets(repeats: int) -> None:
+    """Each row printed as soon as it is measured (the whole takes minutes)."""
+    import json
+
+    cores = os.cpu_count() or 1
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"(f) issue 26's targets, fresh interpreters, {cores} cores, load average "
+          f"{load:.1f} at the start (wall against the target; CPU = user + system)")
+
+    def row(figure: str, wall: float, cpu: float, target: float) -> None:
+        print(f"  {figure:<58} wall {wall:7.2f} s  CPU {cpu:7.2f} s  target {target:g} s  "
+              f"{_against(wall, target)}", flush=True)
+
+    with tempfile.TemporaryDirectory(prefix="symflops-bench-") as tmp:
+        for name, target in PLAN_TARGETS.items():
+            path = os.path.join(tmp, f"{name}.json")
+            with open(path, "w") as fh:
+                json.dump(_hf_config(name), fh)
+            run = command("-m", "symflops", "plan", "--hf-config", path, "--tokens", "2e12")
+            runs = [wall_and_cpu(run) for _ in range(max(5, repeats))]
+            row(f"plan --hf-config {name}, first run", *runs[0], target)
+            row(f"plan --hf-config {name}, best of {len(runs)}", *min(runs), target)
+        row(f"build, cold, with PDFs, default jobs ({cores} workers)",
+            *wall_and_cpu(command("-m", "symflops", "build", "--src", str(DERIVATIONS), "--out",
+                                  os.path.join(tmp, "build"))), BUILD_TARGET)
+    # the slowest before issue 26 first
+    first = ("attention_mla", "albert_block", "conv2d_strided")
+    paths = sorted(shipped(), key=lambda p: (p.stem not in first, p.stem))
+    times = {}
+    for p in paths:
+        times[p.stem] = wall_and_cpu(command("-m", "symflops", "verify", str(p)))
+        row(f"verify {p.stem}", *times[p.stem], VERIFY_TARGET)
+    slowest = sorted(times, key=lambda n: times[n][0], reverse=True)
+    over = [n for n in slowest if times[n][0] > VERIFY_TARGET]
+    print(f"  verify: median wall {statistics.median(t[0] for t in times.values()):.1f} s, "
+          f"CPU {statistics.median(t[1] for t in times.values()):.1f} s; slowest "
+          + ", ".join(f"{n} {times[n][0]:.1f}/{times[n][1]:.1f} s" for n in slowest[:5])
+          + (f"; over the target: {', '.join(over)}" if over else "; none over the target"))
+
+
+def section_tests(repeats: int) -> None:
+    """The README's test command, once (minutes: only with --sections t)."""
+    try:
+        import torch  # noqa: F401
+        import transformers  # noqa: F401
+        oracles = "with the oracles"
+    except ImportError:
+        oracles = "WITHOUT the oracles (pip install '.[test,oracle]')"
+    print(f"(t) the README's test command, python -m pytest -q, {oracles}, "
+          f"{os.cpu_count()} cores")
+    t = median_seconds(lambda: subprocess.run([sys.executable, "-m", "pytest", "-q",
+                                               "-p", "no:cacheprovider"], cwd=ROOT, env=ENV,
+                                              stdout=subprocess.DEVNULL,
+                                              stderr=subprocess.DEVNULL), 1)
+    table([("figure", "seconds", "target", ""),
+           ("python -m pytest -q", f"{t:.0f}", f"{TEST_TARGET:g}", _against(t, TEST_TARGET))])
+
+
 SECTIONS = {"a": section_build, "b": section_derive, "c": section_sweep, "d": section_flopcounter,
-            "e": section_startup}
+            "e": section_startup, "f": section_targets, "t": section_tests}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=3, help="runs per figure (median)")
-    parser.add_argument("--sections", default="abcde", help="which sections, e.g. cd")
+    parser.add_argument("--sections", default="abcdef",
+                        help="which sections, e.g. cd; t (the whole test suite) only on request")
     args = parser.parse_args(argv)
     print(f"symflops benchmarks: Python {sys.version.split()[0]}, {os.cpu_count()} CPUs, "
           f"medians of {args.repeats} runs")

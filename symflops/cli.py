@@ -34,7 +34,7 @@ from .core.errors import SymflopsError, Terminated
 #: The module of :mod:`symflops.commands` whose ``run(args)`` runs each command.
 COMMANDS = {"derive": "layer", "eval": "layer", "render": "layer", "build": "layer",
             "sweep": "layer", "exercises": "layer", "check": "check", "verify": "verify", "grads": "grads",
-            "plan": "plan", "import-hf": "importhf"}
+            "plan": "plan", "import-hf": "importhf", "shard": "shard", "roofline": "roofline"}
 
 
 def run(argv: Sequence[str] | None = None) -> int:

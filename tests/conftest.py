@@ -1,5 +1,34 @@
+import re
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+#: The independent oracles some tests need; without them those tests skip
+#: (pytest.importorskip), and the run says so in one line.
+ORACLES = ("torch", "transformers")
+ORACLE_INSTALL = "pip install '.[test,oracle]'"
+_MISSING = re.compile(r"could not import '(%s)'" % "|".join(ORACLES))
+
+
+def oracle_skip_line(reasons):
+    """The line that says how many tests were skipped for a missing oracle,
+    or None when none was: ``reasons`` are the skip reasons of a run."""
+    missing = [m.group(1) for m in map(_MISSING.search, reasons) if m]
+    if not missing:
+        return None
+    names = " and ".join(sorted(set(missing), key=ORACLES.index))
+    return (f"{len(missing)} oracle test{'s' if len(missing) > 1 else ''} skipped: {names} not "
+            f"installed (install the oracles with {ORACLE_INSTALL})")
+
+
+def _reason(report):
+    longrepr = report.longrepr
+    return longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
+
+
+def pytest_terminal_summary(terminalreporter):
+    line = oracle_skip_line([_reason(r) for r in terminalreporter.stats.get("skipped", [])])
+    if line:
+        terminalreporter.write_line(line)

@@ -64,7 +64,7 @@ def test_eval_across_dims_is_exact_and_fast(tmp_path):
     for values in (["S=300", "T=300", "E=2"], ["S=150", "T=1000", "E=2"], ["S=3", "T=5", "E=2"]):
         start = time.monotonic()
         out = subprocess.run([sys.executable, "-m", "symflops", "eval", str(path), *values, "--json"],
-                             capture_output=True, text=True, timeout=120)
+                             capture_output=True, text=True, timeout=900)
         assert out.returncode == 0, out.stderr
         assert time.monotonic() - start < 60
         forward = json.loads(out.stdout)["flops"]["forward"]

@@ -208,10 +208,11 @@ def test_sheet_figures_names_captions_and_notes():
     d, c = derived("llama_block")
     f = sheet_figures(d, c, "llama_block", LLAMA_8B, "Llama 3 8B")
     assert [x.filename for x in f.of("tex")] == [
-        "llama_block.graph.pdf", "llama_block.components.pdf", "llama_block.flops.pdf",
-        "llama_block.memory.pdf"]
+        "llama_block.graph.pdf", "llama_block.components.pdf", "llama_block.roofline.pdf",
+        "llama_block.flops.pdf", "llama_block.memory.pdf"]
     assert [x.filename for x in f.of("md")] == [
-        "llama_block.components.png", "llama_block.flops.png", "llama_block.memory.png"]
+        "llama_block.components.png", "llama_block.roofline.png", "llama_block.flops.png",
+        "llama_block.memory.png"]
     flops = next(x for x in f.files if x.kind == "flops")
     assert "at least 6N from S = 53,247 on" in flops.caption and "Llama 3 8B" in flops.caption
     graph = f.files[0].caption
@@ -224,7 +225,8 @@ def test_sheet_figures_names_captions_and_notes():
     assert "none was given" in bare.notes[0]
     one = sheet_figures(lora, lc, "lora", {"B": 4, "I": 8, "O": 8, "R": 2})
     assert one.notes == ()  # no sequence length: derive's notes say so, not the sheet
-    assert {x.kind for x in one.files} == {"graph", "components"}
+    # at given values the roofline figure is drawn too (its ops' intensities there)
+    assert {x.kind for x in one.files} == {"graph", "components", "roofline"}
     assert figure_stem("my model (v2)") == "my_model__v2_"
 
 
@@ -291,7 +293,7 @@ def test_build_writes_the_figures_beside_the_sheets(tmp_path):
     assert not result.failed
     names = sorted(p.name for p in out.iterdir())
     assert names == sorted(["llama_block.md", "llama_block.tex"] + [
-        f"llama_block.{k}.{e}" for k in ("components", "flops", "memory") for e in ("png", "pdf")]
+        f"llama_block.{k}.{e}" for k in ("components", "roofline", "flops", "memory") for e in ("png", "pdf")]
         + ["llama_block.graph.pdf"])
     assert (out / "llama_block.flops.png").read_bytes().startswith(b"\x89PNG")
     assert [Path(p).name for p in result.written] == ["llama_block.md", "llama_block.tex"]

@@ -98,8 +98,11 @@ def test_ffn_by_hand_with_default_upstream(tmp_path, capsys):
 
 
 def test_frozen_and_gradient_free_tensors_get_no_gradient(tmp_path, capsys):
-    text = Path(FFN).read_text().replace("role: input}", "role: input, requires_grad: false}")
-    text = text.replace("W_in: {shape: [D, F], role: param}", "W_in: {shape: [D, F], role: frozen}")
+    text = Path(FFN).read_text()
+    for old, new in (("X: {shape: [B, D], role: input,", "X: {shape: [B, D], role: input, requires_grad: false,"),
+                     ("W_in: {shape: [D, F], role: param,", "W_in: {shape: [D, F], role: frozen,")):
+        assert old in text, f"derivations/ffn.yaml no longer declares {old!r}; update this test"
+        text = text.replace(old, new)
     got, _ = run_grads(tmp_path, capsys, declaration(tmp_path, text), **ffn_arrays(np.random.default_rng(2)))
     assert sorted(got) == ["dW_out"]
 

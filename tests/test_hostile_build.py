@@ -188,3 +188,11 @@ def test_a_source_that_is_not_a_file_is_reported_alike_with_and_without_workers(
         assert any(line.startswith(f"symflops: error: {odd}: is ") for line in said[jobs]), \
             result.stderr
     assert said["1"] == said["2"]
+
+
+def test_every_kind_of_figure_has_its_file_names_checked():
+    """A kind of figure added to the sheets without its names in the clash
+    check would let two declarations overwrite each other's figure."""
+    from typing import get_args
+    from symflops.sheets.figures import FIGURE_FILES, FigureKind
+    assert {kind for kind, _ in FIGURE_FILES} == set(get_args(FigureKind))

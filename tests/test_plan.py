@@ -358,7 +358,8 @@ def cli(*args):
     (["--params", "7e9", "--peak", "1e15"], "--peak given without --mfu"),
     (["--params", "7e9", "-n", "8", "--dp", "16"], "exceeds the 8 accelerator"),
     (["--params", "7e9", "--plot", "plan.pdf"], "the plot is a PNG image"),
-    (["derivations/ffn.yaml", "B=1"], "declares no 'tokens:'"),
+    (["derivations/activations.yaml", "B=1"], "declares no 'tokens:'"),
+    (["derivations/ffn.yaml", "B=1"], "needs a dimension 'S' (sequence length)"),
     (["--params", "7e9", "--hf-config", "x.json"], "several models given"),
 ])
 def test_bad_input_is_one_line_exit_2(args, message):

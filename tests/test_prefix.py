@@ -315,3 +315,39 @@ def test_verify_at_given_sizes(tmp_path, capsys):
     assert "S" in capsys.readouterr().err
     assert cli.main(["verify", str(path), "--at", "B=1000,S=1000", "--no-torch"]) == 2
     assert "verify needs small sizes" in capsys.readouterr().err
+
+
+# -- a prefix sum among the later stages: bytes moved (roofline) and sharding ---------
+
+CUMSUM = """name: cs
+dims: {B: batch, S: seq, H: heads}
+roles: {batch: B, heads: H}
+tensors:
+  La: {shape: [B, S, H], role: input}
+ops:
+  - Cs[b,s,h] = La[b,u,h] where u <= s
+"""
+
+
+def test_a_prefix_sum_moves_its_input_and_output_once(tmp_path, capsys):
+    """bf16: La read once (B S H elements, 2 bytes) and Cs written once (2 bytes):
+    4 B H S bytes; B H (S - 1) adds.  Before, every summary of a layer with a
+    prefix sum exited 70 ('PrefixSum' object has no attribute 'moved')."""
+    path = tmp_path / "cs.yaml"
+    path.write_text(CUMSUM)
+    assert cli.main(["roofline", str(path), "--accelerator", "h100"]) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()
+            if line.strip().startswith("Cs ")]
+    assert rows and rows[0][2:4] == ["B*H*(S", "-"] and "4*B*H*S" in rows[0], rows
+
+
+def test_a_prefix_sum_splits_along_other_letters_and_refuses_its_own(tmp_path, capsys):
+    path = tmp_path / "cs.yaml"
+    path.write_text(CUMSUM)
+    assert cli.main(["shard", str(path), "--dp", "2"]) == 0
+    out = capsys.readouterr().out
+    # forward B H (S - 1) adds and the suffix-sum rule's as many, over 2 devices
+    assert "FLOPs elementwise     B*H*S - B*H" in out, out
+    assert cli.main(["shard", str(path), "--mesh", "X=2", "--place", "S=X"]) == 2
+    err = capsys.readouterr().err
+    assert "the letter s is split over X" in err and "sums along it" in err, err

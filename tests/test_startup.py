@@ -23,7 +23,7 @@ def loaded(code: str) -> dict:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                            env=env, cwd=ROOT, timeout=120)
+                            env=env, cwd=ROOT, timeout=900)
     assert result.returncode == 0, result.stderr
     return {"modules": json.loads(result.stderr.strip().splitlines()[-1]), "out": result.stdout}
 

@@ -104,13 +104,17 @@ def test_lookup_and_leaves_name_fields_by_dotted_paths():
     assert list(leaves(s.flops, "flops")) == ["flops.forward", "flops.backward", "flops.total"]
 
 
-def test_claim_names_are_the_public_grammar():
+def test_claim_names_are_the_public_grammar(tmp_path):
     """The names the README and ``check``'s docstring give: the dims, params,
     trainable_params, activations, flops.*, flops_elementwise.*, memory.* (as
     before), then the names added for reviewing papers; the feed-forward block
-    declares no tokens, sequences or causal op, so no per-token, attention or
-    cache names."""
-    layer = load(ROOT / "derivations" / "ffn.yaml")
+    without its tokens: line declares no tokens, sequences or causal op, so no per-token, attention or
+    cache names; then the bytes moved and intensities of the roofline, without
+    the decoding step's, which needs tokens: and sequences:."""
+    text = (ROOT / "derivations" / "ffn.yaml").read_text()
+    assert "\ntokens: B\n" in text
+    (tmp_path / "ffn.yaml").write_text(text.replace("\ntokens: B\n", "\n"))
+    layer = load(tmp_path / "ffn.yaml")
     d = derive(layer)
     names = claim_symbols(layer, summary(d, costs(d)))
     totals = ["forward", "backward", "total"]
@@ -122,7 +126,19 @@ def test_claim_names_are_the_public_grammar():
                               "memory.inference_peak_bytes", "params_active",
                               "params_active_dense", "params_dense", "params_lookup",
                               "params_elementwise", "flops.inference", "flops.executed",
-                              "flops.recomputed"])
+                              "flops.recomputed"]
+                           + [f"bytes_moved.{k}" for k in totals]
+                           + ["bytes_moved_fused.forward", "intensity.forward",
+                              "intensity.total", "intensity_fused.forward"])
+    # the shipped block declares tokens: B, which adds the per-token names
+    shipped = load(ROOT / "derivations" / "ffn.yaml")
+    with_tokens = claim_symbols(shipped, summary(derive(shipped), costs(derive(shipped))))
+    assert set(with_tokens) - set(names) == {
+        "tokens", "params_read", *(f"flops_per_token.{k}" for k in (
+            *totals, "inference", "executed", "elementwise", "six_n", "beyond_six_n"))}
+    # 12 B D F training FLOPs over B tokens; 6N with N = 2 D F dense parameters
+    assert sympy.expand(with_tokens["flops_per_token.total"] - 12 * D * F) == 0
+    assert sympy.expand(with_tokens["flops_per_token.six_n"] - 12 * D * F) == 0
     # bf16-adam: 2 + 2 + 2 x 4 bytes per parameter; X and H saved at 2 bytes
     assert sympy.expand(names["memory.total_bytes"] - (12 * 2 * D * F + 2 * B * (D + F))) == 0
     # in elements: 2DF each of parameters and gradients, 2 x 2DF of Adam's m and v

@@ -167,9 +167,9 @@ def test_fused_attention_in_the_json_and_in_plan() -> None:
 # -- item 18: a tool's remarks go to derive's notes, not on the sheet -----------------------
 
 def test_derive_notes_say_what_the_declaration_could_add() -> None:
-    out = run_cli("derive", "derivations/ffn.yaml").stdout
+    out = run_cli("derive", "derivations/activations.yaml").stdout   # no tokens:
     assert "notes" in out and "declare 'tokens:'" in out
-    assert json.loads(run_cli("derive", "derivations/ffn.yaml", "--json").stdout)["notes"]
+    assert json.loads(run_cli("derive", "derivations/activations.yaml", "--json").stdout)["notes"]
     assert "notes" not in json.loads(run_cli("derive", "derivations/llama.yaml",
                                               "--json").stdout)
 

@@ -94,6 +94,23 @@ def test_wrong_operand_is_reported_not_raised():
     assert {g.grad for g in report.gradients if not g.passed} == {"dH", "dW_in", "dX"}
 
 
+def test_a_rule_wrong_on_the_diagonal_only_fails_by_finite_differences_alone():
+    """The finite differences run along one random direction per tensor; a rule
+    wrong in a few elements must still fail.  attention_causal's dV[t,h] =
+    P[s,t] dO[s,h] where t <= s, with the where-clause made strict (t < s),
+    loses the diagonal term s = t of each sum only, and dX, which is computed
+    from dV, goes wrong with it (W_v is read on one path only, so dW_v too)."""
+    d = symflops.derive(symflops.load(ROOT / "derivations" / "attention_causal.yaml"))
+    k = next(k for k, r in enumerate(d.rules) if r.statement == "dV[t,h] = P[s,t] dO[s,h] where t <= s")
+    operands = tuple(dataclasses.replace(f, fn="<") if f.is_comparison else f
+                     for f in d.rules[k].terms[0].operands)
+    report = verify.verify(with_rule(d, k, operands=operands), use_torch=False)
+    assert [r.grad for r in report.rules if not r.passed] == ["dV"]
+    assert {g.grad for g in report.gradients if not g.passed} == {"dV", "dW_v", "dX"}
+    assert all(g.fd_error > 1e-3 for g in report.gradients if not g.passed)
+    assert verify.verify(d, use_torch=False).passed  # the rule as derived passes
+
+
 def test_rule_with_swapped_output_axes_fails():
     d = ffn_derivation()
     report = verify.verify(with_rule(d, 3, output=Factor("dX", ("d", "b"))), use_torch=False)

@@ -23,6 +23,7 @@ from ..count.names import Sources, registry, values as name_values
 from ..count.precision import POLICIES
 from ..count.records import Formula, Summary
 from ..count.summary import summary
+from ..count.traffic import source as traffic_source
 from ..derive.backward import derive
 
 Attention = Literal["exact", "full-square"]
@@ -140,9 +141,17 @@ class Declaration:
     def quantities(self, convention: Convention) -> dict[str, sympy.Expr]:
         """Every named quantity under ``convention``, defined dims substituted."""
         if convention not in self._quantities:
-            s, att, _ = self.summary(convention)
+            s, att, c = self.summary(convention)
+            if convention.recompute is not None and \
+                    convention.recompute not in s.model.recompute.policies:
+                raise SymflopsError(
+                    f"{self.layer.name} does not offer the recompute policy "
+                    f"{convention.recompute!r} (fused_attention needs an attention core, "
+                    "selective a 'selective:' list)", None,
+                    f"use one of {', '.join(s.model.recompute.policies)}")
             subs = self.layer.substitutions
-            found = name_values(Sources(s, att, convention.recompute))
+            found = name_values(Sources(s, att, convention.recompute,
+                                        traffic_source(self.derivation(convention.attention), c)))
             self._quantities[convention] = {
                 n: substitute(sympy.expand(v), subs) if subs else v for n, v in found.items()}
         return self._quantities[convention]

@@ -180,8 +180,8 @@ def _conventions(request: "Request") -> Iterable["Convention"]:
     layer = request.declaration.layer
     attention = [a for a in ("exact", "full-square") if a != (c.attention or "exact")
                  and (a == "exact" or restricted_products(layer))]
-    policies = [p for p in RECOMPUTE_POLICIES if p != c.recompute
-                and (p != "selective" or layer.selective)]
+    offered = request.declaration.summary(c)[0].model.recompute.policies
+    policies = [p for p in RECOMPUTE_POLICIES if p != c.recompute and p in offered]
     precisions = [p for p in POLICIES if p != (c.precision or layer.precision or "bf16-adam")]
     for a in attention:
         yield dataclasses.replace(c, attention=a)  # type: ignore[arg-type]

@@ -83,6 +83,8 @@ def trailing_word(text: str) -> tuple[str, Word | None, int]:
 
 
 def kind_unit(kind: str) -> Unit:
+    if kind == "FLOPs per byte":   # an arithmetic intensity
+        return (("FLOPs", 1), ("bytes", -1))
     return NONE if kind == "count" else ((kind, 1),)
 
 

@@ -11,7 +11,10 @@ was an internal error).  A declaration whose Markdown renders but whose
 LaTeX does not (a character pdflatex cannot set) gets its Markdown sheet;
 its ``.tex`` and ``.pdf`` are left as they were.
 
-With ``-j N`` the declarations are derived in worker processes.  A SIGTERM
+With ``-j N`` the declarations are derived in worker processes (the command's
+default: one per core).  Progress says ``[12/47] llama`` as each
+declaration's files are written (a bar on a terminal; in a pipe a plain line,
+then its ``wrote`` lines), and the summary counts every file written, by kind.  A SIGTERM
 or Ctrl-C stops them: a worker busy with a sheet unwinds (its pdflatex is
 killed, its ``symflops-tex-*`` scratch directory removed), an idle one
 exits, and the parent waits for them before it exits.  The temporary files
@@ -46,6 +49,7 @@ from ..derive.patterns import with_patterns
 from ..count.evaluate import check_definitions
 from ..core.errors import SymflopsError, Terminated, printable, shorten
 from .names import clashing
+from .progress import Progress, summary
 from .output import directory, target as output_target, write_file
 from ..sheets.escape import check_tex
 from ..sheets.figures import draw, figures_of
@@ -188,6 +192,15 @@ class BuildResult:
     #: the failures that were internal errors (bugs), a subset of ``failed``
     internal: list[str] = field(default_factory=list)
 
+    def summary(self) -> str:
+        """Every file written, by kind, and the declarations that failed."""
+        return summary(self.written, self.figures, self.failed)
+
+
+#: What a build without pdflatex says, once.
+NO_PDFLATEX = ("pdflatex not found: no PDFs written; install TeX Live (Debian: texlive-latex-base "
+               "texlive-latex-recommended lmodern) for them, or give --no-pdf")
+
 
 @dataclass(frozen=True)
 class Outcome:
@@ -238,6 +251,8 @@ def build(src: str = "derivations", out: str = "build", *, pdf: bool | None = No
                             hint="put one layer declaration per file in this directory")
     if pdf is None:
         pdf = pdflatex_available()
+        if not pdf:
+            print(f"symflops: {NO_PDFLATEX}", file=stderr)
     elif pdf and not pdflatex_available():
         raise SymflopsError("--pdf was asked for but pdflatex is not on the path",
                             hint="install TeX Live (Debian: texlive-latex-base "
@@ -252,6 +267,7 @@ def build(src: str = "derivations", out: str = "build", *, pdf: bool | None = No
     work = functools.partial(_sheets, configs=configs, templates=templates, unit=unit,
                              precision=precision, pdf=pdf and "tex" in formats,
                              examples=tuple(examples), formats=tuple(formats))
+    progress = Progress(len(files), stdout)
     with _library_scratch():
         pool = None
         try:
@@ -275,10 +291,13 @@ def build(src: str = "derivations", out: str = "build", *, pdf: bool | None = No
                 outcome = (Outcome({}, None, (str(clashes[path]),)) if path in clashes
                            else next(outcomes))
                 errors = list(outcome.errors)
+                progress.step(os.path.splitext(os.path.basename(path))[0])
                 try:
-                    _write(path, out, outcome, result, stdout)
+                    _write(path, out, outcome, result, progress)
                 except SymflopsError as exc:  # this sheet's output path, or a full disk
                     errors.append(str(exc))
+                if errors:
+                    progress.end()
                 for error in errors:
                     print(f"symflops: {error}", file=stderr)
                 if errors:
@@ -288,13 +307,14 @@ def build(src: str = "derivations", out: str = "build", *, pdf: bool | None = No
                 if outcome.entry is not None and "html" in outcome.sheets:
                     entries.append(outcome.entry)
             if "html" in formats:
-                _write_index(out, entries, templates, result, stdout)
+                _write_index(out, entries, templates, result, progress)
         except BaseException:
             if pool is not None:
                 _stop(pool)
                 pool = None
             raise
         finally:
+            progress.end()
             if pool is not None:
                 pool.shutdown(cancel_futures=True)
     return result
@@ -483,16 +503,17 @@ def _sheets(path: str, *, configs: Sequence[Mapping[str, sympy.Expr]], templates
 
 
 def _write_index(out: str, entries: Sequence[Mapping[str, Any]], templates: str | None,
-                 result: BuildResult, stdout: TextIO) -> None:
+                 result: BuildResult, progress: Progress) -> None:
     """``out/index.html``, the gallery of the HTML sheets built (in name order)."""
     target = os.path.join(out, "index.html")
     output_target(target, "--out")
     write_file(target, index_page(entries, templates), "--out")
     result.written.append(target)
-    print(f"wrote {printable(target)}", file=stdout)
+    progress.wrote(target)
 
 
-def _write(path: str, out: str, outcome: Outcome, result: BuildResult, stdout: TextIO) -> None:
+def _write(path: str, out: str, outcome: Outcome, result: BuildResult,
+           progress: Progress) -> None:
     name = os.path.splitext(os.path.basename(path))[0]
     # Every path is checked before any is written: a declaration whose figure
     # or sheet cannot be written (a directory there) leaves all its files as they were.
@@ -507,7 +528,7 @@ def _write(path: str, out: str, outcome: Outcome, result: BuildResult, stdout: T
             target = os.path.join(out, filename)
             write_file(target, data, "--out")
             result.figures.append(target)
-            print(f"wrote {printable(target)}", file=stdout)
+            progress.wrote(target)
     files = [(fmt, text) for fmt, text in outcome.sheets.items()]
     if outcome.pdf is not None:
         files.append(("pdf", outcome.pdf))
@@ -515,4 +536,4 @@ def _write(path: str, out: str, outcome: Outcome, result: BuildResult, stdout: T
         target = os.path.join(out, f"{name}.{fmt}")
         write_file(target, data, "--out")
         result.written.append(target)
-        print(f"wrote {printable(target)}", file=stdout)
+        progress.wrote(target)

@@ -15,6 +15,9 @@ from .. import __version__
 from . import options
 from . import importhf as importhf_command
 from . import plan as plan_command
+from .shardargs import DESCRIPTION as SHARD_DESCRIPTION, EPILOG as SHARD_EPILOG
+from .shardargs import add_arguments as _shard_arguments
+from . import roofline as roofline_command
 from ..count.precision import DEFAULT_POLICY, POLICIES
 
 DESCRIPTION = """\
@@ -39,6 +42,7 @@ examples:
   symflops verify derivations/ffn.yaml
   symflops grads derivations/ffn.yaml --inputs in.npz --out grads.npz
   symflops plan --params 7e9 --tokens 2e12 -n 1024 --sustained 4e14
+  symflops roofline derivations/ffn.yaml --accelerator h100 D=4096 F=16384
 
 exit status: 0 ok, 1 a claim or verification failed, 2 bad input (or a declaration
 that failed to build), 70 internal error.
@@ -121,7 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "as transformers runs them where that differs (executed: Llama 4)")
     r.add_argument("--format", choices=("md", "tex", "html"), default="md",
                    help="sheet format (default md; html: the self-contained page with live "
-                        "numbers, see the README's 'HTML sheets and the gallery')")
+                        "numbers, see docs/html.md)")
     r.add_argument("-o", "--output", metavar="PATH",
                    help="write here (atomically) instead of standard output ('-': standard "
                         "output); an existing path must be a regular file")
@@ -147,9 +151,9 @@ def build_parser() -> argparse.ArgumentParser:
                    dest="formats", metavar="FORMAT",
                    help="write only this format (md, tex with its PDF, html with the gallery "
                         "index.html); repeatable; default all three")
-    b.add_argument("-j", "--jobs", type=int, default=1, metavar="N",
-                   help="derive N declarations at once in worker processes (0: one per core; "
-                        "default 1; never more than the cores or the declarations); output "
+    b.add_argument("-j", "--jobs", type=int, default=0, metavar="N",
+                   help="derive N declarations at once in worker processes (default 0: one "
+                        "per core; never more than the cores or the declarations); output "
                         "is the same and written in name order")
     _sheet_options(b)
     c = sub.add_parser("check", help="decide claims about FLOPs, params and memory",
@@ -183,6 +187,16 @@ def build_parser() -> argparse.ArgumentParser:
                         description=plan_command.DESCRIPTION, epilog=plan_command.EPILOG,
                         formatter_class=argparse.RawDescriptionHelpFormatter)
     plan_command.add_arguments(pl)
+    sh = sub.add_parser("shard", help="split a declaration over many devices: collectives, "
+                                      "per-device FLOPs and memory, thresholds",
+                        description=SHARD_DESCRIPTION, epilog=SHARD_EPILOG,
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    _shard_arguments(sh)
+    rf = sub.add_parser("roofline", help="bytes moved, intensity and compute-bound thresholds "
+                                         "per op, and time bounds on accelerators",
+                        description=roofline_command.DESCRIPTION, epilog=roofline_command.EPILOG,
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    roofline_command.add_arguments(rf)
     ih = sub.add_parser("import-hf", help="write the declaration of a Hugging Face config.json",
                         description=importhf_command.DESCRIPTION,
                         epilog=importhf_command.EPILOG_HEAD + importhf_command.families_text(),

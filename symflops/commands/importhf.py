@@ -23,7 +23,7 @@ inline. Edit it and run it as any declaration (derive, eval, render, plan).
 
 A key the importer does not know is refused by name, unless it is on the
 list of keys that change no count (token ids, generation defaults, norm
-epsilons, rotary frequencies: see the README, Hugging Face configs); a value
+epsilons, rotary frequencies: see docs/huggingface.md); a value
 the declaration cannot express is refused naming the key; a config without
 model_type is refused, never guessed.
 """

@@ -68,8 +68,7 @@ def _run_sheet(args: argparse.Namespace) -> int:
                        templates=args.templates, unit=unit, precision=args.precision,
                        examples=args.example,
                        formats=tuple(dict.fromkeys(args.formats)) if args.formats else SHEET_FORMATS)
-        print(f"{len(result.written)} files written, {len(result.failed)} declarations failed",
-              file=sys.stderr if result.failed else sys.stdout)
+        print(result.summary(), file=sys.stderr if result.failed else sys.stdout)
         return 70 if result.internal else 2 if result.failed else 0
     if (args.file is None) == (args.hf_config is None):
         raise SymflopsError("give a declaration FILE or --hf-config PATH (one of them)",

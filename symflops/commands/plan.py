@@ -14,6 +14,7 @@ given, and matplotlib only for ``--plot``.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -92,8 +93,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="a phase of D tokens at sequence length T (repeatable), e.g. "
                         "--phase 1.2e13@4096 --phase 3e11@131072")
     a = p.add_argument_group("accelerators")
-    a.add_argument("-n", "--accelerators", default="1", metavar="N",
-                   help="number of accelerators (default 1)")
+    a.add_argument("-n", "--accelerators", default=None, metavar="N",
+                   help="number of accelerators (default 1; with the strategies below, the "
+                        "product of their degrees)")
     a.add_argument("--accelerator", metavar="PRESET",
                    help=f"peak, memory and bandwidth of one of: {', '.join(PRESETS)}")
     a.add_argument("--peak", metavar="FLOP/S", help="peak dense FLOP/s per accelerator "
@@ -117,6 +119,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "twice, 8N executed per token)")
     t.add_argument("--micro-batch", default="1", metavar="B",
                    help="sequences per micro-batch, for activations (default 1)")
+    g = p.add_argument_group("many devices (a declaration or --hf-config; see 'symflops shard')")
+    for key, what in (("tp", "tensor-parallel degree (Megatron: heads, MLP hidden, vocabulary)"),
+                      ("pp", "pipeline stages (a repeated block's copies split into stages)"),
+                      ("cp", "context-parallel degree (the sequence)"),
+                      ("ep", "expert-parallel degree, inside the data-parallel one (--dp counts "
+                             "every replica; ep of them hold different experts)"),
+                      ("micro-batches", "micro-batches per optimizer step (default: --batch "
+                                        "over dp x --micro-batch, else 1)"),
+                      ("interleave", "model chunks per device: interleaved 1F1B")):
+        g.add_argument("--" + key, metavar="N", help=what)
+    g.add_argument("--sp", action="store_true", help="sequence parallelism over the tp axis "
+                                                     "(norms, dropout, residuals)")
+    g.add_argument("--schedule", choices=("1f1b", "gpipe"), default=None,
+                   help="pipeline schedule (default 1f1b)")
     i = p.add_argument_group("inference (decoding)")
     i.add_argument("--bandwidth", metavar="B/S", help="memory bandwidth, bytes/s (overrides "
                                                        "the preset's)")
@@ -210,7 +226,24 @@ def _model(args: argparse.Namespace, precision):
     return model_from_declaration(path, values, args.recompute, precision)
 
 
-def _run(args: argparse.Namespace):
+def _default_seq(args: argparse.Namespace, model) -> tuple[int, str] | None:
+    """A Hugging Face config's context length (``max_position_embeddings``) and
+    its key, taken as the sequence length when the run gives none (no --seq,
+    no --phase, no --steps/--batch, which need --seq); None otherwise."""
+    imported = model.declaration
+    if (imported is None or args.seq is not None or args.phase or args.steps is not None
+            or args.batch is not None):
+        return None
+    return imported.context
+
+
+def _default_seq_line(default: tuple[int, str]) -> str:
+    seq, key = default
+    return (f"sequence length: no --seq given, so T = {seq:,} tokens, the config's context "
+            f"length ({printable(key)}); give --seq T for another")
+
+
+def _run(args: argparse.Namespace, default_seq: int | None = None):
     if args.phase:
         clash = [o for o, v in (("--tokens", args.tokens), ("--steps", args.steps),
                                 ("--batch", args.batch), ("--seq", args.seq)) if v is not None]
@@ -230,14 +263,18 @@ def _run(args: argparse.Namespace):
         return run_from_steps(_number(args.steps, "--steps"), _number(args.batch, "--batch"),
                               _number(args.seq, "--seq"))
     if args.tokens is not None:
-        return run_from_tokens(_number(args.tokens, "--tokens"), _number(args.seq, "--seq"))
+        seq = _number(args.seq, "--seq") if args.seq is not None else default_seq
+        return run_from_tokens(_number(args.tokens, "--tokens"), seq)
     return None
 
 
 def run(args: argparse.Namespace) -> int:
     precision = POLICIES[args.precision]
     accelerator = preset(args.accelerator) if args.accelerator is not None else None
-    accelerators = _whole(args.accelerators, "--accelerators", "1024")
+    strategies = any(getattr(args, k) not in (None, False) for k in
+                     ("tp", "pp", "cp", "ep", "micro_batches", "interleave", "sp", "schedule"))
+    given_n = _whole(args.accelerators, "--accelerators", "1024")
+    accelerators = given_n or 1
     peak = _number(args.peak, "--peak")
     mfu = _fraction(args.mfu, "--mfu")
     sustained = _number(args.sustained, "--sustained")
@@ -257,16 +294,33 @@ def run(args: argparse.Namespace) -> int:
                                     hint="a declaration counts what it declares; --params has "
                                          "no attention term")
     model = _model(args, precision)
-    the_run = _run(args)
+    default = _default_seq(args, model)
+    the_run = _run(args, default[0] if default else None)
     seq = _whole(args.seq, "--seq", "4096") if the_run is None else None
+    if the_run is None and seq is None and default is not None:
+        seq = default[0]
+    many = None
+    if strategies:
+        many = _devices(args, model, precision, the_run, seq, given_n, accelerator, throughput,
+                        peak)
+        accelerators = many.devices
+        throughput = rate(accelerators, peak, mfu, sustained)
     decode = any(v is not None for v in (args.decode_batch, args.context, args.bandwidth))
     plan = make_plan(
         model, precision, run=the_run, seq_len=seq, throughput=throughput,
-        accelerator=accelerator, zero=args.zero, dp=_whole(args.dp, "--dp", "64"),
+        accelerator=accelerator, zero=args.zero,
+        dp=dict(many.degrees)["dp"] if many is not None else _whole(args.dp, "--dp", "64"),
         micro_batch=_whole(args.micro_batch, "--micro-batch", "1"), decode=decode,
         context=_whole(args.context, "--context", "4096"),
         decode_batch=_whole(args.decode_batch, "--decode-batch", "8") or 1,
         bandwidth=_number(args.bandwidth, "--bandwidth"))
+    if many is not None:  # one device's memory as the placements give it
+        b = many.busiest
+        plan = dataclasses.replace(plan, memory=dataclasses.replace(
+            plan.memory, weights=b.weights, grads=b.grads, optimizer=b.optimizer,
+            master=b.master, activations=b.activations, buffers=b.buffers or None,
+            devices=" x ".join(f"{k} {v}" for k, v in many.degrees if v != 1 or k == "dp")
+            + f", {b.name}"))
     plot_to_stdout = args.plot == "-"
     if args.plot is not None:
         write_plot(plan, args.plot)
@@ -283,14 +337,29 @@ def run(args: argparse.Namespace) -> int:
                                        "experts": other[0], "seq_len": other[1],
                                        "training_flops_per_token": json_number(other[2])}}
                                       if other else {}),
+                                   **({"default_seq_len": {"seq_len": default[0],
+                                                           "key": default[1]}}
+                                      if default else {}),
                                    **({"text": imported.text} if args.show_declaration else {})}
+        if many is not None:
+            from ..planner.devices import to_json as devices_json
+
+            data["devices"] = devices_json(many)
         out = json.dumps(data, indent=2) + "\n"
     elif args.markdown:
         out = markdown_report(plan) + (f"\n{_other_line(other)}\n" if other else "")
+        if default:
+            out = out.rstrip("\n") + f"\n\n{_default_seq_line(default)}\n"
         if imported is not None and args.show_declaration:
             out = out.rstrip("\n") + "\n\n```yaml\n" + imported.text + "```\n"
     else:
         out = text_report(plan) + (f"\n{_other_line(other)}\n" if other else "")
+        if many is not None:
+            from ..planner.devices import lines as devices_lines
+
+            out = out.rstrip("\n") + "\n" + "\n".join(devices_lines(many)) + "\n"
+        if default:
+            out = out.rstrip("\n") + f"\n\n{_default_seq_line(default)}\n"
         if imported is not None and args.show_declaration:
             out = out.rstrip("\n") + "\n\n" + imported.text
     report = sys.stderr if plot_to_stdout else sys.stdout  # standard output holds the PNG
@@ -298,6 +367,31 @@ def run(args: argparse.Namespace) -> int:
     if args.plot is not None and not plot_to_stdout:
         print(f"wrote {printable(args.plot)}", file=sys.stderr)
     return 0
+
+
+def _devices(args: argparse.Namespace, model, precision, the_run, seq, given_n, accelerator,
+             throughput, peak):
+    """The many-devices plan (:mod:`symflops.planner.devices`); SymPy, hence imported here."""
+    from ..planner.devices import devices
+
+    options = {"dp": _whole(args.dp, "--dp", "64"), "tp": _whole(args.tp, "--tp", "8"),
+               "pp": _whole(args.pp, "--pp", "4"), "cp": _whole(args.cp, "--cp", "2"),
+               "ep": _whole(args.ep, "--ep", "8"), "sp": args.sp, "zero": args.zero,
+               "micro_batches": _whole(args.micro_batches, "--micro-batches", "8"),
+               "interleave": _whole(args.interleave, "--interleave", "2"),
+               "schedule": args.schedule}
+    length = the_run.longest if the_run is not None else seq
+    batch = _whole(args.batch, "--batch", "1024")
+    if throughput.per_accelerator is not None:
+        rate_, note = throughput.per_accelerator, ("--sustained" if throughput.sustained
+                                                  else "peak x MFU")
+    elif peak is not None:
+        rate_, note = peak, "at peak FLOP/s (no --mfu or --sustained given)"
+    else:
+        rate_, note = None, "no rate: give --accelerator or --peak with --mfu"
+    return devices(model, precision, options, length,
+                   _whole(args.micro_batch, "--micro-batch", "1"), given_n, batch, accelerator,
+                   rate_, note)
 
 
 def _other_experts(args: argparse.Namespace, imported, seq: int | None, precision):

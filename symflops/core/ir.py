@@ -216,6 +216,12 @@ class Layer:
     examples: tuple[Example, ...] = ()
     #: named groups of ops, the rows of the front table (an included block's, renamed, first)
     components: tuple[Component, ...] = ()
+    #: what dims are to the parallelism presets (``roles:``): ``(role, dims)``, such as
+    #: ``("heads", ("N",))``; an included block's carried over (see :mod:`symflops.shard`)
+    roles: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    #: the strategies or placements the declaration names (``parallel:``), a
+    #: :class:`symflops.core.sharding.Parallel`, or None
+    parallel: Any = None
 
     @property
     def free_dims(self) -> tuple[Dim, ...]:

@@ -109,7 +109,7 @@ def find_example(layer: Layer, name: str) -> Example:
     raise SymflopsError(f"{layer.name} has no example {name!r}",
                         hint=(f"its examples are {', '.join(names)}" if names else
                               "it declares none: add an 'examples:' block to its declaration "
-                              "(see the README), or give the dims' values"))
+                              "(see docs/declarations.md, examples:), or give the dims' values"))
 
 
 def example_config(example: Example) -> dict[str, sympy.Expr]:
@@ -168,6 +168,11 @@ def number(expr: sympy.Expr, values: Mapping[str, sympy.Expr]) -> int | float:
         approximate = float(result)
     except (TypeError, ValueError, OverflowError):
         approximate = math.nan
+    if result.is_Rational and not math.isfinite(approximate):
+        # a ratio beyond a float's range (1.8e308), such as an arithmetic
+        # intensity at dims of 10**999: the nearest whole number, closer to
+        # the exact value than any float could be (docs/json.md says so)
+        return int(result.round())
     if not math.isfinite(approximate):
         raise SymflopsError(f"a result at {_describe(values)} is {sympy.sstr(result)[:60]}, which "
                             "is not a finite number", hint="give smaller dims")

@@ -25,13 +25,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping
 
+from .traffic_names import ROOFLINE
+
 if TYPE_CHECKING:  # pragma: no cover
     from .attention import Attention
     from .records import Summary
 
 #: What a quantity measures.  Numbers and dims carry no unit; a ``count``
 #: (parameters, tokens) neither: it multiplies into FLOPs or bytes (6·N·D).
-Kind = Literal["FLOPs", "bytes", "elements", "count"]
+#: ``FLOPs per byte`` is an arithmetic intensity.
+Kind = Literal["FLOPs", "bytes", "elements", "count", "FLOPs per byte"]
 #: What a whole-pass figure is divided by: nothing, the tokens or the sequences
 #: (``params_read``, a count of one token's reads, is not a figure divided).
 Per = Literal["pass", "token", "sequence"]
@@ -47,6 +50,9 @@ class Sources:
     summary: "Summary[Any]"
     attention: "Attention | None" = None
     policy: str | None = None
+    #: the bytes moved of a phase under a convention (:func:`symflops.count.traffic.source`):
+    #: ``traffic(phase, convention)``, None where it does not apply; None: not computed
+    traffic: "Callable[[str, str], Any] | None" = None
 
 
 @dataclass(frozen=True)
@@ -291,6 +297,13 @@ _add("inference.weights_bytes_read", "bytes", "inference.weights_bytes_read",
 _add("inference.bytes_per_decoded_token", "bytes", "inference.bytes_per_decoded_token",
      "the weights a token reads plus one sequence's cache, once each",
      lambda x: _inference(x).bytes_per_decoded_token if _inference(x) else None)
+
+
+# ------------------------------------------------- bytes moved (the roofline) --
+# symflops/count/traffic_names.py says them (it imports nothing of this module).
+
+for _q in ROOFLINE:
+    _add(*_q)
 
 
 def values(x: Sources) -> dict[str, Any]:

@@ -6,7 +6,7 @@ commands, ``check``, ``sweep``, the planner and the sheets read its fields.
 Invariants:
 
 * every record is a frozen dataclass whose fields, in order, are the keys of
-  ``symflops derive --json`` (the public contract in the README):
+  ``symflops derive --json`` (the public contract in docs/json.md):
   :func:`to_json` walks the fields, so the printed object cannot drift from
   the tree.  Two field markers shape it: :data:`INLINE` (the record's keys go
   into its parent's object: the whole-model part of a summary) and
@@ -366,7 +366,7 @@ class WholeModel(Record, Generic[V]):
 @dataclass(frozen=True)
 class Summary(Record, Generic[V]):
     """Everything ``symflops derive`` reports: the keys of its ``--json``
-    object, in order (the README's table)."""
+    object, in order (the table of docs/json.md)."""
 
     name: str
     title: str

@@ -30,6 +30,7 @@ from .records import (BackwardEntry, BlockSaved, BlockSummary, CrossingOrders, F
                       Summary, TensorInfo, WholeModel, frozen, map_formulas)
 from .recompute import attention_chains, recompute
 from .growth import sequence_dim
+from .traffic import source as traffic_source
 
 _ORDER = ("products of several tensors are contracted pairwise: forward terms in the order "
           "written (or the cheapest, with forward_order: cheapest), backward rules in the cheapest "
@@ -51,7 +52,8 @@ def summary(derivation: Derivation, costs: Costs) -> Summary[Formula]:
     subs = derivation.layer.substitutions
     data = _summary(derivation, costs)
     data = dataclasses.replace(data, quantities=frozen(names.values(names.Sources(
-        data, attention(derivation, costs.unit, costs.forward_copies, costs.backward_copies)))))
+        data, attention(derivation, costs.unit, costs.forward_copies, costs.backward_copies),
+        traffic=traffic_source(derivation, costs)))))
     return map_formulas(data, lambda e: substitute(e, subs)) if subs else data
 
 

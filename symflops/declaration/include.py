@@ -255,7 +255,8 @@ def read_include(node: Any, file: str, dims: Mapping[str, Dim],
                   (), selective=tuple(names.get(n, n) for n in block.selective),
                   definitions=tuple((n, e.subs(subs)) for n, e in block.definitions),
                   components=tuple(Component(c.name, tuple(names.get(n, n) for n in c.ops), c.span)
-                                   for c in block.components))
+                                   for c in block.components),
+                  roles=_mapped_roles(block.roles, subs))
     return Included(layer, record, nested, inputs, outputs, new_dims, node.span, shared,
                     "repeat" in fields)
 
@@ -276,6 +277,26 @@ def _distinct(old: tuple[Tensor, ...], new: tuple[Tensor, ...],
         at = next((bound[n] for n in reversed(pair) if n in bound), None)
         raise SymflopsError(f"the include gives {b.name!r} to two of the block's tensors, "
                             f"{pair[0]} and {pair[1]}", at, "map each block tensor to its own name")
+
+
+def _mapped_roles(roles: tuple[tuple[str, tuple[str, ...]], ...],
+                  subs: Mapping[sympy.Symbol, sympy.Expr]) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """A block's ``roles:`` in the includer's dims: a dim mapped to another dim
+    takes its name; one mapped to an expression (``F: 4*D``) is no dim of the
+    includer, and its role is dropped."""
+    by_name = {str(k): v for k, v in subs.items()}
+    out = []
+    for role, dims in roles:
+        mapped = []
+        for d in dims:
+            value = by_name.get(d)
+            if value is None:
+                mapped.append(d)
+            elif isinstance(value, sympy.Symbol):
+                mapped.append(value.name)
+        if mapped:
+            out.append((role, tuple(dict.fromkeys(mapped))))
+    return tuple(out)
 
 
 SHARED_HINT = ("list the block's parameters that all copies use, e.g. 'shared: [W_q, W_k]' "

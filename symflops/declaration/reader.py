@@ -1,6 +1,6 @@
 """Read a layer declaration (YAML or Python data) into the IR, with positions.
 
-The declaration format is a public contract (documented in the README)::
+The declaration format is a public contract (documented in docs/declarations.md)::
 
     name: ffn                      # optional; defaults to the file's stem
     title: Transformer feed-forward block
@@ -42,6 +42,7 @@ from ..lang.expr import MAX_DEGREE, MAX_DIGITS, MAX_EXPANDED_TERMS, measure, par
 from ..lang.yaml import Node, check_identifier, describe, from_python, mapping, parse_yaml, text_of
 from .examples import read_examples
 from .components import read_components
+from .parallel import read_parallel, read_roles
 from .include import Included, read_include, resolve_include
 from .outputs import ACTIVATION
 from .padding import NO_PAD, read_pad
@@ -49,6 +50,7 @@ from .statements import lower_ops
 
 TOP_KEYS = ("name", "title", "description", "dims", "tensors", "ops", "precision", "tokens",
             "sequences", "recompute", "forward_order", "sizes", "components", "examples",
+            "roles", "parallel",
             "blocks")
 RECOMPUTE_KEYS = ("policy", "selective")
 TENSOR_KEYS = ("shape", "role", "requires_grad", "description", "pad")
@@ -377,7 +379,7 @@ def build_layer(root: Node, file: str, default_name: str, stack: tuple[str, ...]
     for key in ("dims", "tensors", "ops"):
         if key not in top:
             raise SymflopsError(f"the declaration has no {key!r}", root.span or Span(file, 1, 1),
-                                f"add a '{key}:' section (see the README's declaration format)")
+                                f"add a '{key}:' section (see docs/declarations.md)")
     name = text_of(top["name"][1], "'name'") if "name" in top else default_name
     title = text_of(top["title"][1], "'title'") if "title" in top else name
     declared, formulas = _dims(top["dims"][1])
@@ -410,8 +412,10 @@ def build_layer(root: Node, file: str, default_name: str, stack: tuple[str, ...]
                   _sizes(top, dims, definitions))
     _check_expansion(layer)
     carried = tuple(c for inc in used for c in inc.layer.components)
-    return dataclasses.replace(layer, components=(*carried, *read_components(top, layer, carried)),
-                               examples=read_examples(top, layer))
+    layer = dataclasses.replace(layer, components=(*carried, *read_components(top, layer, carried)),
+                                examples=read_examples(top, layer))
+    roles = read_roles(top, layer, tuple(r for inc in used for r in inc.layer.roles))
+    return dataclasses.replace(layer, roles=roles, parallel=read_parallel(top, layer))
 
 
 def _check_expansion(layer: Layer) -> None:

@@ -259,7 +259,7 @@ def check_keys(c: Config, read: frozenset[str], ignored: frozenset[str]) -> None
             raise c.error(key, f"key {key_name(key)} is not one symflops reads or knows to change "
                                f"no count in a {c.model_type} config, so it may change one",
                           "remove it if the model does not need it, " + BY_HAND + "; the keys "
-                          "read and ignored are listed in the README (Hugging Face configs)")
+                          "read and ignored are listed in docs/huggingface.md")
 
 
 def check_common(c: Config, lm_classes: Iterable[str]) -> None:

@@ -4,7 +4,7 @@ A family module (:mod:`symflops.hf.families`) says what the model has,
 dim by dim, tensor by tensor, op by op, each with the config key behind it;
 :class:`Declaration` lays it out as a whole-model declaration, its blocks
 inline under ``blocks:`` (one file to read, edit and run), in the format the
-README documents and :mod:`symflops.declaration.reader` reads.  Nothing here
+docs/declarations.md documents and :mod:`symflops.declaration.reader` reads.  Nothing here
 counts: the counts come from the engine reading the text.
 
 Values are written from trusted data only (integers, names the family module
@@ -55,6 +55,27 @@ def comment_lines(text: str) -> list[str]:
 #: how a component of each kind of block is labelled when a model has two kinds
 KINDS = {"full": "full-attention layers", "sliding": "sliding-window layers",
          "dense": "dense layers", "moe": "MoE layers", "sparse": "MoE layers"}
+
+
+#: What the parallelism presets split (``roles:``; see symflops/shard/roles.py), by the
+#: dim names the families write: the key/value heads where they are grouped (each
+#: group's query heads go with it), else the heads; every MLP's hidden width (dense,
+#: routed and shared experts); the routed experts; the vocabulary.
+ROLE_DIMS = (("heads", ("G",)), ("heads", ("N",)), ("hidden", ("F", "Fd", "Fm", "Fe", "Fs")),
+             ("experts", ("M",)), ("vocab", ("V",)))
+
+
+def _roles(names: list[str]) -> str:
+    """The ``roles:`` mapping of a block over the dims ``names`` (empty: none)."""
+    found: dict[str, list[str]] = {}
+    for role, dims in ROLE_DIMS:
+        if role in found:
+            continue
+        have = [d for d in dims if d in names]
+        if have:
+            found[role] = have
+    return ", ".join(f"{r}: {d[0] if len(d) == 1 else '[' + ', '.join(d) + ']'}"
+                     for r, d in found.items())
 
 
 @dataclass(frozen=True)
@@ -185,6 +206,9 @@ class Declaration:
         out = [f"{indent}name: {b.name}", f"{indent}title: {quoted(b.title)}"]
         out += self._dims_lines(names, indent)
         out += [f"{indent}tokens: B*S", f"{indent}sequences: B"]
+        roles = _roles(names)
+        if roles:
+            out.append(f"{indent}roles: {{{roles}}}")
         if b.selective:
             out += [f"{indent}recompute:", f"{indent}  selective: [{', '.join(b.selective)}]"]
         out.append(f"{indent}tensors:")

@@ -39,6 +39,9 @@ class Imported:
     executed_differs: bool = False
     #: the number every sequence length must be a multiple of, and the key (None: any)
     multiple: tuple[int, str] | None = None
+    #: the config's context length (the value of S) and the key it comes from
+    #: (``max_position_embeddings``; None: the config gives none)
+    context: tuple[int, str] | None = None
 
     @property
     def command(self) -> str:
@@ -113,7 +116,14 @@ def import_data(data: Any, path: str = "config.json", text: str = "",
     return Imported(d.text(), model_type, name,
                     {n: v.value for n, v in d.dims.items() if v.value is not None}, path,
                     attention, d.longest, experts, d.executed_differs,
-                    d.multiple)
+                    d.multiple, _context(d.dims.get("S")))
+
+
+def _context(dim: Any) -> tuple[int, str] | None:
+    """The sequence length dim's value and the config key it was read from."""
+    if dim is None or dim.value is None or not dim.key:
+        return None
+    return dim.value, dim.key
 
 
 def import_config(path: str | os.PathLike[str], attention: AttentionCount = "exact",

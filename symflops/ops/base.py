@@ -24,6 +24,7 @@ from ..core import ir
 from ..core.errors import Span
 from ..core.ir import Einsum, Factor, Order, Tensor
 from ..core.records import OpCost, PatternTerm, Rule
+from ..core.sharding import Layout, OpSplit, Width
 
 #: What a count counts: a multiply-add is 2 FLOPs or 1 MAC.
 Unit = Literal["FLOPs", "MACs"]
@@ -85,6 +86,21 @@ class Op(ir.Op, Protocol):
         letters: its terms for an einsum; for a row-wise op, one product of
         its input (and where-clause) writing its output."""
 
+    # -- many devices (symflops/shard) ---------------------------------------------------
+    def split(self, layout: Layout, widths: Mapping[str, Width], unit: Unit = "FLOPs",
+              order: Order = "written") -> OpSplit:
+        """What it needs when its letters are split over a mesh (``layout``:
+        the mesh and every tensor's placement; ``widths``: which bytes per
+        element each tensor takes): one device's share of its FLOPs in the
+        two buckets, and the collectives its shards need, each with the
+        elements of the array it moves (:mod:`symflops.core.sharding`).  A
+        contraction follows the four sharded-matmul cases step by step
+        (:mod:`symflops.ops.einsum.split`); a reduction over a split letter
+        sums its row statistics across devices; a lookup gathers rows or
+        moves them; an op that runs along a split letter (a recurrence) is
+        :class:`~symflops.core.sharding.NotSplittable`
+        (:mod:`symflops.ops.split`)."""
+
     def rules(self, number: int, targets: Sequence[str]) -> tuple[Rule, ...]:
         """The gradient it sends to each of ``targets`` (its inputs that need
         one, parameters first), as rules of op ``number`` of the layer, each
@@ -122,6 +138,13 @@ class Op(ir.Op, Protocol):
         """Its einsum terms in textbook form, whose derivations a sheet shows
         (:mod:`symflops.ops.einsum.pattern`); empty for an op that is not a
         sum of einsums (its derivation is :meth:`shown`)."""
+
+    # -- bytes moved (the roofline; see the block "Bytes moved" below) --------
+
+    def moved(self, rule: Rule | None = None) -> Access:
+        """The elements its forward pass (``rule`` None) or one of its
+        backward ``rules`` reads and writes (see :class:`Access`; most kinds
+        return :func:`accesses`)."""
 
 
 @dataclass(frozen=True)
@@ -193,3 +216,35 @@ def claim(calls: Sequence[CallKind], name: str) -> CallKind | None:
 def usages(calls: Sequence[CallKind]) -> str:
     """What a message lists for the call kinds: ``softmax_i, layernorm_i, ...``."""
     return ", ".join(k.usage for k in calls if k.usage)
+
+
+# ------------------------------------------------------------------------------
+# Bytes moved (the roofline, issue 29).  What an op or a rule reads from memory
+# and writes to it, element by element; :mod:`symflops.count.traffic` counts
+# the distinct elements of each tensor and prices them in bytes.  Kept in a
+# block of its own, apart from the protocol's other members.
+
+@dataclass(frozen=True)
+class Access:
+    """What one run of an op (or of one backward rule) reads and writes.
+
+    ``reads``: products over the op's letters; every tensor factor of each
+    (the operands, an index tensor a lookup reads) is read at the tuples of
+    its letters that the product ranges over, inside its where-clause.
+    ``writes``: products whose *output* factor is written at the tuples the
+    product ranges over (an op's output, each of its ``aux``; a rule's
+    gradient).  A tensor several factors touch is one set of elements: an
+    op reads (or writes) each of its elements once."""
+
+    reads: tuple[Einsum, ...]
+    writes: tuple[Einsum, ...]
+
+
+def accesses(op: Op, rule: Rule | None = None) -> Access:
+    """The access of an op whose :meth:`Op.reads` says what it reads: its
+    output and ``aux`` written over the same products; a rule reads its
+    terms' factors and writes its gradient over them."""
+    if rule is not None:
+        return Access(rule.terms, tuple(Einsum(t.output, t.operands) for t in rule.terms))
+    reads = op.reads()
+    return Access(reads, tuple(Einsum(f, t.operands) for f in (op.out, *op.aux) for t in reads))

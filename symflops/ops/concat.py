@@ -50,7 +50,7 @@ from ..core.factors import Slot
 from ..core.ir import Einsum, Factor, Order, Tensor
 from ..core.records import OpCost, PatternTerm, Rule
 from ..lang.statement import Ref
-from .base import Choice, Scope, Unit
+from .base import Access, Choice, Scope, Unit, accesses
 from .einsum.node import Contraction
 from .einsum.rules import term_rules
 
@@ -113,6 +113,18 @@ class Concat:
     def reads(self) -> tuple[Einsum, ...]:
         """It reads every element of each part once, at its place."""
         return self.selections()
+
+    def split(self, layout: Any, widths: Any, unit: str = "FLOPs", order: str = "written") -> Any:
+        """A copy, split along any letter but the joined one, which is refused."""
+        from .split import along
+
+        return along(self, self.index, "places its parts", layout, widths, unit)
+
+    def moved(self, rule: Rule | None = None) -> Access:
+        """Each part read once; the whole output written (the parts fill it)."""
+        if rule is not None:
+            return accesses(self, rule)  # type: ignore[arg-type]
+        return Access(self.selections(), (Einsum(self.out, ()),))
 
     def rules(self, number: int, targets: Sequence[str] = ()) -> tuple[Rule, ...]:
         """Each target's slices of the output's gradient, derived from the selections."""

@@ -50,13 +50,14 @@ replace) are :mod:`symflops.ops.reductions`; the sums' mechanics are
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Mapping
+from typing import Any, Callable, Mapping
 
 import sympy
 from sympy.core.function import AppliedUndef
 
 from ..core.records import IndexTerm, Rule, Step
 from ..core.ir import Einsum, Factor
+from .base import Access, accesses
 from .sums import evaluate_created_sums
 
 Stage = tuple[str, "sympy.Expr | tuple[IndexTerm, ...]"]
@@ -345,6 +346,30 @@ class ReductionOp:
     def shown(self) -> Reduction:
         """The derivation as the sheet shows it."""
         return self.reduction()  # type: ignore[attr-defined]
+
+    #: the row statistics its formula sums over the reduced letter (softmax's
+    #: sum of exponentials; a layernorm has two), summed across devices when
+    #: that letter is split (:mod:`symflops.ops.split`)
+    statistics = 1
+
+    def split(self, layout: Any, widths: Mapping[str, Any], unit: str = "FLOPs",
+              order: str = "written") -> Any:
+        """Its work on each device's slice, and an AllReduce of its row
+        statistics over each axis a reduced letter is split over."""
+        from .split import rowwise
+
+        inp = getattr(self, "logits", None) or self.inp  # type: ignore[attr-defined]
+        index = self.index  # type: ignore[attr-defined]
+        reduced = (index,) if isinstance(index, str) else tuple(index)
+        out = self.out.indices  # type: ignore[attr-defined]
+        keeps = all(x in out for x in reduced)
+        return rowwise(self, inp, reduced, self.statistics, layout, widths, unit,
+                       output_reduced=bool(out) and not keeps)
+
+    def moved(self, rule: Rule | None = None) -> Access:
+        """Its input read row by row, its output and ``aux`` written; a rule
+        reads what its terms name (the saved output, ``rstd``, ``dY``)."""
+        return accesses(self, rule)  # type: ignore[arg-type]
 
 
 def reduction_rule(red: Reduction, wrt: str, number: int, einsums: tuple[Einsum, ...],

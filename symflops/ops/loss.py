@@ -30,7 +30,7 @@ from ..core.records import IndexTerm, Rule
 from ..core.errors import Span, SymflopsError, closest
 from ..core.ir import SELECT, Einsum, Factor, Order
 from ..lang.statement import Ref
-from .base import Choice, Scope, Unit
+from .base import Access, Choice, Scope, Unit, accesses
 from .derivation import ReductionOp, reduction_rule
 from .reductions import Reduction, cross_entropy_rule
 
@@ -51,6 +51,8 @@ class CrossEntropy(ReductionOp):
     text: str = ""
     span: Span | None = field(default=None, compare=False)
     kind = "cross_entropy"
+    #: a row's log-sum-exp and its target's logit, when the classes are split
+    statistics = 2
 
     @property
     def inputs(self) -> tuple[str, ...]:
@@ -87,6 +89,14 @@ class CrossEntropy(ReductionOp):
     def reads(self) -> tuple[Einsum, ...]:
         """It reads its logits row by row."""
         return (Einsum(self.out, (self.logits,)),)
+
+    def moved(self, rule: Rule | None = None) -> Access:
+        """Its logits row by row and each row's target read; the loss and the
+        probabilities (``aux``) written."""
+        if rule is not None:
+            return accesses(self, rule)
+        read = Einsum(self.out, (self.logits, self.target))
+        return Access((read,), tuple(Einsum(f, read.operands) for f in (self.out, *self.aux)))
 
     def shown(self) -> Reduction:
         """The derivation as the sheet shows it: the one-hot written as ``[v = y_b]``."""

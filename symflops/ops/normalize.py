@@ -76,6 +76,13 @@ class Normalize(ReductionOp):
         return (self.inp.tensor,)
 
     @property
+    def statistics(self) -> int:  # type: ignore[override]
+        """Row statistics summed across devices when the reduced letter is
+        split: a layernorm's mean and mean square, an RMSNorm's mean square,
+        softmax's sum of exponentials."""
+        return 2 if self.kind == "layernorm" else 1
+
+    @property
     def rstd(self) -> str:
         return f"rstd_{self.out.tensor}"
 

@@ -40,7 +40,7 @@ from ..core.errors import Span
 from ..core.domain import domain_size
 from ..core.ir import Einsum, Factor, Order, comparison, dim_symbol
 from ..core.records import OpCost, PatternTerm, Rule
-from .base import Choice, Unit
+from .base import Access, Choice, Unit, accesses
 from .einsum.node import Contraction
 from .einsum.numeric import extents_at
 from .einsum.rules import contraction_rules
@@ -130,6 +130,26 @@ class PrefixSum:
         stands = {x: (lows + highs)[0][0] for (x, lows), (_, highs) in zip(b.lowers, b.uppers)}
         read = Factor(self.operand.tensor, tuple(stands.get(i, i) for i in self.operand.indices))
         return (Einsum(self.out, (read,)),)
+
+    def moved(self, rule: Rule | None = None) -> Access:
+        """Forward: each element of ``X`` read once (:meth:`reads`), the output
+        written; a rule, itself a prefix sum, reads its upstream gradient and
+        writes its own (:func:`~symflops.ops.base.accesses`)."""
+        return accesses(self, rule)  # type: ignore[arg-type]
+
+    def split(self, layout: Any, widths: Any, unit: str = "FLOPs", order: str = "written") -> Any:
+        """Split along any letter but the output letters that bound the sum
+        (the running sum's direction), which are refused, as a recurrence's
+        time letter is (:func:`~symflops.ops.split.along`)."""
+        from .split import along
+
+        b = box(self.term)
+        bounding = dict.fromkeys(bound[0] for (_, lows), (_, highs) in zip(b.lowers, b.uppers)
+                                 for bound in (*lows, *highs))
+        result = None
+        for letter in bounding:
+            result = along(self, letter, "sums", layout, widths, unit)
+        return result
 
     def formula(self) -> None:
         return None

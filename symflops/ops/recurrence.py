@@ -49,7 +49,7 @@ import sympy
 from ..core.errors import Span
 from ..core.ir import Einsum, Factor, Order
 from ..core.records import OpCost, PatternTerm, Rule, Step, grad_name
-from .base import Choice, Unit
+from .base import Access, Choice, Unit, accesses
 from .einsum.node import Contraction
 from .einsum.numeric import run_einsum
 from .einsum.rules import contraction_rules
@@ -145,11 +145,38 @@ class Recurrence:
         """Each element of the gate and of the drive once per output element."""
         return (Einsum(self.out, (self.gate,)), Einsum(self.out, (self.drive,)))
 
+    def moved(self, rule: Rule | None = None) -> Access:
+        """Forward: the gate and the drive read, the states written (the state
+        a step reads is the one the step before wrote: it stays on chip).  A
+        rule that runs the reverse recurrence reads the gate and the output's
+        gradient ``dH``; one whose product reads the previous state reads the
+        states; a product over the recurrence's total ``G_H`` that another
+        rule computed reads it back (under that name)."""
+        if not isinstance(rule, ScanRule) or rule.scan is None:
+            return accesses(self, rule)  # type: ignore[arg-type]
+        s = rule.scan
+        read: list[Factor] = []
+        if s.counted:
+            read += [s.gate, Factor(grad_name(s.state.tensor), s.state.indices)]
+        if s.product is not None:
+            read += [Factor(s.state.tensor, f.indices) if f.tensor == prev_name(s.state.tensor)
+                     else f for f in s.product.operands
+                     if not (s.counted and f.tensor == total_name(s.state.tensor))]
+        out = rule.terms[0].output
+        term = Einsum(out, tuple(dict.fromkeys(read)))
+        return Access((term,), (Einsum(out, term.operands),))
+
     def formula(self) -> None:
         return None
 
     def shown(self) -> None:
         return None
+
+    def split(self, layout: Any, widths: Any, unit: str = "FLOPs", order: str = "written") -> Any:
+        """Rows split along any letter but its time letter, which is refused."""
+        from .split import along
+
+        return along(self, self.time, "runs", layout, widths, unit)
 
     def patterns(self) -> tuple[PatternTerm, ...]:
         return ()

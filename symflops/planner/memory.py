@@ -47,6 +47,9 @@ class Memory:
     #: buffers (role: buffer) at the weights' width, on every accelerator (not
     #: sharded); None without buffers, or when they depend on an unknown length
     buffers: int | None = None
+    #: set when the figures are one device's from the placements of a many-devices
+    #: plan (:mod:`symflops.planner.devices`): which device and strategies
+    devices: str = ""
 
     @property
     def states(self) -> Fraction:

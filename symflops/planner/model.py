@@ -56,7 +56,8 @@ def model_from_layer(layer: Layer, file: str, dims: Mapping[str, Any], recompute
                      precision: Precision) -> Any:
     """The planner's model of ``layer`` (read from ``file``) at ``dims``."""
     d = derive(layer)
-    s = summary(d, costs(d, precision=precision, choice="minimum"))
+    counted = costs(d, precision=precision, choice="minimum")
+    s = summary(d, counted)
     per = s.model.per_token
     if per is None:
         raise SymflopsError(f"{file}: the declaration declares no 'tokens:'",
@@ -139,7 +140,8 @@ def model_from_layer(layer: Layer, file: str, dims: Mapping[str, Any], recompute
                                               f"recompute: {recompute}")},
         counts_attention=True, recompute=recompute,
         params_read=number(par.read_per_token, ref),
-        buffers=buffers if layer.buffers else None)
+        buffers=buffers if layer.buffers else None,
+        engine=(layer, d, counted, dict(fixed)))
 
 
 def imported_layer(imported: Any) -> Layer:

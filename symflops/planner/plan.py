@@ -241,7 +241,7 @@ def check_figures(value: object, path: str = "") -> None:
         for item in value:
             check_figures(item, path)
     elif dataclasses.is_dataclass(value):
-        names = [f.name for f in dataclasses.fields(value)]
+        names = [f.name for f in dataclasses.fields(value) if f.metadata.get("figures", True)]
         names += [n for n, a in vars(type(value)).items() if isinstance(a, property)]
         for name in names:
             check_figures(getattr(value, name), f"{path}.{name}".lstrip("."))

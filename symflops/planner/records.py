@@ -81,6 +81,10 @@ class Model:
     #: the declaration ``symflops import-hf`` wrote for a Hugging Face config
     #: (:class:`symflops.hf.importer.Imported`); None for any other model
     declaration: Any = None
+    #: the derived layer behind a declaration's figures, ``(layer, derivation,
+    #: costs, dims)``, for the many-devices plan (:mod:`symflops.planner.devices`);
+    #: None for a bare parameter count
+    engine: Any = field(default=None, metadata={"figures": False})
 
     @property
     def read(self) -> int:

@@ -28,8 +28,9 @@ CONVENTIONS = {
             "FLOPs against the peak",
     "memory": "bytes per accelerator; ZeRO stage 1 shards optimizer state and master weights "
               "over the data-parallel degree d, stage 2 also gradients, stage 3 (FSDP full "
-              "shard) also weights; activations are not sharded; no tensor or pipeline "
-              "parallelism is modelled",
+              "shard) also weights; activations are not sharded; with --tp, --pp, --cp, --ep, --sp, "
+              "--micro-batches or --interleave, one device's memory comes from the "
+              "placements instead (see 'on many devices')",
     "inference": "one accelerator holds the whole model; a decoding step of b sequences reads "
                  "the weights a token reads once (the shared weights, the k of M experts it is "
                  "routed to, one row of each lookup table) and each sequence's KV cache once, "

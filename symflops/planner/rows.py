@@ -240,11 +240,34 @@ def _optimizer_words(p) -> str:
     return f"{', '.join(names)} in {dtype_name(p.optimizer)}"
 
 
+def _placed_memory(plan: Plan) -> Section:
+    """One device's memory as the many-devices placements give it (each
+    tensor split over the mesh axes its placement names; see 'on many devices')."""
+    mem = plan.memory
+    rows = [Row(name, getattr(mem, name), "B", "", f"from the placements ({mem.devices})",
+                f"memory.{name}") for name in ("weights", "grads", "optimizer", "master")]
+    if mem.buffers is not None:
+        rows.append(Row("buffers", mem.buffers, "B", "", "whole on every device",
+                        "memory.buffers"))
+    rows.append(Row("activations", mem.activations, "B", "",
+                    f"the micro-batches in flight on the stage, as placed", "memory.activations"))
+    fits = ""
+    if mem.capacity is not None:
+        name = plan.accelerator.name if plan.accelerator else "the accelerator"
+        fits = (f"fits in {name} ({show(Fraction(mem.capacity, 10**9))} GB)" if mem.fits else
+                f"does not fit in {name} ({show(Fraction(mem.total, 10**9))} GB > "
+                f"{show(Fraction(mem.capacity, 10**9))} GB)")
+    rows.append(Row("total", mem.total, "B", "", fits, "memory.total"))
+    return Section(f"memory per accelerator ({plan.precision.name}, {mem.devices})", tuple(rows))
+
+
 def _memory_section(plan: Plan) -> Section:
     mem, p, m = plan.memory, plan.precision, plan.model
     _, trainable = _symbols(plan)
     shards = ZERO_SHARDS[mem.zero]
     rows = []
+    if mem.devices:
+        return _placed_memory(plan)
     for name, per_param, count, symbol, what in (
             ("weights", p.params, m.params_total, "N", f"{dtype_name(p.params)} weights"),
             ("grads", p.grads, m.params_trainable, trainable, f"{dtype_name(p.grads)} gradients"),

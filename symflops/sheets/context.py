@@ -23,6 +23,8 @@ from .teach import TeachingContext, teaching_context
 from .words import role_words
 from .why import WhyContext, why_context
 from .windows import window_context
+from .devices import devices_context
+from .hybrid import hybrid_context
 from ..count.facts import layer_facts
 from .equations import Equation, Factor as EqFactor, Named, Part, Printer, Side, chain, grouped, side
 from .escape import CODE_ESCAPES, ESCAPES
@@ -98,6 +100,11 @@ class SheetContext(TeachingContext):
     equations: list[Equation]
     #: the sliding windows, each beside the other accounts' figures (symflops.sheets.windows)
     windows: list[dict[str, Any]]
+    #: one device's share, the collectives and thresholds under ``parallel:`` (symflops.sheets.devices)
+    devices: dict[str, Any] | None
+    #: a hybrid model's state-space and attention layers per token, and their crossing
+    #: length (symflops.sheets.hybrid); None for other layers
+    hybrid: dict[str, Any] | None
 
 
 #: Beyond this many ops the forward pass is one table (a model's sheet stays short).
@@ -329,6 +336,8 @@ def sheet_context(derivation: Derivation, counts: SheetCounts, fmt: Format) -> S
         tied=tied_context(derivation, costs, m, esc, show),
         equations=equations,
         windows=window_context(derivation, counts, m, esc),
+        devices=devices_context(derivation, counts, m, esc, code),
+        hybrid=hybrid_context(derivation, counts, m, esc),
     )
 
 

@@ -33,11 +33,12 @@ from .graph import Graph, computation_graph, mermaid
 from .graphplot import graph_pages
 from .plots import (ImageFormat, bars_figure, component_rows, flops_figure, graph_figure,
                     memory_figure, overtakes, policies, sequence_axis)
+from .roofline import caption as roofline_caption, figure_roofline, roofline_figure
 from ..core.records import Derivation
 from ..count.cost import Costs
 from ..count.explain import SheetCounts
 
-FigureKind = Literal["graph", "components", "flops", "memory"]
+FigureKind = Literal["graph", "components", "flops", "memory", "roofline"]
 #: Beyond this value of a dim the plots are left out: their numbers would
 #: pass float64's exact range long before matplotlib's.
 MAX_PLOTTED = 10**15
@@ -78,7 +79,7 @@ def figure_stem(stem: str) -> str:
 #: every figure file a sheet may have, by kind: the graph as a PDF only
 FIGURE_FILES: tuple[tuple[FigureKind, tuple[ImageFormat, ...]], ...] = (
     ("graph", ("pdf",)), ("components", ("png", "pdf")), ("flops", ("png", "pdf")),
-    ("memory", ("png", "pdf")))
+    ("memory", ("png", "pdf")), ("roofline", ("png", "pdf")))
 
 
 def figure_names(stem: str) -> tuple[str, ...]:
@@ -140,6 +141,12 @@ def sheet_figures(derivation: Derivation, costs: Costs, stem: str,
                                     "rules of its ops, its memory the parameters it owns "
                                     "(with their gradients and optimizer state when trained) "
                                     "and the saved tensors it keeps."))
+        rooflined = figure_roofline(derivation, costs, given, configuration)
+        if rooflined is not None:   # its section is in symflops/sheets/roofline.py
+            files += [FigureFile("roofline", ext, f"{name}.roofline.{ext}",
+                                 roofline_caption(layer.name, configuration,
+                                                  rooflined.decode is not None))
+                      for ext in ("png", "pdf")]
         axis = sequence_axis(layer)
         # without a sequence length there is nothing to plot against it: derive's
         # notes say so (a tool's remark, not the sheet's); in MACs there is no 6N
@@ -191,6 +198,10 @@ def draw(figures: SheetFigures, derivation: Derivation, costs: Costs,
         elif f.kind == "components":
             out[f.filename] = bars_figure(component_rows(derivation, costs, values), title,
                                           costs.unit, f.fmt)
+        elif f.kind == "roofline":
+            found = figure_roofline(derivation, costs, values, figures.configuration or "")
+            assert found is not None   # sheet_figures listed the file
+            out[f.filename] = roofline_figure(found, title, f.fmt)
         elif f.kind == "flops":
             out[f.filename] = flops_figure(derivation, costs, values, dim, title, f.fmt)
         else:

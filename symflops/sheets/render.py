@@ -18,6 +18,7 @@ from .context import sheet_context
 from .environment import FORMATS, TEMPLATE_NAMES, Format, bounded_render, environment, template_error
 from .escape import check_tex
 from .figures import figures_context, figures_of
+from .roofline import roofline_context, roofline_of
 from ..count.explain import SheetCounts
 from ..core.errors import SymflopsError
 from ..core.records import Derivation
@@ -35,7 +36,8 @@ def render(derivation: Derivation, counts: SheetCounts, fmt: Format,
         check_tex(derivation.layer)
     env = environment(fmt, user_templates)
     context = {**sheet_context(derivation, counts, fmt),
-               "figures": figures_context(figures_of(derivation, counts), fmt)}
+               "figures": figures_context(figures_of(derivation, counts), fmt),
+               "roofline": roofline_context(roofline_of(derivation, counts), fmt)}
     try:
         return bounded_render(env.get_template(TEMPLATE_NAMES[fmt]), context)
     except SymflopsError:

@@ -16,13 +16,16 @@ from __future__ import annotations
 
 #: The main body, in the order a student reads it: the card a lecturer hands
 #: out, the setup, forward then backward with their rules, memory, what
-#: changes at scale, a worked example, exercises.  (Later: "devices" and
-#: "roofline" after "scale".)
+#: changes at scale, a worked example, exercises.
 BODY = ("card", "setup", "forward", "backward", "memory", "scale", "example", "exercises")
 
-#: The appendix: the answers, the derivations step by step, the bookkeeping
-#: (conventions, counting rules, other tools' conventions), the figures.
-APPENDIX = ("answers", "derivations", "bookkeeping", "figure_pages")
+#: The appendix: the answers, then the sections a reader goes on to from
+#: "What changes at scale" (on many devices; compute or memory bound), the
+#: derivations step by step, the bookkeeping (conventions, counting rules,
+#: other tools' conventions), the figures.  The two later sections stand here,
+#: not in the body, to keep the body within its page limits (ffn 3, llama 6,
+#: moe 8: with them the body was 5, 8 and 9 pages).
+APPENDIX = ("answers", "devices", "roofline", "derivations", "bookkeeping", "figure_pages")
 
 
 def sections() -> dict[str, tuple[str, ...]]:

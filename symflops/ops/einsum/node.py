@@ -18,11 +18,13 @@ import sympy
 from ...core.errors import Span
 from ...core.ir import Einsum, Factor, Order
 from ...core.records import OpCost, PatternTerm, Rule
-from ..base import Choice, Unit
+from ...core.sharding import Layout, OpSplit, Width
+from ..base import Access, Choice, Unit, accesses
 from .cost import op_cost
 from .numeric import run_op
 from .pattern import pattern_terms
 from .rules import contraction_rules
+from .split import split_terms, term_trees
 from .torch import torch_op
 
 
@@ -95,6 +97,10 @@ class Contraction:
     def reads(self) -> tuple[Einsum, ...]:
         return self.terms
 
+    def moved(self, rule: Rule | None = None) -> Access:
+        """Its terms' operands read, its output written (over every term)."""
+        return accesses(self, rule)
+
     def formula(self) -> None:
         """An einsum is its index form; it has no other formula."""
         return None
@@ -116,6 +122,13 @@ class Contraction:
     def cost(self, unit: Unit, order: Order = "written", sizes: tuple[tuple[str, int], ...] = (),
              choice: Choice = "declared") -> OpCost:
         return op_cost(self, unit, order, sizes, choice)
+
+    def split(self, layout: Layout, widths: Mapping[str, Width], unit: Unit = "FLOPs",
+              order: Order = "written") -> OpSplit:
+        """The four sharded-matmul cases, step by step (:mod:`.split`)."""
+        extents = self.dims()
+        return split_terms(self.terms, extents, layout, widths, unit,
+                           term_trees(self.terms, extents, unit, order))
 
     def run(self, values: Mapping[str, Any], extents: Mapping[str, int],
             dims: Mapping[str, int] | None = None) -> dict[str, Any]:

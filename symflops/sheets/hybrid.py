@@ -1,0 +1,126 @@
+"""The hybrid section of a whole model's sheet: the sequence mixers of its
+layers that carry a state (a component with a prefix sum or a linear
+recurrence: a state-space or linear-attention mixer, Mamba's scan, Mamba-2's
+chunked SSD) beside those of its layers without (attention: the component
+whose cost per token grows with the length), per token of training, and the
+sequence length from which the second costs more than the first.
+
+Every formula comes from the engine's counts: the matmul-type training FLOPs of
+the component's ops (one copy, forward and their backward rules), divided by
+the model's tokens, defined dims replaced by their formulas, a polynomial of
+degree at most one in the sequence length; the crossing solves the equality of
+two such polynomials exactly.  Shown only for a model with blocks of both kinds
+(templates ``hybrid.*.j2``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sympy
+
+from ..core.ir import dim_symbol, substitute
+from ..core.records import Derivation
+from ..count.explain import SheetCounts
+from ..ops.prefix import PrefixSum
+from ..ops.recurrence import Recurrence
+from .notation import Math
+from .plots import sequence_axis
+
+
+def _linear(expr: sympy.Expr, s: sympy.Symbol) -> tuple[sympy.Expr, sympy.Expr] | None:
+    """``(a, b)`` with ``expr = a + b s``, a and b free of ``s``; None otherwise."""
+    expr = sympy.expand(expr)
+    b = sympy.expand(sympy.diff(expr, s))
+    a = sympy.expand(expr - b * s)
+    if s in b.free_symbols or s in a.free_symbols:
+        return None
+    return a, b
+
+
+def _group(value: int) -> str:
+    return f"{value:,}".replace(",", "{,}")
+
+
+def hybrid_context(derivation: Derivation, counts: SheetCounts, m: Math, esc: Any
+                   ) -> dict[str, Any] | None:
+    """None unless the model has blocks of both kinds; else ``length`` (the
+    sequence dim, math), ``stateful`` and ``attending``: each distinct mixer's
+    blocks' ``name`` (escaped), its component's name ``mixer``, ``per_token`` (its
+    training FLOPs per token, math), ``slope`` (the coefficient of the length, math);
+    and ``crossings``: for each pair, the blocks' names, ``length`` (None when the second never costs more), the crossing
+    length as ``num`` / ``den`` (the difference of the constant terms over that of the
+    coefficients of the length, math), ``value`` (it at the worked configuration, math, or None) and
+    ``first`` (the least whole length beyond it, math, or None)."""
+    layer = derivation.layer
+    axis = sequence_axis(layer)
+    if counts.model is None or layer.tokens is None or axis.dim is None:
+        return None
+    s = dim_symbol(axis.dim)
+    subs = dict(layer.substitutions)
+    kinds = {op.output: isinstance(op, (PrefixSum, Recurrence)) for op in layer.ops}
+    costs = counts.costs
+
+    def per_token(outputs: set[str]) -> sympy.Expr:
+        """The training FLOPs per token of the ops writing ``outputs`` (one copy)."""
+        total = sum((c.flops for op, c in zip(layer.ops, costs.forward) if op.output in outputs),
+                    sympy.Integer(0)) + sum(
+            (c.flops for r, c in zip(derivation.rules, costs.backward)
+             if layer.ops[r.op].output in outputs), sympy.Integer(0))
+        return sympy.expand(substitute(total / layer.tokens, subs))
+
+    stateful, attending = [], []
+    for block in layer.blocks:
+        ops = set(block.ops)
+        state = any(kinds.get(o, False) for o in ops)
+        # the block's sequence mixer: the component holding its prefix sums or recurrence,
+        # else the one whose cost per token grows with the length (attention)
+        mixer = None
+        for comp in layer.components:
+            if not set(comp.ops) <= ops:
+                continue
+            cost = per_token(set(comp.ops))
+            line = _linear(cost, s)
+            if line is None:
+                return None
+            if (any(kinds.get(o, False) for o in comp.ops) if state else line[1] != 0):
+                mixer = (comp.name.split(" (")[0], cost, line)   # without its blocks' label
+                break
+        if mixer is None:
+            return None
+        entry = {"name": esc(block.name), "mixer": esc(mixer[0]), "per_token": m.poly(mixer[1]),
+                 "line": mixer[2], "slope": m.poly(mixer[2][1])}
+        same = [e for e in (stateful if state else attending) if e["line"] == entry["line"]]
+        if same:            # another block with the same mixer (Jamba's MLP and MoE layers)
+            same[0]["name"] += ", " + entry["name"]
+            continue
+        (stateful if state else attending).append(entry)
+    if not stateful or not attending:
+        return None
+    worked = counts.worked
+    at = {} if worked is None else {dim_symbol(k): v for k, v in worked.config}
+    crossings = []
+    for a in attending:
+        for st in stateful:
+            (a0, a1), (s0, s1) = a["line"], st["line"]
+            gap = sympy.expand(a1 - s1)
+            length = None if gap == 0 else sympy.cancel((s0 - a0) / gap)
+            value = first = None
+            if length is not None and at:
+                v = substitute(length, subs).xreplace(at)
+                gap_at = substitute(gap, subs).xreplace(at)
+                if v.is_number and gap_at.is_number:
+                    if gap_at <= 0:
+                        length = None          # the second never overtakes at these sizes
+                    else:
+                        value = (_group(int(v)) if v.is_integer else
+                                 f"{float(v):,.6g}".replace(",", "{,}"))
+                        first = _group(int(sympy.floor(v)) + 1)
+            crossings.append({"attending": a["name"], "stateful": st["name"],
+                              "length": None if length is None else True,
+                              "num": m.poly(sympy.expand(s0 - a0)), "den": m.poly(gap),
+                              "value": value, "first": first})
+    for e in stateful + attending:
+        del e["line"]
+    return {"length": m.poly(s), "stateful": stateful, "attending": attending,
+            "crossings": crossings,
+            "at": None if worked is None or worked.name is None else esc(worked.name)}

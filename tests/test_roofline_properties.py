@@ -1,0 +1,134 @@
+"""Property tests of the bytes moved and the compute-bound thresholds.
+
+Hypothesis draws random contractions (1 to 3 operands; letters over a few
+dims, so that two letters may share a dim; diagonals; a tensor sometimes read
+twice; sometimes a where-clause between two letters over one dim) and random
+sizes.  The naive convention's bytes of the op must equal a brute-force count:
+every index tuple of the op's domain enumerated, the distinct elements of each
+tensor read and of the output written collected in sets, 2 bytes each (bf16).
+The threshold solved for a dim must agree with comparing FLOPs / peak with
+bytes / bandwidth at every value of that dim tried.
+"""
+
+from __future__ import annotations
+
+import itertools
+from fractions import Fraction
+
+import sympy
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+import symflops
+from symflops.core.errors import SymflopsError
+from symflops.core.ir import dim_symbol
+from symflops.core.records import Derivation
+from symflops.count.cost import costs
+from symflops.count.roofline import Roof, threshold
+from symflops.count.traffic import traffic
+
+LETTERS = "ijkl"
+DIMS = "PQR"
+
+
+@st.composite
+def contractions(draw):
+    letters = draw(st.lists(st.sampled_from(LETTERS), min_size=1, max_size=4, unique=True))
+    dim_of = {x: draw(st.sampled_from(DIMS)) for x in letters}
+    n = draw(st.integers(1, 3))
+    operands = [draw(st.lists(st.sampled_from(letters), min_size=1, max_size=3))
+                for _ in range(n)]
+    used = sorted({x for o in operands for x in o})
+    output = draw(st.lists(st.sampled_from(used), unique=True, max_size=min(3, len(used))))
+    tensors, refs, seen = {}, [], {}
+    for k, idx in enumerate(operands):
+        shape = tuple(dim_of[x] for x in idx)
+        name = f"T{k}"
+        if k and draw(st.booleans()):   # read a tensor of the same shape again
+            name = seen.get(shape, name)
+        seen.setdefault(shape, name)
+        tensors.setdefault(name, {"shape": list(shape), "role": draw(st.sampled_from(
+            ["input", "param"]))})
+        refs.append((name, idx))
+    where = ""
+    pairs = [(a, b) for a in used for b in used if a < b and dim_of[a] == dim_of[b]]
+    if pairs and draw(st.booleans()):
+        a, b = draw(st.sampled_from(pairs))
+        where = f" where {a} <= {b}"
+    sizes = {d: draw(st.integers(1, 4)) for d in DIMS}
+    text = f"Y[{','.join(output)}] = " + " ".join(f"{t}[{','.join(i)}]" for t, i in refs) + where
+    return dim_of, tensors, refs, output, where, text, sizes
+
+
+def _layer(dim_of, tensors, text):
+    dims = {d: "" for d in sorted(set(dim_of.values()))}
+    return symflops.declare("random", dims=dims, tensors=tensors, ops=[text])
+
+
+def _entry(layer):
+    d = Derivation(layer, (), frozenset())      # the forward op alone: no rules needed
+    return traffic(d, costs(d), "forward", "naive").entries[0]
+
+
+def _brute_force(dim_of, refs, output, where, sizes):
+    letters = sorted(dim_of)
+    touched: dict[str, set] = {}
+    written = set()
+    for values in itertools.product(*(range(sizes[dim_of[x]]) for x in letters)):
+        at = dict(zip(letters, values))
+        if where:
+            a, b = where.split()[1], where.split()[3]
+            if not at[a] <= at[b]:
+                continue
+        for name, idx in refs:
+            touched.setdefault(name, set()).add(tuple(at[x] for x in idx))
+        written.add(tuple(at[x] for x in output))
+    return 2 * (sum(len(s) for s in touched.values()) + len(written))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(contractions())
+def test_bytes_equal_the_distinct_elements_read_and_written(case):
+    dim_of, tensors, refs, output, where, text, sizes = case
+    try:
+        layer = _layer(dim_of, tensors, text)
+        entry = _entry(layer)
+    except SymflopsError as exc:   # a declaration the language refuses, or a count refused
+        assume("touches different parts" not in str(exc) or not where)
+        assume(False)
+        return
+    at = {dim_symbol(d): v for d, v in sizes.items()}
+    assert int(sympy.sympify(entry.bytes).xreplace(at)) == \
+        _brute_force(dim_of, refs, output, where, sizes), text
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(contractions(), st.fractions(Fraction(1, 10), Fraction(400), max_denominator=97))
+def test_the_solved_threshold_agrees_with_comparing_the_two_sides(case, ridge):
+    dim_of, tensors, refs, output, where, text, sizes = case
+    try:
+        layer = _layer(dim_of, tensors, text)
+        entry = _entry(layer)
+    except SymflopsError:
+        assume(False)
+        return
+    work, moved = sympy.sympify(entry.work), sympy.sympify(entry.bytes)
+    free = sorted(s.name for s in (work.free_symbols | moved.free_symbols))
+    assume(free)
+    dim = free[0]
+    peak, bandwidth = ridge * 10**12, Fraction(10**12)   # peak / bandwidth = ridge
+    roof = Roof("test", "bf16", peak, bandwidth, "a test")
+    others = {d: v for d, v in sizes.items() if d != dim}
+    th = threshold("Y", work, moved, dim, (roof,), others, sympy.Symbol("I_acc", positive=True))
+    assert th is not None
+    (_, solved), = th.at
+    for x in range(1, 13):
+        at = {dim_symbol(d): v for d, v in {**others, dim: x}.items()}
+        w, m = Fraction(int(work.xreplace(at))), Fraction(int(moved.xreplace(at)))
+        compute_bound = w / peak > m / bandwidth
+        assert solved.holds(Fraction(x)) == compute_bound, (text, dim, x, solved.text)
+        if th.edge is not None:   # the symbolic solution, where its slope is positive
+            ridge_at = {**at, th.ridge: sympy.Rational(ridge.numerator, ridge.denominator)}
+            slope = th.slope.xreplace(ridge_at)
+            if slope > 0:
+                assert (x > th.edge.xreplace(ridge_at)) == compute_bound, (text, th.solved)

@@ -1,0 +1,32 @@
+"""Every Markdown table of every committed sheet is whole: each row has the
+header's number of cells, and nothing breaks a row over two lines (a sentence
+inside a row split llama's forward table over 40 lines)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+BUILD = Path(__file__).resolve().parent.parent / "build"
+
+
+def _cells(row: str) -> int:
+    """The cells of a table row: its '|' not escaped and not inside $...$ math."""
+    row = re.sub(r"\$[^$]*\$", "", row.replace(r"\|", ""))
+    return row.count("|") - 1
+
+
+@pytest.mark.parametrize("sheet", sorted(p.name for p in BUILD.glob("*.md")))
+def test_tables_are_whole(sheet: str) -> None:
+    lines = (BUILD / sheet).read_text().splitlines()
+    width = None
+    for n, line in enumerate(lines, 1):
+        if line.startswith("|"):
+            if width is None:
+                width = _cells(line)
+            assert _cells(line) == width, (sheet, n, line[:120])
+        else:
+            assert not line.lstrip().startswith("| $"), (sheet, n, line[:120])
+            width = None
