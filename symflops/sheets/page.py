@@ -29,7 +29,7 @@ import sympy
 from markupsafe import Markup
 
 from .environment import _Bounded, _Loader, bounded_render, template_dir, template_error
-from .live import functions_js, live_data, script_json
+from .live import live_data, script_json
 from .markdown import Converter
 from .mathml import mathml
 from ..core.errors import SymflopsError
@@ -64,12 +64,89 @@ def _render(name: str, context: Mapping[str, Any], user_templates: str | None) -
 
 def inline_svg(data: bytes) -> str:
     """The ``<svg>`` elements of one or more SVG files (joined), for the page:
-    their XML prologs and doctypes dropped.  matplotlib escapes the text it writes."""
+    their XML prologs and doctypes dropped, and slimmed (:func:`slim_svg`).
+    matplotlib escapes the text it writes."""
     text = data.decode("utf-8")
     parts = [p[:p.rindex("</svg>") + 6] for p in re.split(r"(?=<svg\b)", text)[1:]]
     if not parts:
         raise SymflopsError("a figure is not an SVG image", hint="this is a bug in symflops")
-    return "\n".join(parts)
+    return "\n".join(slim_svg(p) for p in parts)
+
+
+_METADATA = re.compile(r"\s*<metadata>.*?</metadata>", re.S)
+_GEOMETRY = re.compile(r'\s(d|x|y|transform)="([^"]*)"')
+_DECIMAL = re.compile(r"-?\d+\.\d+")
+_ID = re.compile(r'\sid="([^"]*)"')
+
+
+def _rounded(m: re.Match) -> str:
+    text = f"{float(m.group(0)):.1f}".rstrip("0").rstrip(".")
+    return "0" if text in ("-0", "") else text
+
+
+def slim_svg(svg: str) -> str:
+    """One matplotlib SVG image, smaller and drawn the same at a page's scale:
+    coordinates to a tenth of a point (matplotlib writes six decimals), no
+    metadata block, no indentation or line breaks between tags or inside a
+    path, and no ``id`` that nothing refers to (``url(#...)``,
+    ``xlink:href="#..."``).  Text inside elements is left as it is."""
+    svg = _METADATA.sub("", svg)
+    svg = _GEOMETRY.sub(lambda m: f' {m.group(1)}="' + " ".join(
+        _DECIMAL.sub(_rounded, m.group(2)).split()) + '"', svg)
+    used = set(re.findall(r"url\(#([^)]+)\)", svg)) | set(re.findall(r'href="#([^"]+)"', svg))
+    svg = _ID.sub(lambda m: m.group(0) if m.group(1) in used else "", svg)
+    svg = re.sub(r">\s+<", "><", _COMMENT.sub("", svg))
+    return _classes(_unwrap_groups(svg))
+
+
+_STYLE = re.compile(r' style="([^"]*)"')
+
+
+def _classes(svg: str) -> str:
+    """Each ``style`` that recurs in the image written once, as a class in
+    the image's ``<style>`` (named after a digest of the image, so that two
+    images on one page keep theirs apart): the rule applies as the
+    attribute did (a class outranks matplotlib's ``*`` rule, as the style
+    attribute did, and nothing else on the page styles an SVG's elements)."""
+    import hashlib
+
+    counts: dict[str, int] = {}
+    for style in _STYLE.findall(svg):
+        counts[style] = counts.get(style, 0) + 1
+    shared = [st for st, n in counts.items() if n > 1 and "{" not in st and "}" not in st]
+    if not shared or "</style>" not in svg:
+        return svg
+    tag = "f" + hashlib.sha256(svg.encode()).hexdigest()[:6]
+    names = {st: f"{tag}{k}" for k, st in enumerate(shared)}
+    svg = _STYLE.sub(lambda m: f' class="{names[m.group(1)]}"' if m.group(1) in names
+                     else m.group(0), svg)
+    rules = "".join(f".{n}{{{st}}}" for st, n in names.items())
+    return svg.replace("</style>", rules + "</style>", 1)
+
+
+_COMMENT = re.compile(r"<!--.*?-->", re.S)
+_GROUP = re.compile(r"<g(\s[^>]*)?>|</g>")
+
+
+def _unwrap_groups(svg: str) -> str:
+    """``<g>...</g>`` without attributes (matplotlib's grouping once its ids
+    are gone) replaced by its content: it changes nothing drawn."""
+    out, kept, at = [], [], 0
+    for m in _GROUP.finditer(svg):
+        out.append(svg[at:m.start()])
+        at = m.end()
+        if m.group(0) == "</g>":
+            if kept.pop():
+                out.append("</g>")
+        elif m.group(0).endswith("/>"):  # an empty group
+            continue
+        else:
+            keep = bool((m.group(1) or "").strip())
+            kept.append(keep)
+            if keep:
+                out.append(m.group(0))
+    out.append(svg[at:])
+    return "".join(out)
 
 
 def svg_figures(derivation: Derivation, counts: SheetCounts) -> dict[str, bytes]:
@@ -130,7 +207,7 @@ def sheet_page(derivation: Derivation, counts: SheetCounts, markdown: str,
     layer = derivation.layer
     converter = Converter({k: inline_svg(v) for k, v in figures.items()}, title=False)
     body = converter.convert(markdown)
-    data = live_data(layer, macs=counts.costs.unit == "MACs")
+    data = live_data(layer, macs=counts.costs.unit == "MACs", derivation=derivation)
     context = {
         "name": layer.name,
         "title": layer.title or layer.name,
@@ -146,8 +223,7 @@ def sheet_page(derivation: Derivation, counts: SheetCounts, markdown: str,
         "headline": _rows(data, True),
         "rows": _rows(data, False),
         "unit": data["unit"],
-        "data_json": Markup(script_json({k: v for k, v in data.items() if k != "code"})),
-        "functions": Markup(functions_js(data["code"])),
+        "data_json": Markup(script_json(data)),
     }
     return _render(SHEET_TEMPLATE, context, user_templates)
 
