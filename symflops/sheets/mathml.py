@@ -139,21 +139,57 @@ _KEEP = {"<": "&lt;", ">": "&gt;", "&": "&amp;", '"': "&quot;"}
 
 def _compact(markup: str) -> str:
     """The same MathML, shorter for a page: no namespace (HTML's parser puts
-    ``<math>`` in it), characters for numeric references (but markup's),
-    an ``<mrow>`` around a single element unwrapped."""
+    ``<math>`` in it), characters for numeric references (but markup's), and
+    the tree trimmed (:func:`_trim`): an ``<mrow>`` of one element is that
+    element, an ``<mrow>`` directly in an element that reads its children as
+    a row (``math``, ``mtd``, ``msqrt``...) is its children, and a
+    one-letter ``<mi>`` does not say ``mathvariant="italic"`` nor ``<math>``
+    ``display="inline"``, their defaults."""
     markup = markup.replace(_XMLNS, "")
     markup = _NUMERIC.sub(lambda m: _char(int(m.group(1), 16)), markup)
-    previous = None
-    while previous != markup:
-        previous = markup
-        markup = _SINGLE.sub(r"\1", markup)
-    return markup
+    return _write(_trim(ET.fromstring(markup)))
+
+
+#: Elements whose children form one row (MathML's inferred mrow).
+_ROWS = frozenset("math mrow mtd msqrt mstyle mpadded mphantom menclose merror".split())
+
+
+def _trim(e: ET.Element) -> ET.Element:
+    children = [_trim(c) for c in e]
+    if e.tag in _ROWS:
+        spliced: list[ET.Element] = []
+        for c in children:
+            if c.tag == "mrow" and not c.attrib and not (c.text or "").strip():
+                spliced.extend(c)
+            else:
+                spliced.append(c)
+        children = spliced
+    for c in list(e):
+        e.remove(c)
+    e.extend(children)
+    if e.tag == "mi" and e.attrib.get("mathvariant") == "italic" and len(e.text or "") == 1:
+        del e.attrib["mathvariant"]
+    if e.tag == "math" and e.attrib.get("display") == "inline":  # the default
+        del e.attrib["display"]
+    if e.tag == "mrow" and not e.attrib and len(e) == 1 and not (e.text or "").strip() \
+            and not (e[0].tail or "").strip():
+        only = e[0]
+        only.tail = e.tail
+        return only
+    return e
+
+
+def _escape(text: str) -> str:
+    return "".join(_KEEP.get(c, c) for c in text)
+
+
+def _write(e: ET.Element) -> str:
+    attrs = "".join(f' {k}="{_escape(v)}"' for k, v in e.attrib.items())
+    inner = _escape(e.text or "") + "".join(_write(c) + _escape(c.tail or "") for c in e)
+    return f"<{e.tag}{attrs}>{inner}</{e.tag}>"
 
 
 def _char(code: int) -> str:
     c = chr(code) if code < 0x110000 else "\ufffd"
     return _KEEP.get(c, c) if code >= 0x20 else f"&#x{code:X};"
 
-
-#: ``<mrow><mi>x</mi></mrow>``: one token element alone in a row.
-_SINGLE = re.compile(r"<mrow>(<(mi|mn|mo|mtext)(?: [a-z-]+=\"[^\"]*\")*>[^<]*</\2>)</mrow>")
