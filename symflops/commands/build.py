@@ -55,6 +55,7 @@ from ..sheets.escape import check_tex
 from ..sheets.figures import draw, figures_of
 from ..sheets.page import headline, index_page, sheet_page, svg_figures
 from ..sheets.render import render
+from ..sheets.site import SITE_DIR, DocPage, reference_pages
 from ..core.ir import Layer
 from ..declaration.reader import load
 
@@ -191,10 +192,12 @@ class BuildResult:
     failed: list[str] = field(default_factory=list)
     #: the failures that were internal errors (bugs), a subset of ``failed``
     internal: list[str] = field(default_factory=list)
+    #: the reference's pages of the HTML site (``out/docs/NAME.html``)
+    pages: list[str] = field(default_factory=list)
 
     def summary(self) -> str:
         """Every file written, by kind, and the declarations that failed."""
-        return summary(self.written, self.figures, self.failed)
+        return summary(self.written, self.figures, self.failed, self.pages)
 
 
 #: What a build without pdflatex says, once.
@@ -228,11 +231,15 @@ def build(src: str = "derivations", out: str = "build", *, pdf: bool | None = No
           configs: Sequence[Mapping[str, sympy.Expr]] = (), templates: str | None = None,
           unit: str = "FLOPs", precision: str | None = None, jobs: int = 1,
           stdout: TextIO | None = None, stderr: TextIO | None = None,
-          examples: Sequence[str] = (), formats: Sequence[str] = ("md", "tex")) -> BuildResult:
+          examples: Sequence[str] = (), formats: Sequence[str] = ("md", "tex"),
+          docs: str | None = None) -> BuildResult:
     """Render every ``*.yaml`` in ``src`` to ``out/NAME.md`` and ``out/NAME.tex``,
     and ``out/NAME.pdf`` when pdflatex is available (or ``pdf`` is True).
     ``formats``: the sheets to write (``symflops build`` asks for
     :data:`SHEET_FORMATS`, adding ``NAME.html`` and the gallery ``index.html``).
+    ``docs``: with the HTML sheets, the reference's Markdown pages
+    (``docs/``), written as ``out/docs/NAME.html`` in the gallery's site
+    (:mod:`symflops.sheets.site`); None or a missing directory: none.
     ``examples`` (``--example``): a sheet that declares one of these shows
     only those of its examples; a name that no declaration has is refused.
     ``jobs`` worker processes derive declarations side by side (0: one per
@@ -260,13 +267,17 @@ def build(src: str = "derivations", out: str = "build", *, pdf: bool | None = No
     if examples:
         check_examples(files, examples)
     directory(out, "--out")
+    # the reference is read before any sheet is written: a page that links nowhere stops the build
+    reference = (reference_pages(docs, templates) if "html" in formats and docs
+                 and os.path.isdir(docs) else [])
     result = BuildResult()
     entries: list[dict[str, Any]] = []
     clashes = clashing(files)
     todo = [p for p in files if p not in clashes]
     work = functools.partial(_sheets, configs=configs, templates=templates, unit=unit,
                              precision=precision, pdf=pdf and "tex" in formats,
-                             examples=tuple(examples), formats=tuple(formats))
+                             examples=tuple(examples), formats=tuple(formats),
+                             reference=bool(reference))
     progress = Progress(len(files), stdout)
     with _library_scratch():
         pool = None
@@ -307,7 +318,8 @@ def build(src: str = "derivations", out: str = "build", *, pdf: bool | None = No
                 if outcome.entry is not None and "html" in outcome.sheets:
                     entries.append(outcome.entry)
             if "html" in formats:
-                _write_index(out, entries, templates, result, progress)
+                _write_reference(out, reference, result, progress)
+                _write_index(out, entries, templates, result, progress, reference)
         except BaseException:
             if pool is not None:
                 _stop(pool)
@@ -443,7 +455,7 @@ def check_examples(files: Sequence[str], names: Sequence[str]) -> None:
 
 def _sheets(path: str, *, configs: Sequence[Mapping[str, sympy.Expr]], templates: str | None,
             unit: str, precision: str | None, pdf: bool, examples: tuple[str, ...] = (),
-            formats: tuple[str, ...] = SHEET_FORMATS) -> Outcome:
+            formats: tuple[str, ...] = SHEET_FORMATS, reference: bool = False) -> Outcome:
     """One declaration's sheets and PDF, and what failed: what a worker
     returns.  Nothing but an interruption escapes: one declaration's
     failure, of whatever kind, is its own."""
@@ -477,7 +489,8 @@ def _sheets(path: str, *, configs: Sequence[Mapping[str, sympy.Expr]], templates
         if "html" in formats and "md" in sheets:
             try:
                 sheets["html"] = sheet_page(derivation, counts, sheets["md"],
-                                            svg_figures(derivation, counts), templates)
+                                            svg_figures(derivation, counts), templates,
+                                            reference)
                 entry = {"name": layer.name, "title": layer.title or layer.name,
                          "file": f"{name}.html", "formulas": headline(derivation, counts)}
             except SymflopsError as exc:
@@ -502,12 +515,29 @@ def _sheets(path: str, *, configs: Sequence[Mapping[str, sympy.Expr]], templates
         return Outcome({}, None, (_internal(path, exc),), True)
 
 
+def _write_reference(out: str, pages: Sequence[DocPage], result: BuildResult,
+                     progress: Progress) -> None:
+    """``out/docs/NAME.html``, the reference's pages."""
+    if not pages:
+        return
+    where = os.path.join(out, SITE_DIR)
+    directory(where, "--out")
+    for page in pages:
+        target = os.path.join(where, f"{page.name}.html")
+        output_target(target, "--out")
+        write_file(target, page.html, "--out")
+        result.pages.append(target)
+        progress.wrote(target)
+
+
 def _write_index(out: str, entries: Sequence[Mapping[str, Any]], templates: str | None,
-                 result: BuildResult, progress: Progress) -> None:
-    """``out/index.html``, the gallery of the HTML sheets built (in name order)."""
+                 result: BuildResult, progress: Progress,
+                 reference: Sequence[DocPage] = ()) -> None:
+    """``out/index.html``, the gallery of the HTML sheets built (in name order),
+    and the reference's pages listed."""
     target = os.path.join(out, "index.html")
     output_target(target, "--out")
-    write_file(target, index_page(entries, templates), "--out")
+    write_file(target, index_page(entries, templates, reference), "--out")
     result.written.append(target)
     progress.wrote(target)
 

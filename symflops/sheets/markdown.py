@@ -45,11 +45,19 @@ def slug(text: str, taken: set[str]) -> str:
     return out
 
 
+#: ``[text](target)`` with a relative target (a page of the reference)
+_LOCAL = re.compile(r"\[([^\]]+)\]\(([^)\s:]+)\)")
+
+
 class Converter:
     """One page's conversion (heading ids are unique across its sections)."""
 
-    def __init__(self, figures: Mapping[str, str] | None = None, title: bool = True):
+    def __init__(self, figures: Mapping[str, str] | None = None, title: bool = True,
+                 links: Callable[[str], str] | None = None):
         self.figures = dict(figures or {})
+        #: a relative link's target to its href (the reference's pages); None: a sheet,
+        #: whose text has no relative links (``[`` is then text)
+        self.links = links
         #: whether the sheet's title (its first level-1 heading) is kept (the page shows its own)
         self.title = title
         self.ids: set[str] = set()
@@ -65,6 +73,10 @@ class Converter:
             if c == "\\" and i + 1 < n and text[i + 1] in _ESCAPABLE:
                 out.append(html.escape(text[i + 1]))
                 i += 2
+            elif text.startswith("``", i) and text.find("``", i + 2) > 0:
+                j = text.find("``", i + 2)  # a code span that holds a backtick
+                out.append(f"<code>{html.escape(text[i + 2:j].strip())}</code>")
+                i = j + 2
             elif c == "`":
                 j = text.find("`", i + 1)
                 if j < 0:
@@ -108,6 +120,12 @@ class Converter:
                 i = m.end()
             elif c == "[":
                 m = re.compile(r"\[([^\]]+)\]\((https?://[^)\s]+)\)").match(text, i)
+                local = None if m or self.links is None else _LOCAL.match(text, i)
+                if local:
+                    href = self.links(local.group(2))
+                    out.append(f'<a href="{html.escape(href)}">{self.inline(local.group(1))}</a>')
+                    i = local.end()
+                    continue
                 if not m:
                     out.append("[")
                     i += 1

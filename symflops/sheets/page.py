@@ -200,10 +200,12 @@ def _rows(data: Mapping[str, Any], headline: bool) -> list[dict[str, Any]]:
 
 
 def sheet_page(derivation: Derivation, counts: SheetCounts, markdown: str,
-               figures: Mapping[str, bytes], user_templates: str | None = None) -> str:
+               figures: Mapping[str, bytes], user_templates: str | None = None,
+               reference: bool = False) -> str:
     """The HTML sheet of ``derivation``: ``markdown`` (its Markdown sheet)
     read into HTML with ``figures`` (file name -> SVG bytes; ``mermaid`` the
-    computation graph, which the Markdown sheet draws as Mermaid) inline."""
+    computation graph, which the Markdown sheet draws as Mermaid) inline;
+    ``reference``: the site has the reference's pages (:mod:`.site`), linked."""
     layer = derivation.layer
     converter = Converter({k: inline_svg(v) for k, v in figures.items()}, title=False)
     body = converter.convert(markdown)
@@ -224,6 +226,7 @@ def sheet_page(derivation: Derivation, counts: SheetCounts, markdown: str,
         "rows": _rows(data, False),
         "unit": data["unit"],
         "data_json": Markup(script_json(data)),
+        "reference": reference,
     }
     return _render(SHEET_TEMPLATE, context, user_templates)
 
@@ -275,9 +278,11 @@ def notebook_view(derivation: Derivation, counts: SheetCounts) -> str:
         "rules": [r.statement for r in derivation.rules]}, None)
 
 
-def index_page(entries: Sequence[Mapping[str, Any]], user_templates: str | None = None) -> str:
+def index_page(entries: Sequence[Mapping[str, Any]], user_templates: str | None = None,
+               reference: Sequence[Any] = ()) -> str:
     """The gallery: each sheet's title, file and headline formulas
     (``entries``: ``name``, ``title``, ``file``, ``formulas`` as MathML)."""
     shown = [{"name": e["name"], "title": e["title"], "href": "./" + quote(e["file"]),
               "formulas": [(label, Markup(f)) for label, f in e["formulas"]]} for e in entries]
-    return _render(INDEX_TEMPLATE, {"entries": shown}, user_templates)
+    docs = [{"title": p.title, "href": f"docs/{quote(p.name)}.html"} for p in reference]
+    return _render(INDEX_TEMPLATE, {"entries": shown, "reference": docs}, user_templates)
