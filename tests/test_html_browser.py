@@ -241,3 +241,27 @@ def test_every_sheet_of_a_build_loads_clean(driver, tmp_path):
     assert not severe(driver)
     links = driver.execute_script("return [...document.querySelectorAll('.gallery a')].map(a => a.href)")
     assert sorted(Path(l.split('/')[-1]).name for l in links) == [p.name for p in sheets]
+
+
+def test_a_page_whose_numbers_differ_from_eval_fails_the_comparison(driver, pages, tmp_path):
+    """The comparison above can fail: ffn's page with one constant of its
+    table changed by one (a coefficient of its polynomials) shows numbers
+    that differ from eval's, and compare says which."""
+    from symflops.sheets.live import script_json
+
+    folder, files = pages
+    text = (folder / "ffn.html").read_text(encoding="utf-8")
+    m = re.search(r'(<script type="application/json" id="live-data">)(.*?)(</script>)', text, re.S)
+    data = json.loads(m.group(2))
+    k = next(i for i, n in enumerate(data["nodes"]) if isinstance(n, str) and n.isdigit()
+             and int(n) > 1)
+    data["nodes"][k] = str(int(data["nodes"][k]) + 1)
+    tampered = tmp_path / "ffn.html"
+    tampered.write_text(text[:m.start(2)] + script_json(data) + text[m.end(2):], encoding="utf-8")
+    values = {"B": 3, "D": 5, "F": 7}
+    load(driver, tampered)
+    with pytest.raises(AssertionError, match=r"page \d+, eval \d+"):
+        compare(set_dims(driver, values), evaluated(files["ffn"], values))
+    # and the untouched page agrees
+    load(driver, folder / "ffn.html")
+    compare(set_dims(driver, values), evaluated(files["ffn"], values))
