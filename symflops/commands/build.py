@@ -53,6 +53,7 @@ from .progress import Progress, summary
 from .output import directory, target as output_target, write_file
 from ..sheets.escape import check_tex
 from ..sheets.figures import draw, figures_of
+from ..sheets.plots import shared_figures
 from ..sheets.page import headline, index_page, sheet_page, svg_figures
 from ..sheets.render import render
 from ..sheets.site import SITE_DIR, DocPage, reference_pages
@@ -485,21 +486,22 @@ def _sheets(path: str, *, configs: Sequence[Mapping[str, sympy.Expr]], templates
                 sheets[fmt] = render(derivation, counts, fmt, templates)
             except SymflopsError as exc:
                 errors.append(str(exc))
-        entry = None
-        if "html" in formats and "md" in sheets:
-            try:
-                sheets["html"] = sheet_page(derivation, counts, sheets["md"],
-                                            svg_figures(derivation, counts), templates,
-                                            reference)
-                entry = {"name": layer.name, "title": layer.title or layer.name,
-                         "file": f"{name}.html", "formulas": headline(derivation, counts)}
-            except SymflopsError as exc:
-                errors.append(str(exc))
+        chosen = figures_of(derivation, counts) if counts is not None else None
+        with shared_figures():  # each figure drawn once, saved as PNG, PDF and SVG
+            figures = {fmt: draw(chosen, derivation, c, fmt) for fmt in sheets
+                       if chosen and fmt in formats and fmt in ("md", "tex")}
+            entry = None
+            if "html" in formats and "md" in sheets:
+                try:
+                    sheets["html"] = sheet_page(derivation, counts, sheets["md"],
+                                                svg_figures(derivation, counts), templates,
+                                                reference)
+                    entry = {"name": layer.name, "title": layer.title or layer.name,
+                             "file": f"{name}.html", "formulas": headline(derivation, counts)}
+                except SymflopsError as exc:
+                    errors.append(str(exc))
         if "md" not in formats:
             sheets.pop("md", None)
-        chosen = figures_of(derivation, counts) if counts is not None else None
-        figures = {fmt: draw(chosen, derivation, c, fmt) for fmt in sheets
-                   if chosen and fmt in ("md", "tex")}
         pdf_bytes = None
         if pdf and "tex" in sheets:
             try:

@@ -20,10 +20,11 @@ Invariants:
 
 from __future__ import annotations
 
+import contextlib
 import io
 import math
 from dataclasses import dataclass
-from typing import Any, Literal, Mapping, Sequence
+from typing import Any, Iterator, Literal, Mapping, Sequence
 
 import sympy
 
@@ -109,12 +110,55 @@ def _bytes(fig: Any, fmt: ImageFormat) -> bytes:
     return buf.getvalue()
 
 
+#: Within :func:`shared_figures`: each figure drawn, by what drew it (None: none kept).
+_shared: dict[Any, Any] | None = None
+
+
+@contextlib.contextmanager
+def shared_figures() -> Iterator[None]:
+    """Within it, a figure asked for in several formats (a build's PNG for
+    the Markdown sheet, PDF for the LaTeX one, SVG for the HTML one) is
+    drawn and laid out once: the first format asked is saved as it always
+    was, the others from the same figure as laid out (the layout is not
+    solved again).  Its sampling of the polynomials, its constrained layout
+    and its tick labels' mathtext are then paid once a sheet, not once a format."""
+    global _shared
+    outer, _shared = _shared, {}
+    try:
+        yield
+    finally:
+        _shared = outer
+
+
+def _frozen(x: Any) -> Any:
+    if isinstance(x, Mapping):
+        return tuple(sorted((k, _frozen(v)) for k, v in x.items()))
+    if isinstance(x, (list, tuple)):
+        return tuple(_frozen(v) for v in x)
+    return x
+
+
 def _draw(fmt: ImageFormat, draw: Any, *args: Any) -> bytes:
-    """``draw(*args)`` returns a Figure; it is saved in the default style."""
+    """``draw(*args)`` returns a Figure; it is saved in the default style
+    (drawn once for every format within :func:`shared_figures`)."""
     import matplotlib.style
 
     with matplotlib.style.context("default"):
-        return _bytes(draw(*args), fmt)
+        key: Any = None
+        if _shared is not None:
+            try:
+                key = (draw, _frozen(args))
+                hash(key)
+            except TypeError:  # an argument that cannot be a key: drawn anew
+                key = None
+        if key is None:
+            return _bytes(draw(*args), fmt)
+        fig = _shared.get(key)
+        if fig is None:
+            fig = _shared[key] = draw(*args)
+            return _bytes(fig, fmt)
+        fig.set_layout_engine("none")  # laid out by its first save
+        return _bytes(fig, fmt)
 
 
 def _text(s: str) -> str:
