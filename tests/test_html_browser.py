@@ -228,9 +228,10 @@ def test_ffn_llama_and_the_imported_pages_load_clean(driver, pages):
 
 @pytest.mark.slow
 def test_every_sheet_of_a_build_loads_clean(driver, tmp_path):
-    """``symflops build --format html``: every shipped declaration's page and the gallery."""
+    """``symflops build --format html``: every shipped declaration's page, the
+    gallery and the reference's pages."""
     out = tmp_path / "build"
-    cli("build", "--out", out, "--format", "html", "-j", "2")
+    cli("build", "--out", out, "--format", "html", "-j", "2", "--docs", ROOT / "docs")
     sheets = sorted(p for p in out.glob("*.html") if p.name != "index.html")
     assert len(sheets) == len(list((ROOT / "derivations").glob("*.yaml")))
     for path in sheets:
@@ -241,6 +242,11 @@ def test_every_sheet_of_a_build_loads_clean(driver, tmp_path):
     assert not severe(driver)
     links = driver.execute_script("return [...document.querySelectorAll('.gallery a')].map(a => a.href)")
     assert sorted(Path(l.split('/')[-1]).name for l in links) == [p.name for p in sheets]
+    docs = sorted((out / "docs").glob("*.html"))
+    assert len(docs) == len(list((ROOT / "docs").glob("*.md")))
+    for path in docs:
+        load(driver, path)
+        assert not severe(driver), path.name
 
 
 def test_a_page_whose_numbers_differ_from_eval_fails_the_comparison(driver, pages, tmp_path):
