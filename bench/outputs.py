@@ -74,6 +74,9 @@ def config_jobs(name: str, path: str) -> list[tuple[str, list[str]]]:
         base = ["plan", "--hf-config", path, "--tokens", "2e12", *seq]
         jobs.append((f"{name}.plan.{tag}.txt", base))
         jobs.append((f"{name}.plan.{tag}.json", [*base, "--json"]))
+    # one device's share under tensor and pipeline parallelism, from the engine's records
+    jobs.append((f"{name}.plan.tp.json", ["plan", "--hf-config", path, "--tokens", "2e12",
+                                          "--seq", "2048", "--tp", "2", "--pp", "2", "--json"]))
     return jobs
 
 
@@ -86,12 +89,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("out")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--only", choices=("declarations", "configs"),
+                        help="only the shipped declarations' outputs, or only the configs'")
     args = parser.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    work = [declaration_jobs(p) for p in sorted((ROOT / "derivations").glob("*.yaml"))]
+    work = [declaration_jobs(p) for p in sorted((ROOT / "derivations").glob("*.yaml"))
+            if args.only != "configs"]
     tmp = Path(tempfile.mkdtemp(prefix="symflops-outputs-"))
-    for name, config in configs().items():
+    for name, config in configs().items() if args.only != "declarations" else ():
         path = tmp / f"{name}.json"
         path.write_text(json.dumps(config))
         work.append(config_jobs(name, str(path)))

@@ -30,3 +30,12 @@ def test_tables_are_whole(sheet: str) -> None:
         else:
             assert not line.lstrip().startswith("| $"), (sheet, n, line[:120])
             width = None
+
+
+@pytest.mark.parametrize("sheet", sorted(p.name for p in BUILD.glob("*.tex")))
+def test_no_two_sentences_run_together(sheet: str) -> None:
+    """A template line ending in a block tag loses its newline, so a sentence
+    after it ran into the one before: llama's setup read 'per key/value
+    head.Defined dims'. A module path such as torch.nn.GroupNorm is not prose."""
+    glued = re.findall(r"\S*(?<!nn)[a-z)]\.[A-Z][a-z]+", (BUILD / sheet).read_text())
+    assert not glued, glued

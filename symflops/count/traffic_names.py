@@ -11,17 +11,21 @@ a decoding step needs ``tokens:``, ``sequences:`` and a causal op.
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Any, Callable
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .names import Sources
+from typing import Any, Callable, Protocol
 
 
-def _traffic(x: "Sources", phase: str, convention: str = "naive") -> Any:
+class Sources(Protocol):
+    """What these quantities read of :class:`symflops.count.names.Sources`:
+    its ``traffic``, ``(phase, convention) -> Traffic``, or None."""
+
+    traffic: Callable[[str, str], Any] | None
+
+
+def _traffic(x: Sources, phase: str, convention: str = "naive") -> Any:
     return None if x.traffic is None else x.traffic(phase, convention)
 
 
-def _moved(x: "Sources", phase: str, convention: str = "naive",
+def _moved(x: Sources, phase: str, convention: str = "naive",
            which: str | None = None) -> Any:
     t = _traffic(x, phase, convention)
     if t is None:
@@ -34,12 +38,12 @@ def _moved(x: "Sources", phase: str, convention: str = "naive",
                             sympy.Integer(0)))
 
 
-def _work(x: "Sources", phase: str, what: str) -> Any:
+def _work(x: Sources, phase: str, what: str) -> Any:
     t = _traffic(x, phase)
     return None if t is None else t.total(what)
 
 
-def _intensity(x: "Sources", phase: str, convention: str = "naive") -> Any:
+def _intensity(x: Sources, phase: str, convention: str = "naive") -> Any:
     """Both buckets of FLOPs over the bytes, cancelled (not factored: a
     summary computes it for every layer, and factoring costs more)."""
     t = _traffic(x, phase, convention)
@@ -63,7 +67,7 @@ _PHASES = {"forward": "one inference pass (no loss; the prefill of a causal mode
            "total": "one training step, forward (with its loss) and backward",
            "decode": "one decoding step of every sequence at context S"}
 
-Entry = tuple[str, str, str, str, Callable[["Sources"], Any]]
+Entry = tuple[str, str, str, str, Callable[[Sources], Any]]
 
 
 def _entries() -> tuple[Entry, ...]:

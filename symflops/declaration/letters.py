@@ -19,7 +19,7 @@ from typing import Callable, Mapping, Sequence
 
 import sympy
 
-from ..core.errors import Span, SymflopsError, closest
+from ..core.errors import SymflopsError, closest
 from ..core.ir import Affine, Tensor, fresh_letter
 from ..core.sizes import NONNEGATIVE, POSITIVE, ZERO, check_size, sign
 from ..lang.statement import AffineTerm, Call, Ref, Shift, Statement
@@ -27,23 +27,10 @@ from ..ops.base import claim
 from ..ops.einsum.lower import affine
 from ..ops.prefix_statement import bounded_extents
 from ..ops.registry import CALLS
-from .ranges import check_range, check_start, needed, new_dim, pad_text, pairs, reach
+from .ranges import (At, Letter, check_range, check_start, needed, new_dim, pad_text, pairs,
+                     reach)
 from .outputs import pad_advice
 from .scatter import scatter_refs
-
-#: Where a column of the statement is in its file (None without a file).
-At = Callable[[int], "Span | None"]
-
-
-@dataclass(frozen=True)
-class Letter:
-    """An index letter of an op: the extent it ranges over, and the tensor
-    (and place) that bound it first."""
-
-    extent: sympy.Expr
-    tensor: str
-    span: Span | None
-
 
 @dataclass(frozen=True)
 class IndexRange:

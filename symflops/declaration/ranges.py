@@ -11,18 +11,29 @@ Used by :mod:`symflops.declaration.letters` when it binds a statement's letters.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Callable, Mapping, Sequence
 
 import sympy
 
-from ..core.errors import SymflopsError
+from ..core.errors import Span, SymflopsError
 from ..core.ir import Affine, Tensor
 from ..core.sizes import NONNEGATIVE, POSITIVE, ZERO, sign
 from ..lang.statement import AffineTerm, Ref, Shift, Statement
 from .outputs import pad_advice
 
-if TYPE_CHECKING:
-    from .letters import At, Letter
+#: Where a column of the statement is in its file (None without a file).
+At = Callable[[int], "Span | None"]
+
+
+@dataclass(frozen=True)
+class Letter:
+    """An index letter of an op: the extent it ranges over, and the tensor
+    (and place) that bound it first."""
+
+    extent: sympy.Expr
+    tensor: str
+    span: Span | None
 
 
 def pairs(st: Statement) -> list[tuple[str, str, bool]]:

@@ -57,7 +57,7 @@ def model_from_layer(layer: Layer, file: str, dims: Mapping[str, Any], recompute
     """The planner's model of ``layer`` (read from ``file``) at ``dims``."""
     d = derive(layer)
     counted = costs(d, precision=precision, choice="minimum")
-    s = summary(d, counted)
+    s = summary(d, counted, quantities=False)   # the plan reads no named quantity
     per = s.model.per_token
     if per is None:
         raise SymflopsError(f"{file}: the declaration declares no 'tokens:'",
