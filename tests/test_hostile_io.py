@@ -709,10 +709,10 @@ def test_a_build_writes_the_markdown_of_a_sheet_latex_cannot_set(tmp_path, capsy
         "title: Transformer feed-forward block", "title: Attention 注意"))
     code, _, err = main(["build", "--src", src, "--out", out], capsys)
     assert code == 2 and "U+6CE8" in err
-    # the Markdown sheet and the figures it shows (PNG), the HTML sheet read from it and
-    # the gallery; no .tex, no .pdf
+    # the Markdown sheet and the figures it shows (PNG), the HTML sheet read from it,
+    # the gallery and the reference's pages (docs/, from the checkout's); no .tex, no .pdf
     assert sorted(p.name for p in out.iterdir() if p.suffix != ".png") == \
-        ["index.html", "wide.html", "wide.md"]
+        ["docs", "index.html", "wide.html", "wide.md"]
 
 
 @pytest.mark.skipif(not pdflatex_available(), reason="pdflatex is not installed")
