@@ -13,7 +13,9 @@ from .derive.backward import derive as _derive
 
 
 class ShownDerivation(Derivation):
-    """A :class:`~symflops.core.records.Derivation` that a notebook shows as its sheet."""
+    """A :class:`~symflops.core.records.Derivation` that a notebook shows: as
+    HTML (``_repr_html_``, what JupyterLab picks) and as its Markdown sheet
+    (``_repr_markdown_``)."""
 
     def _repr_markdown_(self) -> str:
         from .count.cost import costs
@@ -23,6 +25,17 @@ class ShownDerivation(Derivation):
 
         shown = with_patterns(self)
         return render(shown, explain(shown, costs(shown)), "md")
+
+    def _repr_html_(self) -> str:
+        """The notebook's view: headline formulas as MathML and their numbers at
+        the declaration's examples (no script, nothing loaded: offline)."""
+        from .count.cost import costs
+        from .count.explain import explain
+        from .derive.patterns import with_patterns
+        from .sheets.page import notebook_view
+
+        shown = with_patterns(self)
+        return notebook_view(shown, explain(shown, costs(shown)))
 
 
 def derive(layer: Layer) -> ShownDerivation:

@@ -709,8 +709,10 @@ def test_a_build_writes_the_markdown_of_a_sheet_latex_cannot_set(tmp_path, capsy
         "title: Transformer feed-forward block", "title: Attention 注意"))
     code, _, err = main(["build", "--src", src, "--out", out], capsys)
     assert code == 2 and "U+6CE8" in err
-    # the Markdown sheet and the figures it shows (PNG); no .tex, no .pdf
-    assert [p.name for p in out.iterdir() if p.suffix != ".png"] == ["wide.md"]
+    # the Markdown sheet and the figures it shows (PNG), the HTML sheet read from it,
+    # the gallery and the reference's pages (docs/, from the checkout's); no .tex, no .pdf
+    assert sorted(p.name for p in out.iterdir() if p.suffix != ".png") == \
+        ["docs", "index.html", "wide.html", "wide.md"]
 
 
 @pytest.mark.skipif(not pdflatex_available(), reason="pdflatex is not installed")
@@ -726,8 +728,10 @@ def test_a_latex_failure_names_the_line_and_a_true_hint(tmp_path):
     assert "LaTeX failed on ffn.tex at line 4 of the .tex: Undefined control sequence" \
         in result.stderr, result.stderr
     assert "kept" not in result.stderr and "--format tex -o ffn.tex" in result.stderr
-    # the claim: no .tex, no .pdf (the Markdown sheet's PNG figures are written with it)
-    assert [p.name for p in out.iterdir() if p.suffix != ".png"] == ["ffn.md"]
+    # the claim: no .tex, no .pdf (the Markdown sheet's PNG figures are written with it,
+    # and the HTML sheet with the gallery)
+    assert sorted(p.name for p in out.iterdir() if p.suffix != ".png") == \
+        ["ffn.html", "ffn.md", "index.html"]
 
 
 # ------------------------------------------------------------------- build --

@@ -53,9 +53,15 @@ from .progress import Progress, summary
 from .output import directory, target as output_target, write_file
 from ..sheets.escape import check_tex
 from ..sheets.figures import draw, figures_of
+from ..sheets.plots import shared_figures
+from ..sheets.page import headline, index_page, sheet_page, svg_figures
 from ..sheets.render import render
+from ..sheets.site import SITE_DIR, DocPage, reference_pages
 from ..core.ir import Layer
 from ..declaration.reader import load
+
+#: The sheet formats a build writes (``--format``; the PDF goes with the LaTeX).
+SHEET_FORMATS = ("md", "tex", "html")
 
 #: pdflatex gets this long per sheet before it is stopped.
 PDF_TIMEOUT_S = 120
@@ -166,12 +172,17 @@ def render_file(path: str, fmt: str, configs: Sequence[Mapping[str, sympy.Expr]]
 def render_layer(layer: Layer, fmt: str, configs: Sequence[Mapping[str, sympy.Expr]] = (),
                  templates: str | None = None, unit: str = "FLOPs",
                  precision: str | None = None, examples: Sequence[str] | None = None) -> str:
-    """Derive and render a loaded declaration (see :func:`render_file`)."""
+    """Derive and render a loaded declaration (see :func:`render_file`); the
+    HTML sheet is the Markdown sheet read into HTML (:mod:`symflops.sheets.page`)."""
     derivation = with_patterns(derive(layer))
     c = costs(derivation, unit, precision)
     if fmt == "tex":  # text LaTeX cannot set is refused before the sheet's counts are made
         check_tex(derivation.layer)
-    return render(derivation, explain(derivation, c, configs, examples), fmt, templates)
+    counts = explain(derivation, c, configs, examples)
+    if fmt == "html":
+        return sheet_page(derivation, counts, render(derivation, counts, "md", templates),
+                          svg_figures(derivation, counts), templates)
+    return render(derivation, counts, fmt, templates)
 
 
 @dataclass
@@ -182,10 +193,12 @@ class BuildResult:
     failed: list[str] = field(default_factory=list)
     #: the failures that were internal errors (bugs), a subset of ``failed``
     internal: list[str] = field(default_factory=list)
+    #: the reference's pages of the HTML site (``out/docs/NAME.html``)
+    pages: list[str] = field(default_factory=list)
 
     def summary(self) -> str:
         """Every file written, by kind, and the declarations that failed."""
-        return summary(self.written, self.figures, self.failed)
+        return summary(self.written, self.figures, self.failed, self.pages)
 
 
 #: What a build without pdflatex says, once.
@@ -204,6 +217,8 @@ class Outcome:
     errors: tuple[str, ...]
     internal: bool = False
     figures: dict[str, dict[str, bytes]] = field(default_factory=dict)
+    #: the gallery's entry of the HTML sheet (title, headline formulas), None without one
+    entry: dict[str, Any] | None = None
 
 
 def fits(config: Mapping[str, sympy.Expr], path: str) -> bool:
@@ -217,9 +232,15 @@ def build(src: str = "derivations", out: str = "build", *, pdf: bool | None = No
           configs: Sequence[Mapping[str, sympy.Expr]] = (), templates: str | None = None,
           unit: str = "FLOPs", precision: str | None = None, jobs: int = 1,
           stdout: TextIO | None = None, stderr: TextIO | None = None,
-          examples: Sequence[str] = ()) -> BuildResult:
+          examples: Sequence[str] = (), formats: Sequence[str] = ("md", "tex"),
+          docs: str | None = None) -> BuildResult:
     """Render every ``*.yaml`` in ``src`` to ``out/NAME.md`` and ``out/NAME.tex``,
     and ``out/NAME.pdf`` when pdflatex is available (or ``pdf`` is True).
+    ``formats``: the sheets to write (``symflops build`` asks for
+    :data:`SHEET_FORMATS`, adding ``NAME.html`` and the gallery ``index.html``).
+    ``docs``: with the HTML sheets, the reference's Markdown pages
+    (``docs/``), written as ``out/docs/NAME.html`` in the gallery's site
+    (:mod:`symflops.sheets.site`); None or a missing directory: none.
     ``examples`` (``--example``): a sheet that declares one of these shows
     only those of its examples; a name that no declaration has is refused.
     ``jobs`` worker processes derive declarations side by side (0: one per
@@ -247,11 +268,17 @@ def build(src: str = "derivations", out: str = "build", *, pdf: bool | None = No
     if examples:
         check_examples(files, examples)
     directory(out, "--out")
+    # the reference is read before any sheet is written: a page that links nowhere stops the build
+    reference = (reference_pages(docs, templates) if "html" in formats and docs
+                 and os.path.isdir(docs) else [])
     result = BuildResult()
+    entries: list[dict[str, Any]] = []
     clashes = clashing(files)
     todo = [p for p in files if p not in clashes]
     work = functools.partial(_sheets, configs=configs, templates=templates, unit=unit,
-                             precision=precision, pdf=pdf, examples=tuple(examples))
+                             precision=precision, pdf=pdf and "tex" in formats,
+                             examples=tuple(examples), formats=tuple(formats),
+                             reference=bool(reference))
     progress = Progress(len(files), stdout)
     with _library_scratch():
         pool = None
@@ -289,6 +316,11 @@ def build(src: str = "derivations", out: str = "build", *, pdf: bool | None = No
                     result.failed.append(path)
                 if outcome.internal:
                     result.internal.append(path)
+                if outcome.entry is not None and "html" in outcome.sheets:
+                    entries.append(outcome.entry)
+            if "html" in formats:
+                _write_reference(out, reference, result, progress)
+                _write_index(out, entries, templates, result, progress, reference)
         except BaseException:
             if pool is not None:
                 _stop(pool)
@@ -423,7 +455,8 @@ def check_examples(files: Sequence[str], names: Sequence[str]) -> None:
 
 
 def _sheets(path: str, *, configs: Sequence[Mapping[str, sympy.Expr]], templates: str | None,
-            unit: str, precision: str | None, pdf: bool, examples: tuple[str, ...] = ()) -> Outcome:
+            unit: str, precision: str | None, pdf: bool, examples: tuple[str, ...] = (),
+            formats: tuple[str, ...] = SHEET_FORMATS, reference: bool = False) -> Outcome:
     """One declaration's sheets and PDF, and what failed: what a worker
     returns.  Nothing but an interruption escapes: one declaration's
     failure, of whatever kind, is its own."""
@@ -441,8 +474,10 @@ def _sheets(path: str, *, configs: Sequence[Mapping[str, sympy.Expr]], templates
         c = costs(derivation, unit, precision)
         sheets: dict[str, str] = {}
         errors: list[str] = []
-        counts: SheetCounts | None = None  # made once for both formats
-        for fmt in ("md", "tex"):
+        counts: SheetCounts | None = None  # made once for every format
+        # the HTML sheet is the Markdown sheet read into HTML: made whenever it is asked for
+        made = [f for f in ("md", "tex") if f in formats or (f == "md" and "html" in formats)]
+        for fmt in made:
             try:
                 if fmt == "tex":  # refused before the counts are made, as in render_file
                     check_tex(layer)
@@ -452,7 +487,21 @@ def _sheets(path: str, *, configs: Sequence[Mapping[str, sympy.Expr]], templates
             except SymflopsError as exc:
                 errors.append(str(exc))
         chosen = figures_of(derivation, counts) if counts is not None else None
-        figures = {fmt: draw(chosen, derivation, c, fmt) for fmt in sheets if chosen}
+        with shared_figures():  # each figure drawn once, saved as PNG, PDF and SVG
+            figures = {fmt: draw(chosen, derivation, c, fmt) for fmt in sheets
+                       if chosen and fmt in formats and fmt in ("md", "tex")}
+            entry = None
+            if "html" in formats and "md" in sheets:
+                try:
+                    sheets["html"] = sheet_page(derivation, counts, sheets["md"],
+                                                svg_figures(derivation, counts), templates,
+                                                reference)
+                    entry = {"name": layer.name, "title": layer.title or layer.name,
+                             "file": f"{name}.html", "formulas": headline(derivation, counts)}
+                except SymflopsError as exc:
+                    errors.append(str(exc))
+        if "md" not in formats:
+            sheets.pop("md", None)
         pdf_bytes = None
         if pdf and "tex" in sheets:
             try:
@@ -461,11 +510,38 @@ def _sheets(path: str, *, configs: Sequence[Mapping[str, sympy.Expr]], templates
                 errors.append(str(exc))
                 del sheets["tex"]
                 figures.pop("tex", None)
-        return Outcome(sheets, pdf_bytes, tuple(errors), figures=figures)
+        return Outcome(sheets, pdf_bytes, tuple(errors), figures=figures, entry=entry)
     except SymflopsError as exc:
         return Outcome({}, None, (str(exc),))
     except Exception as exc:  # a bug, but one declaration's: the others are still built
         return Outcome({}, None, (_internal(path, exc),), True)
+
+
+def _write_reference(out: str, pages: Sequence[DocPage], result: BuildResult,
+                     progress: Progress) -> None:
+    """``out/docs/NAME.html``, the reference's pages."""
+    if not pages:
+        return
+    where = os.path.join(out, SITE_DIR)
+    directory(where, "--out")
+    for page in pages:
+        target = os.path.join(where, f"{page.name}.html")
+        output_target(target, "--out")
+        write_file(target, page.html, "--out")
+        result.pages.append(target)
+        progress.wrote(target)
+
+
+def _write_index(out: str, entries: Sequence[Mapping[str, Any]], templates: str | None,
+                 result: BuildResult, progress: Progress,
+                 reference: Sequence[DocPage] = ()) -> None:
+    """``out/index.html``, the gallery of the HTML sheets built (in name order),
+    and the reference's pages listed."""
+    target = os.path.join(out, "index.html")
+    output_target(target, "--out")
+    write_file(target, index_page(entries, templates, reference), "--out")
+    result.written.append(target)
+    progress.wrote(target)
 
 
 def _write(path: str, out: str, outcome: Outcome, result: BuildResult,

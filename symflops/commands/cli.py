@@ -123,14 +123,18 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--experts", choices=("model", "executed"), default="model",
                    help="with --hf-config: routed experts as the model defines them (model) or "
                         "as transformers runs them where that differs (executed: Llama 4)")
-    r.add_argument("--format", choices=("md", "tex"), default="md", help="sheet format (default md)")
+    r.add_argument("--format", choices=("md", "tex", "html"), default="md",
+                   help="sheet format (default md; html: the self-contained page with live "
+                        "numbers, see docs/html.md)")
     r.add_argument("-o", "--output", metavar="PATH",
                    help="write here (atomically) instead of standard output ('-': standard "
                         "output); an existing path must be a regular file")
     _sheet_options(r)
     b = sub.add_parser("build", help="render every declaration in derivations/ into build/",
-                       description="Render every declaration in a directory into NAME.md and "
-                                   "NAME.tex, and NAME.pdf when pdflatex is on the path, with "
+                       description="Render every declaration in a directory into NAME.md, "
+                                   "NAME.tex and NAME.html (a self-contained page with live "
+                                   "numbers; index.html lists them all), and NAME.pdf when "
+                                   "pdflatex is on the path, with "
                                    "the figures they show beside them (NAME.graph.pdf, the "
                                    "computation graph; NAME.components, NAME.flops and "
                                    "NAME.memory .png/.pdf, plotted at the declaration's first "
@@ -139,10 +143,18 @@ def build_parser() -> argparse.ArgumentParser:
                                    "command exits 2 after building the others.")
     b.add_argument("--src", default="derivations", help="declarations directory (default derivations)")
     b.add_argument("--out", default="build", help="output directory (default build)")
+    b.add_argument("--docs", default=None, metavar="DIR",
+                   help="the reference's Markdown pages, written with the HTML sheets into "
+                        "OUT/docs/ and linked from the gallery (default: docs, when there is "
+                        "one; see docs/html.md)")
     pdf = b.add_mutually_exclusive_group()
     pdf.add_argument("--pdf", dest="pdf", action="store_true", default=None,
                      help="require PDFs (fail when pdflatex is missing)")
     pdf.add_argument("--no-pdf", dest="pdf", action="store_false", help="skip the PDF step")
+    b.add_argument("--format", action="append", choices=("md", "tex", "html"), default=None,
+                   dest="formats", metavar="FORMAT",
+                   help="write only this format (md, tex with its PDF, html with the gallery "
+                        "index.html); repeatable; default all three")
     b.add_argument("-j", "--jobs", type=int, default=0, metavar="N",
                    help="derive N declarations at once in worker processes (default 0: one "
                         "per core; never more than the cores or the declarations); output "

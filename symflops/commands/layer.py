@@ -20,7 +20,7 @@ from ..count.summary import summary
 from ..declaration.reader import load
 from ..derive.backward import derive
 from ..sheets.escape import check_tex
-from .build import build, render_layer
+from .build import SHEET_FORMATS, build, render_layer
 from .output import STDOUT, write_file
 from .text import text_report
 
@@ -64,9 +64,16 @@ def _run_sheet(args: argparse.Namespace) -> int:
         if args.jobs < 0:
             raise SymflopsError(f"--jobs must be 0 or more, got {args.jobs}",
                                 hint="give -j 0 for one worker per core, or a count")
+        if args.docs is not None and not os.path.isdir(args.docs):
+            raise SymflopsError(f"--docs {args.docs}: no such directory",
+                                hint="give the directory of the reference's Markdown pages "
+                                     "(docs in a checkout)")
+        docs = args.docs if args.docs is not None else ("docs" if os.path.isdir("docs") else None)
         result = build(args.src, args.out, pdf=args.pdf, configs=configs, jobs=args.jobs,
                        templates=args.templates, unit=unit, precision=args.precision,
-                       examples=args.example)
+                       examples=args.example,
+                       formats=tuple(dict.fromkeys(args.formats)) if args.formats else SHEET_FORMATS,
+                       docs=docs)
         print(result.summary(), file=sys.stderr if result.failed else sys.stdout)
         return 70 if result.internal else 2 if result.failed else 0
     if (args.file is None) == (args.hf_config is None):

@@ -2,7 +2,7 @@
 declarations whose files would be one file.
 
 A declaration ``NAME.yaml`` (or ``NAME.yml``) gives the sheets ``NAME.md``,
-``NAME.tex`` and ``NAME.pdf`` and the figures ``STEM.KIND.EXT``
+``NAME.tex``, ``NAME.pdf`` and ``NAME.html`` and the figures ``STEM.KIND.EXT``
 (:func:`~symflops.sheets.figures.figure_names`: ``STEM`` has ``_`` for each
 character outside ``[A-Za-z0-9_.-]``).  Two declarations of one source
 directory may not share a file name, compared as a file system that ignores
@@ -26,7 +26,11 @@ def outputs(path: str) -> tuple[str, ...]:
     ``path``: its sheets ``NAME.md``, ``NAME.tex``, ``NAME.pdf`` and every
     figure file its sheet may have (:func:`~symflops.sheets.figures.figure_names`)."""
     name = os.path.splitext(os.path.basename(path))[0]
-    return (*(f"{name}.{ext}" for ext in ("md", "tex", "pdf")), *figure_names(name))
+    return (*(f"{name}.{ext}" for ext in ("md", "tex", "pdf", "html")), *figure_names(name))
+
+
+#: The gallery of the HTML sheets, which a build writes beside them.
+INDEX = "index.html"
 
 
 def _file_key(filename: str) -> str:
@@ -44,6 +48,11 @@ def clashing(files: Sequence[str]) -> dict[str, SymflopsError]:
     owner: dict[str, tuple[str, str]] = {}
     out: dict[str, SymflopsError] = {}
     for path in files:
+        if any(_file_key(f) == _file_key(INDEX) for f in outputs(path)):
+            out[path] = SymflopsError(f"{shorten(path, 200)}: not built: its HTML sheet would be "
+                                      f"{INDEX}, the gallery of the build",
+                                      hint="rename the declaration file")
+            continue
         for filename in outputs(path):
             first = owner.setdefault(_file_key(filename), (path, filename))
             if first[0] == path:

@@ -10,10 +10,12 @@ from typing import Sequence, TextIO
 from ..core.errors import printable
 
 
-def summary(written: Sequence[str], figures: Sequence[str], failed: Sequence[str]) -> str:
+def summary(written: Sequence[str], figures: Sequence[str], failed: Sequence[str],
+            pages: Sequence[str] = ()) -> str:
     """``318 files written (54 .md, 54 .tex, 54 .pdf sheets; 78 .png, 78 .pdf
     figures), 0 declarations failed``: ``written`` the sheets, ``figures`` the
-    figure files beside them, ``failed`` the declarations that failed."""
+    figure files beside them, ``failed`` the declarations that failed,
+    ``pages`` the reference's pages of the HTML site (``16 reference pages``)."""
     def kinds(paths: Sequence[str]) -> str:
         counts: dict[str, int] = {}
         for p in paths:
@@ -24,9 +26,10 @@ def summary(written: Sequence[str], figures: Sequence[str], failed: Sequence[str
                          sorted(counts.items(), key=lambda e: (order.get(e[0], 9), e[0])))
 
     parts = [f"{kinds(written)} sheets" if written else "",
-             f"{kinds(figures)} figures" if figures else ""]
+             f"{kinds(figures)} figures" if figures else "",
+             f"{len(pages)} reference page{'' if len(pages) == 1 else 's'}" if pages else ""]
     shown = "; ".join(p for p in parts if p)
-    total = len(written) + len(figures)
+    total = len(written) + len(figures) + len(pages)
     return (f"{total} file{'' if total == 1 else 's'} written" + (f" ({shown})" if shown else "")
             + f", {len(failed)} declaration{'' if len(failed) == 1 else 's'} failed")
 

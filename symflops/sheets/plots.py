@@ -20,10 +20,11 @@ Invariants:
 
 from __future__ import annotations
 
+import contextlib
 import io
 import math
 from dataclasses import dataclass
-from typing import Any, Literal, Mapping, Sequence
+from typing import Any, Iterator, Literal, Mapping, Sequence
 
 import sympy
 
@@ -36,7 +37,7 @@ from ..count.cost import Costs
 from ..count.recompute import attention_chains, recompute
 from ..count.summary import whole_model
 
-ImageFormat = Literal["png", "pdf"]
+ImageFormat = Literal["png", "pdf", "svg"]
 GIB = 2**30
 _COLOURS = {"input": "#e5e7eb", "index": "#e5e7eb", "param": "#dbeafe", "frozen": "#d1d5db",
             "activation": "#ffffff",
@@ -97,18 +98,67 @@ def _figure(width: float, height: float) -> Any:
 
 def _bytes(fig: Any, fmt: ImageFormat) -> bytes:
     buf = io.BytesIO()
+    if fmt == "svg":  # for the HTML sheet: text as text (small), ids the same each time
+        import matplotlib
+
+        with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "symflops"}):
+            fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": "symflops"})
+        return buf.getvalue()
     metadata = ({"CreationDate": None, "Producer": None, "Creator": "symflops"} if fmt == "pdf"
                 else {"Software": None})
     fig.savefig(buf, format=fmt, metadata=metadata)
     return buf.getvalue()
 
 
+#: Within :func:`shared_figures`: each figure drawn, by what drew it (None: none kept).
+_shared: dict[Any, Any] | None = None
+
+
+@contextlib.contextmanager
+def shared_figures() -> Iterator[None]:
+    """Within it, a figure asked for in several formats (a build's PNG for
+    the Markdown sheet, PDF for the LaTeX one, SVG for the HTML one) is
+    drawn and laid out once: the first format asked is saved as it always
+    was, the others from the same figure as laid out (the layout is not
+    solved again).  Its sampling of the polynomials, its constrained layout
+    and its tick labels' mathtext are then paid once a sheet, not once a format."""
+    global _shared
+    outer, _shared = _shared, {}
+    try:
+        yield
+    finally:
+        _shared = outer
+
+
+def _frozen(x: Any) -> Any:
+    if isinstance(x, Mapping):
+        return tuple(sorted((k, _frozen(v)) for k, v in x.items()))
+    if isinstance(x, (list, tuple)):
+        return tuple(_frozen(v) for v in x)
+    return x
+
+
 def _draw(fmt: ImageFormat, draw: Any, *args: Any) -> bytes:
-    """``draw(*args)`` returns a Figure; it is saved in the default style."""
+    """``draw(*args)`` returns a Figure; it is saved in the default style
+    (drawn once for every format within :func:`shared_figures`)."""
     import matplotlib.style
 
     with matplotlib.style.context("default"):
-        return _bytes(draw(*args), fmt)
+        key: Any = None
+        if _shared is not None:
+            try:
+                key = (draw, _frozen(args))
+                hash(key)
+            except TypeError:  # an argument that cannot be a key: drawn anew
+                key = None
+        if key is None:
+            return _bytes(draw(*args), fmt)
+        fig = _shared.get(key)
+        if fig is None:
+            fig = _shared[key] = draw(*args)
+            return _bytes(fig, fmt)
+        fig.set_layout_engine("none")  # laid out by its first save
+        return _bytes(fig, fmt)
 
 
 def _text(s: str) -> str:
@@ -125,6 +175,17 @@ def graph_figure(graph: Graph, names: Mapping[str, str] | None = None,
     if fmt != "pdf":
         raise ValueError("the graph is drawn as PDF (the Markdown sheet draws it in Mermaid)")
     return draw_graph(graph, names or {}, _COLOURS, _SAVED)
+
+
+def graph_svgs(graph: Graph, names: Mapping[str, str] | None = None) -> list[bytes]:
+    """The graph's pages (those of :func:`graph_figure`), each as an SVG image (the HTML sheet)."""
+    import matplotlib.style
+
+    from .graphplot import _page, graph_pages
+
+    with matplotlib.style.context("default"):
+        return [_bytes(_page(graph, page, names or {}, _COLOURS, _SAVED), "svg")
+                for page in graph_pages(graph)]
 
 
 def bars_figure(rows: Sequence[BarRow], title: str, unit: str = "FLOPs",
