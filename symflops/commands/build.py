@@ -375,10 +375,16 @@ def _stop(pool: concurrent.futures.ProcessPoolExecutor) -> None:
 #: True in a worker while it builds (a signal then unwinds the build, so that
 #: its scratch directory and pdflatex are cleaned up), False while it waits.
 _busy = False
+#: The signal a worker was stopped by while it built (0: none): the exception
+#: it raised may have been swallowed where Python cannot pass one on (a
+#: finalizer's, printed as "Exception ignored"), so _each checks it too.
+_stopped_by = 0
 
 
 def _worker_signal(signum: int, frame: Any) -> None:
+    global _stopped_by
     if _busy:
+        _stopped_by = signum
         # Unwind once. A second signal (the parent's _stop sends SIGTERM to
         # a worker that the process group's SIGTERM already reached) must not
         # interrupt the unwinding: raised inside the removal of the scratch
@@ -389,7 +395,15 @@ def _worker_signal(signum: int, frame: Any) -> None:
     os._exit(128 + signum)
 
 
+def _unraisable(info: Any, default: Callable[[Any], None] = sys.unraisablehook) -> None:
+    """A Terminated raised where Python cannot pass it on (a weakref callback,
+    a finalizer) is not a traceback on stderr: _each exits after the work."""
+    if not isinstance(info.exc_value, Terminated):
+        default(info)
+
+
 def _worker_start() -> None:
+    sys.unraisablehook = _unraisable
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, _worker_signal)
 
@@ -423,11 +437,17 @@ def _each(work: Callable[[str], Any], paths: Sequence[str]) -> list[Any]:
     global _busy
     _busy = True
     try:
-        return [work(p) for p in paths]
+        done = [work(p) for p in paths]
     except Terminated as exc:  # everything it had started is cleaned up by now
         os._exit(128 + exc.signum)
     finally:
         _busy = False
+    if _stopped_by:
+        # stopped, but its Terminated was swallowed on the way: its signals are
+        # ignored now, and sending the result could block for ever on a pipe
+        # nobody reads (the parent is gone; the worker holds the read end too)
+        os._exit(128 + _stopped_by)
+    return done
 
 
 def _internal(path: str, exc: BaseException) -> str:
