@@ -15,6 +15,7 @@ from __future__ import annotations
 import itertools
 from fractions import Fraction
 
+import pytest
 import sympy
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
@@ -132,3 +133,31 @@ def test_the_solved_threshold_agrees_with_comparing_the_two_sides(case, ridge):
             slope = th.slope.xreplace(ridge_at)
             if slope > 0:
                 assert (x > th.edge.xreplace(ridge_at)) == compute_bound, (text, th.solved)
+
+
+def test_two_diagonals_of_one_tensor_with_equal_counts_are_refused():
+    """Found by the property above: T[i,i,k] and T[i,k,i] each touch R^2 of
+    T's R^3 elements, but not the same ones: (0,0,0), (0,0,1), (1,1,0), (1,1,1)
+    and (0,0,0), (0,1,0), (1,0,1), (1,1,1) at R = 2, 6 together, not 4. The
+    count was 2 R^2 + 2 bytes (10 at R = 2, against 14 by brute force); the
+    union of two diagonals is not counted, so the op is refused by name."""
+    layer = symflops.declare("diagonals", dims={"R": ""},
+                             tensors={"T": {"shape": ["R", "R", "R"], "role": "param"}},
+                             ops=["Y[] = T[i,i,k] T[i,k,i]"])
+    with pytest.raises(SymflopsError, match="touches different parts of T"):
+        _entry(layer)
+    assert _brute_force({"i": "R", "k": "R"}, [("T", "iik"), ("T", "iki")], "", "",
+                        {"R": 2}) == 2 * (6 + 1)
+
+
+def test_one_part_read_under_different_letters_is_counted_once():
+    """softmax's backward reads P[s,t] in one term and P[s,u] in the other,
+    each under its own condition (t <= s, u <= s): one part, S(S+1)/2
+    elements, read once: 2 bytes each at bf16 (by hand, S = 3: 12 bytes)."""
+    layer = symflops.declare("rows", dims={"S": ""},
+                             tensors={"P": {"shape": ["S", "S"], "role": "input"},
+                                      "G": {"shape": ["S", "S"], "role": "input"}},
+                             ops=["Y[s,t] = P[s,t] G[s,t] - P[s,t] P[s,u] G[s,u] "
+                                  "where t <= s, u <= s"])
+    touches = {t.tensor: t.elements for t in _entry(layer).reads}
+    assert sympy.expand(touches["P"] - dim_symbol("S") * (dim_symbol("S") + 1) / 2) == 0

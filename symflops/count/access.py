@@ -26,7 +26,9 @@ over; the elements of ``X`` it touches are those tuples' projections onto
 
 A tensor that several factors of one op touch is counted once: the whole
 tensor when any factor touches all of it, else the one count when every
-factor touches the same elements; anything else is refused.
+factor touches the same elements (the same pattern of letters under the
+same conditions, :func:`part`; equal counts are not enough); anything else
+is refused.
 
 **Decoding** (:func:`decoded`) views a product as one step of
 autoregressive decoding: the position being decoded is a letter over the
@@ -148,14 +150,53 @@ def _witnessed(bounds: list[Bound], letters: frozenset[str], extents: Extents,
                       "equal (t <= s, s - t < W)")
 
 
-def union(counts: list[sympy.Expr], whole: sympy.Expr | None, name: str,
+Part = tuple[object, ...]
+
+
+def part(f: Factor, term: Einsum, extents: Extents) -> Part:
+    """What fixes the elements ``f`` touches in ``term``, its letters renamed in
+    order of their place in ``f``: the pattern of its axes (``X[i,i,k]`` and
+    ``X[i,k,i]`` differ), their extents, the term's conditions and the
+    lookups, shifts and places it reads through.  Two factors with one part
+    touch the same elements; equal counts alone do not say so (each of
+    ``T[i,i,k]`` and ``T[i,k,i]`` touches R^2 of the R^3 elements, 2R^2 - R
+    together)."""
+    names: dict[str, str] = {}
+    for x in (f.indices[1:] if f.is_select else f.indices):
+        names.setdefault(x, f"#{len(names)}")
+
+    def n(x: str) -> str:
+        return names.get(x, x)
+
+    own = set(names)
+    # a condition that ties f's letter to one f lacks removes none of f's
+    # elements (touched() proves so, or refuses): only conditions among f's own
+    # letters shape its part
+    bounds = sorted((n(b.low), n(b.high), b.strict, sympy.srepr(b.offset))
+                    for b in (comparison(g) for g in term.operands if g.is_comparison)
+                    if b.letters <= own)
+    # a lookup, shift or place that chooses one of f's axes (touched() reads
+    # them so); one that chooses another tensor's axis leaves f's part alone
+    via = [g for g in term.operands
+           if (g.is_select or g.is_shift or g.is_offset) and g.indices[0] in own]
+    for x in (x for g in via for x in g.indices):   # their other letters
+        names.setdefault(x, f"${len(names)}")
+    through = sorted((str(g.tensor), repr(g.fn), tuple(n(x) for x in g.indices)) for g in via)
+    return (f.is_select, tuple(n(x) for x in f.indices),
+            tuple((n(x), sympy.srepr(extents.get(x))) for x in names),
+            tuple(bounds), tuple(through))
+
+
+def union(counts: list[tuple[sympy.Expr, Part]], whole: sympy.Expr | None, name: str,
           span: Span | None) -> sympy.Expr:
-    """The elements several factors of one op touch together."""
-    counts = [sympy.expand(c) for c in counts]
-    if whole is not None and any(sympy.expand(c - whole) == 0 for c in counts):
+    """The elements several factors of one op touch together: the whole
+    tensor when one of them touches all of it, else one count when every
+    factor has the same :func:`part`; anything else is refused."""
+    counts = [(sympy.expand(c), k) for c, k in counts]
+    if whole is not None and any(sympy.expand(c - whole) == 0 for c, _ in counts):
         return sympy.expand(whole)
-    if all(sympy.expand(c - counts[0]) == 0 for c in counts):
-        return counts[0]
+    if all(k == counts[0][1] for _, k in counts):
+        return counts[0][0]
     raise _refuse(f"the op touches different parts of {name} in different factors", span,
                   "write the op's products so that each reads one part of a tensor")
 

@@ -51,7 +51,7 @@ import sympy
 from ..core.errors import SymflopsError
 from ..core.ir import Layer, Tensor, substitute
 from ..core.records import Derivation
-from .access import decoded, elements_of, touched, union
+from .access import decoded, elements_of, part, touched, union
 from .cost import Costs
 from .precision import Precision
 
@@ -199,7 +199,7 @@ def _touches(access: object, extents: Mapping[str, sympy.Expr], layer: Layer, w:
         extents = {k: substitute(v, subs) for k, v in extents.items()}
     out = []
     for side in ("reads", "writes"):
-        found: dict[str, list[sympy.Expr]] = {}
+        found: dict[str, list[tuple[sympy.Expr, object]]] = {}
         for term in getattr(access, side):
             ext = extents
             if decode:
@@ -207,7 +207,8 @@ def _touches(access: object, extents: Mapping[str, sympy.Expr], layer: Layer, w:
             factors = [f for f in term.operands if f.reads_tensor] if side == "reads" \
                 else [term.output]
             for f in factors:
-                found.setdefault(f.tensor, []).append(touched(f, term, ext, tensors, span))
+                found.setdefault(f.tensor, []).append(
+                    (touched(f, term, ext, tensors, span), part(f, term, ext)))
         touches = []
         for name, counts in found.items():
             if name in skip:
