@@ -729,9 +729,9 @@ def test_a_latex_failure_names_the_line_and_a_true_hint(tmp_path):
         in result.stderr, result.stderr
     assert "kept" not in result.stderr and "--format tex -o ffn.tex" in result.stderr
     # the claim: no .tex, no .pdf (the Markdown sheet's PNG figures are written with it,
-    # and the HTML sheet with the gallery)
+    # and the HTML sheet with the gallery and the reference's pages)
     assert sorted(p.name for p in out.iterdir() if p.suffix != ".png") == \
-        ["ffn.html", "ffn.md", "index.html"]
+        ["docs", "ffn.html", "ffn.md", "index.html"]
 
 
 # ------------------------------------------------------------------- build --

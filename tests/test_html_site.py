@@ -124,3 +124,24 @@ def test_a_build_without_html_writes_no_reference(tmp_path):
     shutil.copy(ROOT / "derivations" / "ffn.yaml", src)
     build(str(src), str(tmp_path / "out"), pdf=False, formats=("md",), docs=str(ROOT / "docs"))
     assert not os.path.exists(tmp_path / "out" / "docs")
+
+
+def test_the_working_directory_s_own_docs_are_not_the_reference(tmp_path):
+    """A user building their own declarations in a project of theirs: its
+    docs/ (here one whose link would be refused) is not read; the site's
+    reference is symflops's own pages."""
+    import subprocess
+    import sys
+
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "notes.md").write_text("# My notes\n\n[away](../secret.txt)\n")
+    src = tmp_path / "src"
+    src.mkdir()
+    shutil.copy(ROOT / "derivations" / "dropout.yaml", src)
+    result = subprocess.run([sys.executable, "-m", "symflops", "build", "--src", "src",
+                             "--out", "out", "--format", "html", "--no-pdf", "-j", "1"],
+                            cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stderr
+    pages = {p.name for p in (tmp_path / "out" / "docs").iterdir()}
+    assert "notes.html" not in pages
+    assert {f"{p.stem}.html" for p in (ROOT / "docs").glob("*.md")} <= pages

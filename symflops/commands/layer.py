@@ -54,6 +54,16 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _reference() -> str | None:
+    """symflops's own reference, ``docs/`` beside the shipped declarations in a
+    checkout (not the working directory's ``docs/``, which may be anything of the
+    user's), or None where it is not there (an installed copy)."""
+    from ..planner.model import declarations_dir
+
+    path = os.path.join(os.path.dirname(declarations_dir()), "docs")
+    return path if os.path.isfile(os.path.join(path, "index.md")) else None
+
+
 def _run_sheet(args: argparse.Namespace) -> int:
     configs = [parse_config(text) for text in args.at]
     unit = "MACs" if args.macs else "FLOPs"
@@ -68,7 +78,7 @@ def _run_sheet(args: argparse.Namespace) -> int:
             raise SymflopsError(f"--docs {args.docs}: no such directory",
                                 hint="give the directory of the reference's Markdown pages "
                                      "(docs in a checkout)")
-        docs = args.docs if args.docs is not None else ("docs" if os.path.isdir("docs") else None)
+        docs = args.docs if args.docs is not None else _reference()
         result = build(args.src, args.out, pdf=args.pdf, configs=configs, jobs=args.jobs,
                        templates=args.templates, unit=unit, precision=args.precision,
                        examples=args.example,
