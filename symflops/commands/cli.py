@@ -146,7 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--docs", default=None, metavar="DIR",
                    help="the reference's Markdown pages, written with the HTML sheets into "
                         "OUT/docs/ and linked from the gallery (default: symflops's own "
-                        "reference, the checkout's docs/, where there is one; see docs/html.md)")
+                        "reference, whatever the working directory; see docs/html.md)")
     pdf = b.add_mutually_exclusive_group()
     pdf.add_argument("--pdf", dest="pdf", action="store_true", default=None,
                      help="require PDFs (fail when pdflatex is missing)")

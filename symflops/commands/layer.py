@@ -55,9 +55,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _reference() -> str | None:
-    """symflops's own reference, ``docs/`` beside the shipped declarations in a
-    checkout (not the working directory's ``docs/``, which may be anything of the
-    user's), or None where it is not there (an installed copy)."""
+    """symflops's own reference, ``docs/`` beside the shipped declarations (in a
+    checkout, or the installed copy inside the package); never the working
+    directory's ``docs/``, which may be anything of the user's."""
     from ..planner.model import declarations_dir
 
     path = os.path.join(os.path.dirname(declarations_dir()), "docs")
