@@ -27,18 +27,25 @@ from typing import Any, Mapping
 import pytest
 
 
-def hf_counts(config: Mapping[str, Any], seq: int = 32) -> tuple[int, int]:
-    """(parameters, FlopCounterMode's training FLOPs) of the Hugging Face model."""
+def meta_model(config: Mapping[str, Any]) -> tuple[Any, Any]:
+    """torch and the Hugging Face model of ``config`` on the meta device, eager
+    attention, experts as batched products, in training mode."""
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
-    from torch.utils.flop_counter import FlopCounterMode
-
     keys = {k: v for k, v in config.items() if k not in ("model_type", "architectures")}
     cfg = transformers.AutoConfig.for_model(config["model_type"], **keys)
     with torch.device("meta"):
         model = transformers.AutoModelForCausalLM.from_config(
             cfg, attn_implementation="eager", experts_implementation="batched_mm")
     model.train()
+    return torch, model
+
+
+def hf_counts(config: Mapping[str, Any], seq: int = 32) -> tuple[int, int]:
+    """(parameters, FlopCounterMode's training FLOPs) of the Hugging Face model."""
+    torch, model = meta_model(config)
+    from torch.utils.flop_counter import FlopCounterMode
+
     params = sum(p.numel() for p in model.parameters())
     ids = torch.zeros((1, seq), dtype=torch.long, device="meta")
     with FlopCounterMode(display=False) as counter:

@@ -37,7 +37,7 @@ import pytest
 
 from symflops.core.errors import SymflopsError
 
-from hf_oracle import at_layers, imported, symflops_counts
+from hf_oracle import at_layers, imported, meta_model, symflops_counts
 
 # ibm-granite/granite-4.0-h-tiny config.json (its 40 layer types: 5 Mamba, attention, 9
 # Mamba, attention, 9 Mamba, attention, 9 Mamba, attention, 4 Mamba).
@@ -92,16 +92,9 @@ ORACLE = {
 def hf_parts(config, seq):
     """transformers' parameters and FlopCounterMode's training FLOPs, split into the
     convolutions' (forward and backward) and the rest (the matrix products)."""
-    torch = pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
+    torch, model = meta_model(config)
     from torch.utils.flop_counter import FlopCounterMode
 
-    keys = {k: v for k, v in config.items() if k not in ("model_type", "architectures")}
-    cfg = transformers.AutoConfig.for_model(config["model_type"], **keys)
-    with torch.device("meta"):
-        model = transformers.AutoModelForCausalLM.from_config(
-            cfg, attn_implementation="eager", experts_implementation="batched_mm")
-    model.train()
     ids = torch.zeros((1, seq), dtype=torch.long, device="meta")
     with FlopCounterMode(display=False) as counter:
         model(input_ids=ids, labels=ids, use_cache=True).loss.backward()

@@ -28,7 +28,7 @@ import pytest
 
 from symflops.core.errors import SymflopsError
 
-from hf_oracle import at_layers, imported
+from hf_oracle import at_layers, imported, meta_model
 
 # Qwen/Qwen3-Next-80B-A3B-Instruct config.json (its 48 layers: layer_types unset,
 # full_attention_interval 4: three DeltaNet layers, then a full-attention layer)
@@ -131,16 +131,9 @@ def deltanet_oracle(config, seq):
 def hf_deltanet(config, seq):
     """transformers' parameters of layer 0's DeltaNet and FlopCounterMode's FLOPs of
     its training step, by aten op."""
-    torch = pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
+    torch, model = meta_model(config)
     from torch.utils.flop_counter import FlopCounterMode
 
-    keys = {k: v for k, v in config.items() if k not in ("model_type", "architectures")}
-    cfg = transformers.AutoConfig.for_model(config["model_type"], **keys)
-    with torch.device("meta"):
-        model = transformers.AutoModelForCausalLM.from_config(
-            cfg, attn_implementation="eager", experts_implementation="batched_mm")
-    model.train()
     params = sum(p.numel() for n, p in model.named_parameters()
                  if n.startswith("model.layers.0.linear_attn."))
     ids = torch.zeros((1, seq), dtype=torch.long, device="meta")
