@@ -46,6 +46,9 @@ MAX_DEPTH = 100             # nesting of factors (parentheses, signs, powers)
 MAX_DIGITS = 1_000          # digits of any number, given or computed
 MAX_ROOT_DIGITS = 300       # digits of a number whose root is taken
 MAX_LENGTH = 20_000         # characters of the text
+#: Digits of the largest exact result reported (Python refuses to print an int
+#: of more than 4,300 digits; the FLOPs of any real run have fewer than 40).
+MAX_RESULT_DIGITS = 4_000
 
 _PART = r"[0-9]+(?:_[0-9]+)*"
 _LEXEME = re.compile(
@@ -339,3 +342,8 @@ def read_number(text: str, *, span: Span | None = None) -> Fraction:
         raise SymflopsError(f"expression is longer than {MAX_LENGTH} characters", span,
                             "split it into named parts")
     return _Reader(text, span).whole()
+
+
+def whole_digits(value: int) -> int:
+    """Decimal digits of ``|value|``, within one, without printing it."""
+    return int(abs(value).bit_length() * math.log10(2)) + 1

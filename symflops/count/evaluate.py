@@ -19,16 +19,12 @@ from typing import Any, Iterable, Mapping, TypeVar
 import sympy
 
 from ..core.errors import SymflopsError
+from ..core.numbers import MAX_RESULT_DIGITS, whole_digits
 from ..lang.expr import parse_number
 from ..core.ir import Example, Layer, dim_symbol
 from .records import map_formulas
 
 T = TypeVar("T")
-
-#: Digits of the largest exact number reported (Python refuses to print an int
-#: of more than 4,300 digits; the FLOPs of any real run have fewer than 40).
-MAX_RESULT_DIGITS = 4_000
-
 
 def dim_value(name: str, text: str) -> sympy.Integer:
     """The value of dimension ``name``, a positive integer, read exactly."""
@@ -147,17 +143,12 @@ def check_definitions(layer: Layer, values: Mapping[str, Any]) -> None:
                                 hint=f"give values at which {sympy.sstr(formula)} divides exactly")
 
 
-def _digits(value: int) -> int:
-    """Decimal digits of ``|value|``, within one, without printing it."""
-    return int(abs(value).bit_length() * math.log10(2)) + 1
-
-
 def number(expr: sympy.Expr, values: Mapping[str, sympy.Expr]) -> int | float:
     """``expr`` at ``values``: an int when the result is an integer."""
     result = expr.subs({dim_symbol(k): v for k, v in values.items()})
     if result.free_symbols:
         raise ValueError(f"unbound symbols {result.free_symbols} in {expr}")
-    if result.is_Rational and max(_digits(result.p), _digits(result.q)) > MAX_RESULT_DIGITS:
+    if result.is_Rational and max(whole_digits(result.p), whole_digits(result.q)) > MAX_RESULT_DIGITS:
         raise SymflopsError(f"a result at {_describe(values)} has more than {MAX_RESULT_DIGITS:,} "
                             "digits", hint="give smaller dims")
     if result.is_Integer:

@@ -31,7 +31,7 @@ import sympy
 from ..core.errors import SymflopsError
 from ..core.ir import Layer, dim_symbol
 from ..core.records import Derivation
-from ..count.evaluate import MAX_RESULT_DIGITS
+from ..core.numbers import MAX_RESULT_DIGITS
 from ..count.names import find
 from ..count.precision import POLICIES
 
