@@ -55,6 +55,36 @@ def model_from_declaration(path: str | os.PathLike[str], dims: Mapping[str, Any]
 def model_from_layer(layer: Layer, file: str, dims: Mapping[str, Any], recompute: str,
                      precision: Precision) -> Any:
     """The planner's model of ``layer`` (read from ``file``) at ``dims``."""
+    return _model(_parts(layer, file, dims, recompute, precision))
+
+
+@dataclasses.dataclass(frozen=True)
+class _Parts:
+    """The derived polynomials a planner's model evaluates."""
+
+    layer: Layer
+    file: str
+    recompute: str
+    fixed: dict[str, sympy.Expr]
+    per: Any              # the per-token record of the summary
+    executed: sympy.Expr  # executed training FLOPs per token under the policy
+    activations: sympy.Expr
+    buffers: sympy.Expr
+    parameters: Any       # the parameter record of the summary
+    cache: sympy.Expr | None  # KV cache bytes per token of context
+    engine: tuple
+
+    def at(self, seq: Any, batch: Any = 1) -> dict[str, sympy.Expr]:
+        return {**self.fixed, SEQ: _value(seq), BATCH: _value(batch)}
+
+    @property
+    def ref(self) -> dict[str, sympy.Expr]:
+        context = self.fixed.get(SEQ)
+        return self.at(context if context is not None else 1)
+
+
+def _parts(layer: Layer, file: str, dims: Mapping[str, Any], recompute: str,
+           precision: Precision) -> _Parts:
     d = derive(layer)
     counted = costs(d, precision=precision, choice="minimum")
     s = summary(d, counted, quantities=False)   # the plan reads no named quantity
@@ -87,61 +117,72 @@ def model_from_layer(layer: Layer, file: str, dims: Mapping[str, Any], recompute
                             hint="add 'recompute: {selective: [...]}' to the declaration, "
                                  "or use --recompute none|full")
     fixed = {k: _value(v) for k, v in dims.items()}
-    context = fixed.get(SEQ)
-
-    def at(seq: Any, batch: Any = 1) -> dict[str, sympy.Expr]:
-        return {**fixed, SEQ: _value(seq), BATCH: _value(batch)}
-
-    tokens = layer.tokens
     policy = policies[recompute]
-    text = formula_text
+    inf = s.model.inference
+    return _Parts(
+        layer=layer, file=file, recompute=recompute, fixed=fixed, per=per,
+        executed=sympy.expand(policy.flops_executed / layer.tokens),
+        activations=policy.activation_bytes, buffers=s.memory.buffers,
+        parameters=s.model.parameters,
+        cache=None if inf is None else sympy.expand(inf.cache_bytes_per_sequence
+                                                    / dim_symbol(SEQ)),
+        engine=(layer, d, counted, dict(fixed)))
+
+
+def _token_formulas(p: _Parts) -> dict[str, Formula]:
+    per, text = p.per, formula_text
+    return {"model": Formula(text(per.flops.total), "",
+                             f"derived by symflops; dims as in {printable(p.layer.name)}'s declaration"),
+            "executed": Formula(text(p.executed), "", f"recompute: {p.recompute}"),
+            "attention": Formula(text(per.beyond_six_n), "", "training minus 6N"),
+            "inference": Formula(text(per.inference_forward), "", "forward only")}
+
+
+def _token_polynomials(p: _Parts) -> dict[str, sympy.Expr]:
+    return {"model": p.per.flops.total, "executed": p.executed,
+            "attention": p.per.beyond_six_n, "inference": p.per.inference_forward}
+
+
+def _model_formulas(p: _Parts) -> dict[str, Formula]:
+    par, text = p.parameters, formula_text
+    return {"params_total": Formula(text(par.total), "", "derived by symflops"),
+            "params_active": Formula(text(par.active), "", "derived by symflops"),
+            "params_read": Formula(text(par.read_per_token), "",
+                                   "the parameters one token reads, derived by symflops"),
+            "activation_bytes": Formula(text(p.activations), "", f"recompute: {p.recompute}")}
+
+
+def _model(p: _Parts) -> Model:
+    layer = p.layer
 
     def flops_per_token(seq: int | None) -> Any:
         if seq is None:
             raise SymflopsError("the planner needs a sequence length for a declaration",
                                 hint="give --seq T or --phase TOKENS@T")
-        v = at(seq)
+        v = p.at(seq)
         check_definitions(layer, v)  # a ratio such as R = N / G divides exactly here
-        executed = sympy.expand(policy.flops_executed / tokens)
-        return TokenFlops(
-            model=number(per.flops.total, v), executed=number(executed, v),
-            attention=number(per.beyond_six_n, v), inference=number(per.inference_forward, v),
-            formulas={"model": Formula(text(per.flops.total), "",
-                                       f"derived by symflops; dims as in {printable(layer.name)}'s declaration"),
-                      "executed": Formula(text(executed), "", f"recompute: {recompute}"),
-                      "attention": Formula(text(per.beyond_six_n), "", "training minus 6N"),
-                      "inference": Formula(text(per.inference_forward), "", "forward only")})
+        return TokenFlops(**{k: number(e, v) for k, e in _token_polynomials(p).items()},
+                          formulas=_token_formulas(p))
 
     def activation_bytes(micro_batch: int, seq: int) -> Any:
-        check_definitions(layer, at(seq, micro_batch))
-        return number(policy.activation_bytes, at(seq, micro_batch))
+        check_definitions(layer, p.at(seq, micro_batch))
+        return number(p.activations, p.at(seq, micro_batch))
 
     def buffers(seq: int | None) -> int | None:
-        if seq is None and dim_symbol(SEQ) in s.memory.buffers.free_symbols:
+        if seq is None and dim_symbol(SEQ) in p.buffers.free_symbols:
             return None  # a table over positions: its size needs the sequence length
-        return number(s.memory.buffers, at(seq if seq is not None else 1))
+        return number(p.buffers, p.at(seq if seq is not None else 1))
 
-    par = s.model.parameters
-    ref = at(context if context is not None else 1)
-    kv = None
-    inf = s.model.inference
-    if inf is not None:
-        kv = number(sympy.expand(inf.cache_bytes_per_sequence / dim_symbol(SEQ)), ref)
+    par, ref = p.parameters, p.ref
     return Model(
-        name=f"{layer.name} ({os.path.basename(file)})",
+        name=f"{layer.name} ({os.path.basename(p.file)})",
         params_total=number(par.total, ref), params_active=number(par.active, ref),
         params_trainable=number(par.trainable, ref), flops_per_token=flops_per_token,
-        activation_bytes=activation_bytes, kv_cache_bytes_per_token=kv,
-        formulas={"params_total": Formula(text(par.total), "", "derived by symflops"),
-                  "params_active": Formula(text(par.active), "", "derived by symflops"),
-                  "params_read": Formula(text(par.read_per_token), "",
-                                         "the parameters one token reads, derived by symflops"),
-                  "activation_bytes": Formula(text(policy.activation_bytes), "",
-                                              f"recompute: {recompute}")},
-        counts_attention=True, recompute=recompute,
+        activation_bytes=activation_bytes,
+        kv_cache_bytes_per_token=None if p.cache is None else number(p.cache, ref),
+        formulas=_model_formulas(p), counts_attention=True, recompute=p.recompute,
         params_read=number(par.read_per_token, ref),
-        buffers=buffers if layer.buffers else None,
-        engine=(layer, d, counted, dict(fixed)))
+        buffers=buffers if layer.buffers else None, engine=p.engine)
 
 
 def imported_layer(imported: Any) -> Layer:
