@@ -32,3 +32,12 @@ def pytest_terminal_summary(terminalreporter):
     line = oracle_skip_line([_reason(r) for r in terminalreporter.stats.get("skipped", [])])
     if line:
         terminalreporter.write_line(line)
+
+
+# The cache of compiled planner models (symflops.planner.compiled) is off in
+# every test and every command a test starts: a test sees what the engine
+# derives, never a file a developer's earlier run left in ~/.cache.  The
+# cache's own tests turn it on with a directory of their own.
+import os  # noqa: E402
+
+os.environ["SYMFLOPS_CACHE_DIR"] = ""

@@ -201,6 +201,12 @@ def _phase(text: str) -> tuple[Fraction, Fraction]:
     return _number(tokens, "--phase"), _number(seq, "--phase")
 
 
+def _strategies(args: argparse.Namespace) -> bool:
+    """Whether the plan is over many devices (any parallelism option given)."""
+    return any(getattr(args, k) not in (None, False) for k in
+               ("tp", "pp", "cp", "ep", "micro_batches", "interleave", "sp", "schedule"))
+
+
 def _model(args: argparse.Namespace, precision):
     given = [name for name, present in (("--params", args.params is not None),
                                         ("--hf-config", args.hf_config is not None),
@@ -218,7 +224,7 @@ def _model(args: argparse.Namespace, precision):
         from ..hf.importer import import_config
 
         return model_from_import(import_config(args.hf_config, args.attention, args.experts),
-                                 args.recompute, precision)
+                                 args.recompute, precision, cached=not _strategies(args))
     from ..count.evaluate import parse_configs  # SymPy: only for a declaration
 
     path, *dims = args.declaration
@@ -271,8 +277,7 @@ def _run(args: argparse.Namespace, default_seq: int | None = None):
 def run(args: argparse.Namespace) -> int:
     precision = POLICIES[args.precision]
     accelerator = preset(args.accelerator) if args.accelerator is not None else None
-    strategies = any(getattr(args, k) not in (None, False) for k in
-                     ("tp", "pp", "cp", "ep", "micro_batches", "interleave", "sp", "schedule"))
+    strategies = _strategies(args)
     given_n = _whole(args.accelerators, "--accelerators", "1024")
     accelerators = given_n or 1
     peak = _number(args.peak, "--peak")
@@ -404,7 +409,7 @@ def _other_experts(args: argparse.Namespace, imported, seq: int | None, precisio
 
     other = "executed" if imported.experts == "model" else "model"
     model = model_from_import(import_config(args.hf_config, args.attention, other),
-                              args.recompute, precision)
+                              args.recompute, precision, cached=True)
     return other, seq, model.flops_per_token(seq).model
 
 

@@ -23,7 +23,9 @@ from ..derive.backward import derive
 from ..core.errors import SymflopsError, printable
 from ..count.evaluate import check_all_given, check_definitions, check_dim_name, number
 from .records import Formula, Model, TokenFlops
-from ..core.ir import Layer, dim_symbol
+from ..core.ir import Layer, dim_symbol, index_ranges, substitute
+from ..count.indices import index_widths
+from .compiled import Compiled, Tree
 from ..count.precision import Precision
 from ..declaration.reader import load, loads
 from ..count.records import formula_text
@@ -199,7 +201,69 @@ def imported_layer(imported: Any) -> Layer:
 def model_from_import(imported: Any, recompute: str, precision: Precision) -> Any:
     """The planner's model of a Hugging Face config, through the declaration
     ``symflops import-hf`` writes for it, at the config's dims (S: its context)."""
+    return compile_import(imported, recompute, precision)[0]
+
+
+def compile_import(imported: Any, recompute: str,
+                   precision: Precision) -> tuple[Model, Compiled | None]:
+    """:func:`model_from_import`'s model, and the same model as plain
+    formulas for the cache (:mod:`symflops.planner.compiled`); None when a
+    formula holds what :func:`plain` does not write, or a figure is not a
+    whole number."""
     dims = {k: v for k, v in imported.dims.items() if k != BATCH}
-    model = model_from_layer(imported_layer(imported), imported.file, dims, recompute,
-                             precision)
-    return dataclasses.replace(model, declaration=imported)
+    p = _parts(imported_layer(imported), imported.file, dims, recompute, precision)
+    model = dataclasses.replace(_model(p), declaration=imported)
+    return model, _compiled(p, model)
+
+
+def _compiled(p: _Parts, model: Model) -> Compiled | None:
+    layer = p.layer
+    widths = index_widths(layer)
+    trees = {k: plain(e) for k, e in _token_polynomials(p).items()}
+    definitions = [plain(layer.substitutions[dim_symbol(name)])
+                   for name, _ in layer.definitions]
+    indices = [(plain(substitute(size, layer.substitutions)), widths[name])
+               for name, size in index_ranges(layer).items() if name in widths]
+    activations, buffers = plain(p.activations), plain(p.buffers)
+    counts = (model.params_total, model.params_active, model.params_trainable,
+              model.params_read, model.kv_cache_bytes_per_token)
+    if (None in trees.values() or None in definitions or any(q is None for q, _ in indices)
+            or activations is None or buffers is None
+            or any(type(n) is not int for n in counts if n is not None)
+            or any(not isinstance(v, sympy.Rational) for v in p.fixed.values())):
+        return None
+
+    def texts(formulas: Mapping[str, Formula]) -> dict[str, tuple[str, str, str]]:
+        return {k: (f.text, f.numbers, f.note) for k, f in formulas.items()}
+
+    return Compiled(
+        name=model.name, recompute=p.recompute, params_total=model.params_total,
+        params_active=model.params_active, params_trainable=model.params_trainable,
+        params_read=model.params_read, kv_cache_bytes_per_token=model.kv_cache_bytes_per_token,
+        formulas=texts(model.formulas), token_formulas=texts(_token_formulas(p)),
+        token=trees, activations=activations, buffers=buffers if layer.buffers else None,
+        fixed={k: (int(v.p), int(v.q)) for k, v in p.fixed.items()},
+        definitions=tuple(definitions), indices=tuple(indices))
+
+
+#: SymPy's operations a kept formula may hold, by their names in a tree.
+_OPERATIONS = {sympy.Add: "add", sympy.Mul: "mul", sympy.Max: "max", sympy.Min: "min",
+               sympy.floor: "floor", sympy.ceiling: "ceiling"}
+
+
+def plain(expr: sympy.Expr) -> Tree | None:
+    """``expr`` as a tree of :mod:`symflops.planner.compiled`, None when it
+    holds anything but fractions, dims, sums, products, whole powers, maxima,
+    minima, floors and ceilings."""
+    if expr.is_Rational:
+        return ("n", int(expr.p), int(expr.q))
+    if expr.is_Symbol:
+        return ("d", expr.name) if dim_symbol(expr.name) == expr else None
+    if expr.is_Pow:
+        base = plain(expr.base)
+        return ("pow", base, int(expr.exp)) if base is not None and expr.exp.is_Integer else None
+    name = _OPERATIONS.get(expr.func)
+    args = [plain(arg) for arg in expr.args]
+    if name is None or not args or None in args:
+        return None
+    return (name, *args)

@@ -50,6 +50,7 @@ from typing import Any, Mapping
 
 from ..core.errors import SymflopsError
 from ..count.precision import Precision
+from . import compiled
 from .compute import Compute, Rate, Run, Time, compute, timing, token_flops
 from ..core.hardware import Accelerator
 from .memory import Inference, Memory, inference, memory
@@ -123,12 +124,34 @@ def model_from_declaration(path: str | os.PathLike, dims: Mapping[str, Number], 
     return from_declaration(path, dims, recompute, precision)
 
 
-def model_from_import(imported: Any, recompute: str, precision: Precision) -> Model:
-    """A model from a Hugging Face config (:class:`symflops.hf.importer.Imported`)."""
-    from .model import model_from_import as from_import
+def model_from_import(imported: Any, recompute: str, precision: Precision,
+                      cached: bool = False) -> Model:
+    """A model from a Hugging Face config (:class:`symflops.hf.importer.Imported`).
 
+    ``cached``: the model may be read from the user's cache, without SymPy,
+    and is kept there when derived (:mod:`symflops.planner.compiled`); its
+    figures are the same, but it carries no ``engine``, which the
+    many-devices plan needs."""
     check_recompute(recompute)
-    return from_import(imported, recompute, precision)
+
+    def derived() -> Model:
+        from .model import model_from_import as from_import
+
+        return from_import(imported, recompute, precision)
+
+    if not cached:
+        return derived()
+    name = compiled.key("import", imported.text, imported.file, recompute,
+                        dataclasses.astuple(precision), sorted(imported.dims.items()))
+    kept = compiled.load(name)
+    if kept is not None:
+        return dataclasses.replace(compiled.model(kept, derived), declaration=imported)
+    from .model import compile_import
+
+    model, plain = compile_import(imported, recompute, precision)
+    if plain is not None:
+        compiled.store(name, plain)
+    return model
 
 
 # --- the whole plan -------------------------------------------------------------
