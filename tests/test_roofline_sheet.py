@@ -75,3 +75,36 @@ def test_every_kind_of_layer_gets_the_section(tmp_path, name):
     # a window (Min in the counts), an MoE (no decoding step), a recurrence
     section = sheet(tmp_path, name)
     assert "h100-sxm" in section and "tpu-v5e" in section
+
+
+def test_the_analysis_is_made_once_for_the_same_records_and_values():
+    """A sheet's formats and its figure read one analysis: the same records at
+    the same values give the same object; other values, or another layer's
+    records, are analysed afresh (intensity of H = X W_in by hand: at B = 1024,
+    D = 768, F = 3072 it is 384 FLOPs per byte; at B = 2 it is
+    2 B D F / 2 (B D + D F + B F) = 4,718,592 / 2,371,584 = 1.99...)."""
+    from symflops.count.cost import costs
+    from symflops.declaration.reader import load
+    from symflops.derive.backward import derive
+    from symflops.sheets.roofline import sheet_roofline
+
+    def made(name):
+        d = derive(load(str(DERIVATIONS / f"{name}.yaml")))
+        return d, costs(d)
+
+    d, c = made("ffn")
+    big = {"B": 1024, "D": 768, "F": 3072}
+    first = sheet_roofline(d, c, big, "GPT-2 small")
+    assert sheet_roofline(d, c, dict(big), "GPT-2 small") is first
+    small = sheet_roofline(d, c, {**big, "B": 2}, "GPT-2 small")
+    assert small is not first
+
+    def intensity(r):
+        (h,) = [o for o in r.forward.bounds[0].ops if o.entry.label == "H"]
+        return h.intensity
+
+    assert intensity(first) == 384
+    assert intensity(small) == Fraction(2 * 2 * 768 * 3072, 2 * (2 * 768 + 768 * 3072 + 2 * 3072))
+    d2, c2 = made("ffn")                      # equal records, other objects: analysed again
+    again = sheet_roofline(d2, c2, big, "GPT-2 small")
+    assert again is not first and intensity(again) == 384

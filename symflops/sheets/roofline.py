@@ -53,13 +53,33 @@ class SheetRoofline:
     tensors: frozenset[str]
 
 
+#: The analyses made last, with the records they were made of: a sheet's
+#: Markdown, LaTeX and HTML, and its roofline figure, read one analysis
+#: (solving the thresholds takes seconds for a whole model).
+_MADE: list[tuple[Derivation, Costs, tuple, SheetRoofline | None]] = []
+_KEPT = 8
+
+
 def sheet_roofline(derivation: Derivation, c: Costs, values: Mapping[str, int] | None,
                    configuration: str | None = None, thresholds: bool = True
                    ) -> SheetRoofline | None:
     """The analyses at ``values`` (every free dim; None: no section);
-    ``thresholds``: solve the forward ops' conditions (the costly part)."""
+    ``thresholds``: solve the forward ops' conditions (the costly part).
+    Made once for the same records (the same objects) and arguments."""
     if values is None:
         return None
+    key = (tuple(sorted((k, int(v)) for k, v in values.items())), configuration, thresholds)
+    for d, kept_costs, k, result in _MADE:
+        if d is derivation and kept_costs is c and k == key:
+            return result
+    result = _sheet_roofline(derivation, c, values, configuration, thresholds)
+    _MADE.append((derivation, c, key, result))
+    del _MADE[:-_KEPT]
+    return result
+
+
+def _sheet_roofline(derivation: Derivation, c: Costs, values: Mapping[str, int],
+                    configuration: str | None, thresholds: bool) -> SheetRoofline | None:
     if c.unit != "FLOPs":
         c = count_costs(derivation, "FLOPs", c.precision)
     layer = derivation.layer
