@@ -274,3 +274,16 @@ def test_graph_labels_are_at_least_8_pt_on_the_sheet(name: str) -> None:
     # page, so allow 1e-6 pt of that rounding, not more (7.99 pt still fails)
     for sizes, s in zip(pages, scales):
         assert min(sizes) * s >= 8.0 - 1e-6, (name, min(sizes), s)
+
+
+def test_a_layer_without_parameters_is_not_written_as_6n() -> None:
+    """Mamba-2's scan reads no parameter: 6N is 0, so the card and the worked
+    example say so instead of "6 · N_param · BT + ..." and "6 × 0 × 2,048 + ...".
+    By hand: its training is 8BTHPN, at the example (B = 1, T = 2048, H = 64,
+    P = 64, N = 128 in its first example) all of it beyond 6N."""
+    text = sheet("mamba2_scan")
+    card = text[:text.index("## Setup")]
+    assert r"N_{\text{param}}" not in card
+    assert "- Training (FLOPs): $8BTHPN$; no parameter is read by a product, so 6N is 0" in card
+    assert r"6 \times 0 \times" not in text
+    assert "(no parameter is read by a product, so 6ND is 0: every FLOP is beyond 6N)." in text

@@ -218,7 +218,12 @@ def flops_lines(layer: Layer, costs: Costs, model: WholeModel | None, headlines:
     tokens = model.tokens if model is not None else None
     training = CardLine(label=esc(f"Training ({unit})"), math=headlines["training"], note="")
     active_line = None
-    if per is not None and tokens is not None and unit == "FLOPs":
+    if (per is not None and tokens is not None and unit == "FLOPs"
+            and sympy.expand(model.parameters.active_dense) == 0
+            and sympy.expand(per.beyond_six_n) != 0):
+        training = CardLine(label=training["label"], math=headlines["training"], note=esc(
+            "no parameter is read by a product, so 6N is 0: all of it is the parts below"))
+    elif per is not None and tokens is not None and unit == "FLOPs":
         same = sympy.expand(model.parameters.active_dense - costs.params) == 0
         active = n_param if same else Named.of(fresh(r"N_{\text{active}}", taken),
                                                model.parameters.active_dense)

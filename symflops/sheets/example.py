@@ -91,7 +91,9 @@ def example_context(w: WorkedExample, m: Math, esc: Escape, unit: str,
         training = [side(sympy.Integer(w.forward), sympy.Integer(w.backward)),
                     side(sympy.Integer(w.training))]
     rule = ""
-    if w.six_n is not None and w.tokens is not None and w.six_n % (6 * w.tokens) == 0:
+    if w.six_n == 0 and w.beyond:
+        rule = esc(" (no parameter is read by a product, so 6ND is 0: every FLOP is beyond 6N).")
+    elif w.six_n is not None and w.tokens is not None and w.six_n % (6 * w.tokens) == 0:
         n_active = w.six_n // (6 * w.tokens)
         beyond = sum(v for _, v in w.beyond)
         split = (Part(factors=(EqFactor(sympy.Integer(6)), EqFactor(sympy.Integer(n_active)),
