@@ -284,8 +284,13 @@ def test_the_sheet_states_the_crossing_length(tmp_path):
     assert main(["render", "--hf-config", str(folder / "config.json"), "-o", str(out)]) == 0
     text = out.read_text()
     assert "### State-space and attention layers against the sequence length" in text
-    assert "- Mamba-2 mixer of layer\\_mamba (state): $" in text
-    assert "- attention of layer\\_attention (attention): $" in text
+    # each kind of layer in the reader's words (its title), never its name in the declaration
+    assert ("- With a state: the Mamba-2 mixer of Granite 4.0 hybrid layer (Mamba-2 mixer, "
+            "routed experts, shared MLP), $") in text
+    assert ("- Attention: the attention of Granite 4.0 hybrid layer (attention, routed "
+            "experts, shared MLP), $") in text
+    section = text[text.index("### State-space"):text.index("## A worked example")]
+    assert "layer\\_mamba" not in section and "layer\\_attention" not in section
 
     def per_token_gap(seq):
         one = {kind: symflops_counts(at_layers(GRANITE_H_TINY, layers=1, layer_types=[kind]),

@@ -45,9 +45,10 @@ def hybrid_context(derivation: Derivation, counts: SheetCounts, m: Math, esc: An
                    ) -> dict[str, Any] | None:
     """None unless the model has blocks of both kinds; else ``length`` (the
     sequence dim, math), ``stateful`` and ``attending``: each distinct mixer's
-    blocks' ``name`` (escaped), its component's name ``mixer``, ``per_token`` (its
+    blocks' ``name`` (their titles, escaped), its component's name ``mixer``, ``per_token`` (its
     training FLOPs per token, math), ``slope`` (the coefficient of the length, math);
-    and ``crossings``: for each pair, the blocks' names, ``length`` (None when the second never costs more), the crossing
+    and ``crossings``: for each pair, the blocks' names and their mixers' (``attending``,
+    ``stateful``, ``attending_mixer``, ``stateful_mixer``), ``length`` (None when the second never costs more), the crossing
     length as ``num`` / ``den`` (the difference of the constant terms over that of the
     coefficients of the length, math), ``value`` (it at the worked configuration, math, or None) and
     ``first`` (the least whole length beyond it, math, or None)."""
@@ -87,11 +88,12 @@ def hybrid_context(derivation: Derivation, counts: SheetCounts, m: Math, esc: An
                 break
         if mixer is None:
             return None
-        entry = {"name": esc(block.name), "mixer": esc(mixer[0]), "per_token": m.poly(mixer[1]),
-                 "line": mixer[2], "slope": m.poly(mixer[2][1])}
+        # the block in the reader's words: its title (its name when it has none)
+        entry = {"name": esc(block.title or block.name), "mixer": esc(mixer[0]),
+                 "per_token": m.poly(mixer[1]), "line": mixer[2], "slope": m.poly(mixer[2][1])}
         same = [e for e in (stateful if state else attending) if e["line"] == entry["line"]]
         if same:            # another block with the same mixer (Jamba's MLP and MoE layers)
-            same[0]["name"] += ", " + entry["name"]
+            same[0]["name"] += esc(" and ") + entry["name"]
             continue
         (stateful if state else attending).append(entry)
     if not stateful or not attending:
@@ -116,6 +118,7 @@ def hybrid_context(derivation: Derivation, counts: SheetCounts, m: Math, esc: An
                                  f"{float(v):,.6g}".replace(",", "{,}"))
                         first = _group(int(sympy.floor(v)) + 1)
             crossings.append({"attending": a["name"], "stateful": st["name"],
+                              "attending_mixer": a["mixer"], "stateful_mixer": st["mixer"],
                               "length": None if length is None else True,
                               "num": m.poly(sympy.expand(s0 - a0)), "den": m.poly(gap),
                               "value": value, "first": first})
