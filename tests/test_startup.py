@@ -65,3 +65,22 @@ def test_reading_a_hf_config_needs_neither_sympy_nor_jinja2(tmp_path):
     run = loaded(f"from symflops.hf.importer import import_config\n"
                  f"print(import_config({str(path)!r}).dims['L'])")
     assert run["modules"] == [] and run["out"].strip() == "32"  # writing the text is light too
+
+
+def test_derive_and_eval_need_no_numpy():
+    """NumPy serves the numeric forwards (verify, grads, sweep) only: a command
+    that derives and evaluates does not import it (about 0.1 s of start-up)."""
+    run = loaded("from symflops.cli import main\n"
+                 f"assert main(['eval', {str(ROOT / 'derivations' / 'ffn.yaml')!r}, "
+                 "'B=2', 'D=4', 'F=8']) == 0\n"
+                 f"assert main(['derive', {str(ROOT / 'derivations' / 'llama.yaml')!r}]) == 0")
+    assert "numpy" not in run["modules"] and "sympy" in run["modules"]
+    # ffn at B=2, D=4, F=8: forward 2 x (2 B D F) = 2 x 128 = 256 FLOPs (hand count)
+    assert "256" in run["out"]
+
+
+def test_the_lazy_numpy_is_numpy():
+    from symflops.core.lazy import numpy as lazy
+    import numpy
+
+    assert lazy.ndarray is numpy.ndarray and lazy.transpose is numpy.transpose

@@ -11,7 +11,6 @@ import json
 import os
 import sys
 
-from . import sweep as sweep_command
 from ..core.errors import SymflopsError, printable
 from ..count.cost import costs
 from ..count.evaluate import (evaluate, example_config, find_example, parse_assignments,
@@ -120,6 +119,8 @@ def _run_sheet(args: argparse.Namespace) -> int:
 
 
 def _run_sweep(args: argparse.Namespace) -> int:
+    from . import sweep as sweep_command  # NumPy: imported for sweep alone
+
     layer, s = _derive_structure(args, "minimum")
     result = sweep_command.sweep(layer, s, args.values, args.csv)
     print(sweep_command.summary_line(layer, result, args.csv),

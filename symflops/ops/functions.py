@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from typing import Any, Callable, Iterator, Literal, get_args
 
-import numpy as np
+from ..core.lazy import numpy as np
 import sympy
 
 from ..core.factors import RECIPROCAL
@@ -224,8 +224,6 @@ def cost(fn: Apply, in_product: bool = False) -> int:
     return f.cost if fn.form == "value" else f.derivative_cost
 
 
-_NUMPY_EXTRA = {"erf": np.vectorize(math.erf, otypes=[float]),
-                "Heaviside": lambda x, h0=0.0: np.heaviside(x, h0)}
 
 
 @lru_cache(maxsize=None)
@@ -234,7 +232,9 @@ def numpy_function(fn: Apply) -> Callable[[np.ndarray], np.ndarray]:
     expr, var = expression(fn)
     # relu's derivative is Heaviside(x); at 0 take 0 (PyTorch's convention).
     expr = expr.subs(sympy.Heaviside(var), sympy.Heaviside(var, 0))
-    compiled = sympy.lambdify(var, expr, modules=[_NUMPY_EXTRA, "numpy"])
+    extra = {"erf": np.vectorize(math.erf, otypes=[float]),
+             "Heaviside": lambda x, h0=0.0: np.heaviside(x, h0)}
+    compiled = sympy.lambdify(var, expr, modules=[extra, "numpy"])
     return lambda a: np.broadcast_to(compiled(a), np.shape(a)).astype(float)
 
 

@@ -40,7 +40,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-import numpy as np
+from ..core.lazy import numpy as np
 import sympy
 
 from ..core.errors import Span, SymflopsError

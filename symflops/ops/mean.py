@@ -27,7 +27,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-import numpy as np
+from ..core.lazy import numpy as np
 import sympy
 
 from ..core.errors import Span, SymflopsError

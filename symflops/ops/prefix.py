@@ -33,7 +33,7 @@ import itertools
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, Mapping, Sequence
 
-import numpy as np
+from ..core.lazy import numpy as np
 import sympy
 
 from ..core.errors import Span

@@ -43,7 +43,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Literal, Mapping, Sequence
 
-import numpy as np
+from ..core.lazy import numpy as np
 import sympy
 
 from ..core.errors import Span

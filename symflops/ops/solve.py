@@ -41,7 +41,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-import numpy as np
+from ..core.lazy import numpy as np
 import sympy
 
 from ..core.errors import Span, SymflopsError

@@ -14,7 +14,7 @@ import functools
 import string
 from typing import Any, Mapping, Sequence
 
-import numpy as np
+from ...core.lazy import numpy as np
 import sympy
 
 from ...core.ir import Einsum, Factor, Op, dim_symbol
@@ -22,7 +22,8 @@ from ..functions import numpy_function
 
 
 
-_COMPARE = {"<=": np.less_equal, "<": np.less, ">=": np.greater_equal, ">": np.greater}
+#: NumPy's comparison of each relation, by name.
+_COMPARE = {"<=": "less_equal", "<": "less", ">=": "greater_equal", ">": "greater"}
 
 
 def indicator(f: Factor, arrays: Mapping[str, np.ndarray], extents: Mapping[str, int],
@@ -44,7 +45,7 @@ def indicator(f: Factor, arrays: Mapping[str, np.ndarray], extents: Mapping[str,
         return (shift_grid(np, f, extents, dims) == 0).astype(float)
     a, b = f.indices
     offset = offset_at(f, dims)
-    return _COMPARE[f.relation].outer(np.arange(extents[a]),
+    return getattr(np, _COMPARE[f.relation]).outer(np.arange(extents[a]),
                                       np.arange(extents[b]) + offset).astype(float)
 
 
