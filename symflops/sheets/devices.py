@@ -15,6 +15,7 @@ from typing import Any
 import sympy
 
 from ..core.hardware import preset
+from ..core.memo import per_records
 from ..core.records import Derivation
 from ..count.explain import SheetCounts
 from ..shard.report import report
@@ -78,6 +79,14 @@ def _placements(layer: Any, m: Math) -> list[str]:
     return out
 
 
+@per_records()
+def _report(derivation: Derivation, costs: Any) -> Any:
+    """The many-devices report of a sheet, made once for its formats."""
+    layer = derivation.layer
+    return report(derivation, costs, layer.parallel, costs.precision, layer.recompute,
+                  compare=tuple(preset(n) for n in COMPARE))
+
+
 def devices_context(derivation: Derivation, counts: SheetCounts, m: Math, esc: Any,
                     code: Any) -> dict[str, Any] | None:
     """``None`` without ``parallel:``; else ``strategies`` (escaped lines),
@@ -91,9 +100,7 @@ def devices_context(derivation: Derivation, counts: SheetCounts, m: Math, esc: A
     layer = derivation.layer
     if layer.parallel is None:
         return None
-    costs = counts.costs
-    r = report(derivation, costs, layer.parallel, costs.precision, layer.recompute,
-               compare=tuple(preset(n) for n in COMPARE))
+    r = _report(derivation, counts.costs)
     rows = []
     why: dict[tuple[str, str, str], None] = {}
     for c in r.collectives:

@@ -30,6 +30,7 @@ from .escape import ESCAPES
 from .plots import ImageFormat, _draw, _figure, _text
 from .printing import PolyPrinter, symbol_name, tensor_name
 from ..core.errors import SymflopsError
+from ..core.memo import per_records
 from ..core.records import Derivation
 from ..count.cost import Costs, costs as count_costs
 from ..count.explain import SheetCounts
@@ -53,39 +54,28 @@ class SheetRoofline:
     tensors: frozenset[str]
 
 
-#: The analyses made last, with the records they were made of: a sheet's
-#: Markdown, LaTeX and HTML, and its roofline figure, read one analysis
-#: (solving the thresholds takes seconds for a whole model).
-_MADE: list[tuple[Derivation, Costs, tuple, SheetRoofline | None]] = []
-_KEPT = 8
-
-
 def sheet_roofline(derivation: Derivation, c: Costs, values: Mapping[str, int] | None,
                    configuration: str | None = None, thresholds: bool = True
                    ) -> SheetRoofline | None:
     """The analyses at ``values`` (every free dim; None: no section);
     ``thresholds``: solve the forward ops' conditions (the costly part).
-    Made once for the same records (the same objects) and arguments."""
+    Made once for the same records (the same objects) and arguments: a
+    sheet's Markdown, LaTeX, HTML and figure read one analysis."""
     if values is None:
         return None
-    key = (tuple(sorted((k, int(v)) for k, v in values.items())), configuration, thresholds)
-    for d, kept_costs, k, result in _MADE:
-        if d is derivation and kept_costs is c and k == key:
-            return result
-    result = _sheet_roofline(derivation, c, values, configuration, thresholds)
-    _MADE.append((derivation, c, key, result))
-    del _MADE[:-_KEPT]
-    return result
+    return _sheet_roofline(derivation, c, values=tuple((k, int(v)) for k, v in values.items()),
+                           configuration=configuration, thresholds=thresholds)
 
 
-def _sheet_roofline(derivation: Derivation, c: Costs, values: Mapping[str, int],
+@per_records()
+def _sheet_roofline(derivation: Derivation, c: Costs, *, values: tuple[tuple[str, int], ...],
                     configuration: str | None, thresholds: bool) -> SheetRoofline | None:
     if c.unit != "FLOPs":
         c = count_costs(derivation, "FLOPs", c.precision)
     layer = derivation.layer
     roofs = tuple(roof(name) for name in SHEET_ACCELERATORS)
     w = widths(c.precision)
-    given = {k: int(v) for k, v in values.items()}
+    given = dict(values)
     dim = default_dim(layer) if thresholds else None
     configuration = configuration or ", ".join(f"{k} = {v:,}" for k, v in given.items())
     forward = analyse(derivation, c, "forward", "naive", w, roofs, given, dim)
