@@ -219,3 +219,23 @@ def test_hand_counts_of_the_plain_terms():
     ratio = ("mul", ("d", "N"), ("pow", ("d", "G"), -1))
     assert compiled.evaluate(ratio, {"N": Fraction(12), "G": Fraction(8)}) == Fraction(3, 2)
     assert compiled._whole(Fraction(3, 2)) is None
+
+
+def test_the_models_used_longest_ago_are_pruned(configs, tmp_path, monkeypatch):
+    """At most MAX_FILES models are kept (here 2): storing a third removes the
+    one used longest ago, where a kept model read again counts as used."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("SYMFLOPS_CACHE_DIR", str(cache))
+    monkeypatch.setattr(compiled, "MAX_FILES", 2)
+    path = configs["gpt2"]
+
+    def files():
+        return set(os.listdir(cache))
+
+    _plan(path, ["--seq", "512", "--recompute", "none"])
+    (a,) = files()
+    _plan(path, ["--seq", "512", "--recompute", "full"])
+    (b,) = files() - {a}
+    _plan(path, ["--seq", "512", "--recompute", "none"])      # a read again: used now
+    _plan(path, ["--seq", "512", "--recompute", "selective"])
+    assert len(files()) == 2 and a in files() and b not in files()

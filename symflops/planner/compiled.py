@@ -59,6 +59,8 @@ FORMAT = 1
 TOKEN_FIGURES = ("model", "executed", "attention", "inference")
 #: The largest cache file read back (bytes).
 MAX_FILE = 1 << 22
+#: The most models kept in the cache directory.
+MAX_FILES = 256
 SEQ, BATCH = "S", "B"
 
 
@@ -239,14 +241,20 @@ def load(name: str) -> Compiled | None:
     if folder is None:
         return None
     try:
-        text = read_text(os.path.join(folder, name), "", limit=MAX_FILE)
+        path = os.path.join(folder, name)
+        text = read_text(path, "", limit=MAX_FILE)
         kept = json.loads(text)
         body = kept["body"]
         if kept["sha256"] != _digest(body) or kept["format"] != FORMAT:
             return None
-        return _from_json(body)
+        model = _from_json(body)
     except (SymflopsError, ValueError, KeyError, TypeError, AttributeError):
         return None
+    try:
+        os.utime(path)      # used now: pruned last
+    except OSError:
+        pass
+    return model
 
 
 def store(name: str, c: Compiled) -> None:
@@ -271,6 +279,22 @@ def store(name: str, c: Compiled) -> None:
             os.unlink(scratch)
         except OSError:
             pass
+        return
+    _prune(folder)
+
+
+def _prune(folder: str) -> None:
+    """At most :data:`MAX_FILES` models kept: the ones used longest ago go."""
+    try:
+        kept = [e for e in os.scandir(folder)
+                if e.name.startswith("plan-") and e.name.endswith(".json")]
+        if len(kept) <= MAX_FILES:
+            return
+        kept.sort(key=lambda e: e.stat().st_mtime_ns)
+        for e in kept[:len(kept) - MAX_FILES]:
+            os.unlink(e.path)
+    except OSError:
+        pass
 
 
 def _digest(body: Any) -> str:
