@@ -33,7 +33,6 @@ import itertools
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, Mapping, Sequence
 
-from ..core.lazy import numpy as np
 import sympy
 
 from ..core.errors import Span
@@ -186,32 +185,36 @@ class PrefixSum:
         return self.inner.latex(m)
 
 
-def limits_at(term: Einsum, extents: Mapping[str, int], dims: Mapping[str, int] | None
-              ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], np.ndarray]:
+def limits_at(torch: Any, term: Einsum, extents: Mapping[str, int],
+              dims: Mapping[str, int] | None, device: Any
+              ) -> tuple[dict[str, Any], dict[str, Any], Any]:
     """Over the grid of output elements: each summed letter's first and last
     value (clipped to its axis) and whether the element's domain is non-empty
-    (the bounds between output letters included)."""
+    (the bounds between output letters included), as PyTorch tensors on
+    ``device``: on the meta device (FLOP counts at medium sizes) they hold no
+    memory, where arrays of the output's shape could take gigabytes."""
     b = box(term)
     values = {dim_symbol(k): v for k, v in (dims or {}).items()}
-    grid = dict(zip(b.output, np.meshgrid(*(np.arange(extents[y]) for y in b.output),
-                                          indexing="ij")))
+    axes = [torch.arange(extents[y], device=device) for y in b.output]
+    grid = dict(zip(b.output, torch.meshgrid(*axes, indexing="ij"))) if axes else {}
     shape = tuple(extents[y] for y in b.output)
-    valid = np.ones(shape, dtype=bool)
+    valid = torch.ones(shape, dtype=torch.bool, device=device)
     for a in b.among:
-        valid &= grid[a.low] <= grid[a.high] + int(a.offset.xreplace(values)) - int(a.strict)
-    low: dict[str, np.ndarray] = {}
-    high: dict[str, np.ndarray] = {}
+        valid = valid & (grid[a.low] <= grid[a.high] + int(a.offset.xreplace(values))
+                         - int(a.strict))
+    low: dict[str, Any] = {}
+    high: dict[str, Any] = {}
     for (x, lows), (_, highs) in zip(b.lowers, b.uppers):
-        lo = np.zeros(shape, dtype=np.int64)
-        hi = np.full(shape, extents[x] - 1, dtype=np.int64)
+        lo = torch.zeros(shape, dtype=torch.int64, device=device)
+        hi = torch.full(shape, extents[x] - 1, dtype=torch.int64, device=device)
         for y, c in lows:
-            lo = np.maximum(lo, grid[y] + int(c.xreplace(values)))
+            lo = torch.maximum(lo, grid[y] + int(c.xreplace(values)))
         for y, c in highs:
-            hi = np.minimum(hi, grid[y] + int(c.xreplace(values)))
-        valid &= lo <= hi
-        low[x], high[x] = np.where(valid, lo, 0), np.where(valid, hi, 0)
+            hi = torch.minimum(hi, grid[y] + int(c.xreplace(values)))
+        valid = valid & (lo <= hi)
+        low[x], high[x] = torch.where(valid, lo, 0), torch.where(valid, hi, 0)
     for x in low:  # an element found empty by a later letter
-        low[x], high[x] = np.where(valid, low[x], 0), np.where(valid, high[x], 0)
+        low[x], high[x] = torch.where(valid, low[x], 0), torch.where(valid, high[x], 0)
     return low, high, valid
 
 
@@ -228,19 +231,18 @@ def running_sums(torch: Any, term: Einsum, x: Any, extents: Mapping[str, int],
         axis = letters.index(s)
         zero = torch.zeros_like(p.narrow(axis, 0, 1))
         p = torch.cat([zero, torch.cumsum(p, dim=axis)], dim=axis)
-    low, high, valid = limits_at(term, extents, dims)
     device = x.device
-    grid = dict(zip(b.output, np.meshgrid(*(np.arange(extents[y]) for y in b.output),
-                                          indexing="ij")))
+    low, high, valid = limits_at(torch, term, extents, dims, device)
+    axes = [torch.arange(extents[y], device=device) for y in b.output]
+    grid = dict(zip(b.output, torch.meshgrid(*axes, indexing="ij"))) if axes else {}
     total = None
     for corners in itertools.product((0, 1), repeat=len(b.summed)):
         at = {s: (high[s] + 1 if c == 0 else low[s]) for s, c in zip(b.summed, corners)}
-        index = tuple(torch.as_tensor(at[i] if i in at else grid[i], device=device)
-                      for i in letters)
+        index = tuple(at[i] if i in at else grid[i] for i in letters)
         part = p[index]
         part = part if sum(corners) % 2 == 0 else -part
         total = part if total is None else total + part
-    return total * torch.as_tensor(valid.astype(np.float64), device=device)
+    return total * valid.to(torch.float64)
 
 
 def gateless(out: Factor, drive: Factor, time: str, extents: Mapping[str, sympy.Expr],
