@@ -18,6 +18,9 @@ import numpy as np
 from ..core.text import table
 
 FD_TOLERANCE = 1e-6      # central differences of a polynomial: rounding ~1e-10 at eps 1e-6
+#: A chained gradient whose finite difference is itself noisier than this
+#: (relative) is not passed on it: the difference says too little there.
+FD_NOISE_LIMIT = 1e-4
 TORCH_TOLERANCE = 1e-10  # the same float64 arithmetic in another order: ~1e-15
 
 Direction = Literal["forward", "backward"]
@@ -45,13 +48,19 @@ class RuleCheck:
 
 @dataclass(frozen=True)
 class GradCheck:
-    """One gradient through the whole chain of rules."""
+    """One gradient through the whole chain of rules.  ``fd_allowed`` is the
+    finite-difference error it was held to: :data:`FD_TOLERANCE`, or more
+    where the difference's own error (rounding through a long chain) is
+    larger, measured as ``fd_noise`` (None: not measured, the check passed
+    or failed at the tolerance)."""
 
     grad: str
     fd_error: float
     torch_error: float | None
     passed: bool
     problem: str = ""
+    fd_allowed: float = FD_TOLERANCE
+    fd_noise: float | None = None
 
 
 @dataclass(frozen=True)
@@ -144,6 +153,10 @@ def text_report(r: Report) -> str:
              for g in r.gradients]
     lines += table(rows) if r.gradients else ["  (none)"]
     lines += [f"  {g.grad}: {g.problem}" for g in r.gradients if g.problem]
+    lines += [f"  {g.grad}: the finite difference's own error here is about {g.fd_noise:.1e} "
+              f"(rounding through the whole chain: it moves that much when the step doubles), "
+              f"so it is held to {g.fd_allowed:.1e}" for g in r.gradients
+              if g.fd_allowed > FD_TOLERANCE and g.fd_noise is not None]
     if r.flops:
         lines += ["", "FLOPs, derived vs torch.utils.flop_counter.FlopCounterMode "
                       "(derived / counted by PyTorch)"]
