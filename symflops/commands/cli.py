@@ -110,7 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
                         + ", ".join(options.QUANTITIES)
                         + " (macs.* instead of flops.* with --macs)")
     _unit_options(w)
-    r = sub.add_parser("render", help="render one derivation sheet (Markdown or LaTeX)",
+    r = sub.add_parser("render", help="render one derivation sheet (Markdown, LaTeX or HTML)",
                        description="Render the derivation sheet of one declaration, or of the "
                                    "declaration 'symflops import-hf' writes for a Hugging Face "
                                    "config.json (--hf-config).")
