@@ -287,3 +287,15 @@ def test_a_layer_without_parameters_is_not_written_as_6n() -> None:
     assert "- Training (FLOPs): $8BTHPN$; no parameter is read by a product, so 6N is 0" in card
     assert r"6 \times 0 \times" not in text
     assert "(no parameter is read by a product, so 6ND is 0: every FLOP is beyond 6N)." in text
+
+
+def test_a_product_without_a_summed_letter_names_its_activations() -> None:
+    """Mamba-2's scan drives its state with the outer product U = Bm X (no
+    summed letter, 0 matmul FLOPs forward); its backward contracts dU with X
+    and with Bm, 2 BTHPN each, so 4HPN per token beyond 6N, from activations
+    Bm and X.  The card listed them as "activations ()"."""
+    text = sheet("mamba2_scan")
+    assert ("- $+ 4HPN$ per token from $U$ (input to state): they multiply activations "
+            r"($\mathit{Bm}$ and $X$), no weight") in text
+    for md in sorted((ROOT / "build").glob("*.md")):
+        assert "activations ()" not in md.read_text(), md.name

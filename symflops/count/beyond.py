@@ -105,6 +105,9 @@ def beyond_six_n(derivation: Derivation, costs: Costs) -> tuple[BeyondPart, ...]
             terms = op.terms or (unrolled().terms if unrolled is not None else ())
             operands = tuple(dict.fromkeys(f.tensor for t in terms if _is_dense_term(t)
                                             for f in t.factors))
+            if not operands:  # a product with no summed letter: its backward contracts
+                operands = tuple(dict.fromkeys(f.tensor for t in terms for f in t.operands
+                                                if f.reads_tensor and not f.is_select))
             parts.append(BeyondPart(k, op.output, sympy.expand(forward + backward), "no_weight",
                                     operands))
             continue
