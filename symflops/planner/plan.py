@@ -141,8 +141,9 @@ def model_from_import(imported: Any, recompute: str, precision: Precision,
 
     if not cached:
         return derived()
-    name = compiled.key("import", imported.text, imported.file, recompute,
-                        dataclasses.astuple(precision), sorted(imported.dims.items()))
+    name = compiled.key("import", imported.text, imported.file, imported.attention,
+                        imported.experts, recompute, dataclasses.astuple(precision),
+                        sorted(imported.dims.items()))
     kept = compiled.load(name)
     if kept is not None:
         return dataclasses.replace(compiled.model(kept, derived), declaration=imported)
