@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from symflops.commands import build as build_module
+from symflops.commands import pool as pool_module
 from symflops.commands.build import build
 from symflops.commands.cli import build_parser
 
@@ -83,7 +84,7 @@ def test_no_pdf_asked_for_says_nothing_of_pdflatex(src, tmp_path, monkeypatch):
 
 def test_jobs_default_to_one_worker_per_core():
     args = build_parser().parse_args(["build"])
-    assert args.jobs == 0 and build_module.workers(args.jobs, 100) == build_module.cores()
+    assert args.jobs == 0 and pool_module.workers(args.jobs, 100) == pool_module.cores()
 
 
 def test_summary_of_one_file_and_of_a_failure():

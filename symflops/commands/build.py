@@ -30,11 +30,10 @@ import functools
 import glob
 import multiprocessing
 import os
-import signal
 import sys
 import traceback
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Mapping, Sequence, TextIO
+from typing import Any, Iterator, Mapping, Sequence, TextIO
 
 import sympy
 
@@ -43,11 +42,12 @@ from ..count.explain import SheetCounts, explain
 from ..derive.backward import derive
 from ..derive.patterns import with_patterns
 from ..count.evaluate import check_definitions
-from ..core.errors import SymflopsError, Terminated, printable, shorten
+from ..core.errors import SymflopsError, printable, shorten
 from .names import clashing
 from .progress import Progress, summary
 from .output import directory, target as output_target, write_file
-from .pdf import PDF_TIMEOUT_S, _library_scratch, compile_pdf, pdflatex_available
+from .pdf import _library_scratch, compile_pdf, pdflatex_available
+from .pool import _each, _groups, _stop, _worker_start, workers
 from ..sheets.escape import check_tex
 from ..sheets.figures import draw, figures_of
 from ..sheets.plots import shared_figures
@@ -235,23 +235,6 @@ def build(src: str = "derivations", out: str = "build", *, pdf: bool | None = No
     return result
 
 
-def cores() -> int:
-    """The cores this process may run on (its CPU affinity where the system
-    has one, else every core)."""
-    try:
-        return len(os.sched_getaffinity(0)) or 1
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
-
-
-def workers(jobs: int, tasks: int) -> int:
-    """The worker processes of ``-j jobs`` for ``tasks`` groups of declarations:
-    ``jobs`` (0: one per core), but never more than the cores nor the groups
-    (``-j 10000`` forked ten thousand processes, all but a few idle, and the
-    machine stalled); at least one."""
-    return max(1, min(jobs or cores(), cores(), tasks))
-
-
 def _result(future: concurrent.futures.Future, k: int, path: str) -> Outcome:
     """A worker's outcome for its ``k``-th declaration; a worker that died
     (killed, out of memory) fails its declarations, not the build."""
@@ -260,96 +243,6 @@ def _result(future: concurrent.futures.Future, k: int, path: str) -> Outcome:
     except concurrent.futures.process.BrokenProcessPool as exc:
         return Outcome({}, None, (f"{path}: internal error: the worker process building it "
                                   f"stopped ({exc})",), True)
-
-
-def _stop(pool: concurrent.futures.ProcessPoolExecutor) -> None:
-    """Stop the workers now (the build was interrupted) and wait for them: a
-    worker cleans up what it had started before it exits."""
-    procs = list((getattr(pool, "_processes", None) or {}).values())
-    for proc in procs:
-        if proc.is_alive():
-            proc.terminate()  # SIGTERM: see _worker_signal
-    for proc in procs:
-        proc.join(timeout=PDF_TIMEOUT_S)
-    pool.shutdown(wait=False, cancel_futures=True)
-
-
-#: True in a worker while it builds (a signal then unwinds the build, so that
-#: its scratch directory and pdflatex are cleaned up), False while it waits.
-_busy = False
-#: The signal a worker was stopped by while it built (0: none): the exception
-#: it raised may have been swallowed where Python cannot pass one on (a
-#: finalizer's, printed as "Exception ignored"), so _each checks it too.
-_stopped_by = 0
-
-
-def _worker_signal(signum: int, frame: Any) -> None:
-    global _stopped_by
-    if _busy:
-        _stopped_by = signum
-        # Unwind once. A second signal (the parent's _stop sends SIGTERM to
-        # a worker that the process group's SIGTERM already reached) must not
-        # interrupt the unwinding: raised inside the removal of the scratch
-        # directory, it would leave the directory behind.
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, signal.SIG_IGN)
-        raise Terminated(signum)
-    os._exit(128 + signum)
-
-
-def _unraisable(info: Any, default: Callable[[Any], None] = sys.unraisablehook) -> None:
-    """A Terminated raised where Python cannot pass it on (a weakref callback,
-    a finalizer) is not a traceback on stderr: _each exits after the work."""
-    if not isinstance(info.exc_value, Terminated):
-        default(info)
-
-
-def _worker_start() -> None:
-    sys.unraisablehook = _unraisable
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, _worker_signal)
-
-
-def _groups(files: Sequence[str]) -> list[list[str]]:
-    """``files`` in groups that share a declaration (a model and the blocks it
-    includes, as the declaration reader reads them), the group with the most ops first.
-    A declaration that does not load stands alone; its worker reports it."""
-    reads: dict[str, set[str]] = {}
-    ops: dict[str, int] = {}
-    for path in files:
-        try:
-            layer = load(path)
-        except Exception:  # reported by the worker that builds it
-            layer = None
-        reads[path] = {os.path.abspath(path)} | {os.path.abspath(b.source)
-                                                for b in (layer.blocks if layer else ())}
-        ops[path] = len(layer.ops) if layer else 0
-    groups: list[tuple[set[str], list[str]]] = []
-    for path in files:
-        joined = [g for g in groups if g[0] & reads[path]]
-        merged = (reads[path].union(*(g[0] for g in joined)),
-                  [p for g in joined for p in g[1]] + [path])
-        groups = [g for g in groups if g not in joined] + [merged]
-    return sorted((sorted(g[1]) for g in groups), key=lambda g: sum(ops[p] for p in g),
-                  reverse=True)
-
-
-def _each(work: Callable[[str], Any], paths: Sequence[str]) -> list[Any]:
-    """A worker's job: its group of declarations, one after the other."""
-    global _busy
-    _busy = True
-    try:
-        done = [work(p) for p in paths]
-    except Terminated as exc:  # everything it had started is cleaned up by now
-        os._exit(128 + exc.signum)
-    finally:
-        _busy = False
-    if _stopped_by:
-        # stopped, but its Terminated was swallowed on the way: its signals are
-        # ignored now, and sending the result could block for ever on a pipe
-        # nobody reads (the parent is gone; the worker holds the read end too)
-        os._exit(128 + _stopped_by)
-    return done
 
 
 def _internal(path: str, exc: BaseException) -> str:
