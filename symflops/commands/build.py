@@ -97,10 +97,12 @@ class BuildResult:
     internal: list[str] = field(default_factory=list)
     #: the reference's pages of the HTML site (``out/docs/NAME.html``)
     pages: list[str] = field(default_factory=list)
+    #: the gallery of the HTML sheets (``out/index.html``), which is no sheet
+    gallery: list[str] = field(default_factory=list)
 
     def summary(self) -> str:
         """Every file written, by kind, and the declarations that failed."""
-        return summary(self.written, self.figures, self.failed, self.pages)
+        return summary(self.written, self.figures, self.failed, self.pages, self.gallery)
 
 
 #: What a build without pdflatex says, once.
@@ -355,7 +357,7 @@ def _write_index(out: str, entries: Sequence[Mapping[str, Any]], templates: str 
     target = os.path.join(out, "index.html")
     output_target(target, "--out")
     write_file(target, index_page(entries, templates, reference), "--out")
-    result.written.append(target)
+    result.gallery.append(target)
     progress.wrote(target)
 
 
