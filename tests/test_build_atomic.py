@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from symflops.commands import build as build_module
+from symflops.commands import pool as pool_module
 from symflops.commands.build import build
 from symflops.commands.output import write_file as atomic_write
 
@@ -148,7 +149,7 @@ def test_parallel_groups_keep_a_model_with_its_blocks():
     """A worker gets a model together with the blocks it includes (so their
     shared ops are derived once); unrelated declarations stand alone."""
     names = ["ffn", "llama", "llama_block", "llama_tied", "moe", "moe_block", "dropout"]
-    groups = build_module._groups([str(ROOT / "derivations" / f"{n}.yaml") for n in names])
+    groups = pool_module._groups([str(ROOT / "derivations" / f"{n}.yaml") for n in names])
     named = [[Path(p).stem for p in g] for g in groups]
     assert sorted(map(sorted, named)) == sorted([["llama", "llama_block", "llama_tied"],
                                                  ["moe", "moe_block"], ["ffn"], ["dropout"]])

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from symflops.commands import build as build_module
+from symflops.commands import pool as pool_module
 from symflops.commands.build import build
 from symflops.commands.cli import build_parser
 
@@ -83,7 +84,7 @@ def test_no_pdf_asked_for_says_nothing_of_pdflatex(src, tmp_path, monkeypatch):
 
 def test_jobs_default_to_one_worker_per_core():
     args = build_parser().parse_args(["build"])
-    assert args.jobs == 0 and build_module.workers(args.jobs, 100) == build_module.cores()
+    assert args.jobs == 0 and pool_module.workers(args.jobs, 100) == pool_module.cores()
 
 
 def test_summary_of_one_file_and_of_a_failure():
@@ -91,3 +92,18 @@ def test_summary_of_one_file_and_of_a_failure():
 
     assert summary(["a.md"], [], []) == "1 file written (1 .md sheets), 0 declarations failed"
     assert summary([], [], ["x.yaml"]) == "0 files written, 1 declaration failed"
+
+
+def test_the_gallery_is_counted_apart_from_the_sheets(src, tmp_path):
+    """The gallery's index.html is no declaration's sheet (the summary counted
+    it as one more .html sheet: 55 .html for 54 declarations)."""
+    out, err = io.StringIO(), io.StringIO()
+    result = build(str(src), str(tmp_path / "out"), pdf=False, formats=("html",), jobs=1,
+                   stdout=out, stderr=err)
+    # by hand: ffn, swiglu, lora are 3 declarations, so 3 .html sheets, and 1 gallery:
+    # 4 files (an HTML sheet's figures are inside it; no reference pages without docs)
+    assert sorted(os.listdir(tmp_path / "out")) == \
+        ["ffn.html", "index.html", "lora.html", "swiglu.html"]
+    assert result.summary() == \
+        "4 files written (3 .html sheets; 1 gallery index.html), 0 declarations failed"
+    assert err.getvalue() == ""

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 import sympy
 
-from symflops.commands.build import build, compile_pdf, pdflatex_available
+from symflops.commands.build import build
+from symflops.commands.pdf import compile_pdf, pdflatex_available
 from symflops.count.cost import costs
 from symflops.declaration.reader import load
 from symflops.derive.backward import derive

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from symflops.commands import build as build_module
 from symflops.commands import names
+from symflops.commands import pool as pool_module
 from symflops.commands.build import build
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -150,8 +150,8 @@ def test_jobs_far_beyond_the_machine_from_the_command_line(tmp_path):
     (10000, 3, 3), (10000, 10000, 4), (0, 50, 4), (0, 2, 2), (1, 5, 1), (2, 1, 1), (3, 5, 3),
     (2, 0, 1)])
 def test_the_worker_count(monkeypatch, jobs, tasks, expected):
-    monkeypatch.setattr(build_module, "cores", lambda: 4)
-    assert build_module.workers(jobs, tasks) == expected
+    monkeypatch.setattr(pool_module, "cores", lambda: 4)
+    assert pool_module.workers(jobs, tasks) == expected
 
 
 def test_the_cores_are_the_ones_this_process_may_use(monkeypatch):
@@ -161,7 +161,7 @@ def test_the_cores_are_the_ones_this_process_may_use(monkeypatch):
         pytest.skip("no CPU affinity on this system")
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
     monkeypatch.setattr(os, "cpu_count", lambda: 64)
-    assert build_module.workers(0, 10) == 1
+    assert pool_module.workers(0, 10) == 1
 
 
 # ------------------------------------------------- files that are not regular --

@@ -942,10 +942,10 @@ def test_a_busy_worker_unwinds_once_whatever_signals_follow():
     behind: seen as a flaky test_sigterm_during_build_... under load)."""
     code = textwrap.dedent("""
         import os, signal, sys
-        from symflops.commands import build
+        from symflops.commands import pool
         from symflops.core.errors import Terminated
-        build._worker_start()
-        build._busy = True
+        pool._worker_start()
+        pool._busy = True
         try:
             os.kill(os.getpid(), signal.SIGTERM)
         except Terminated:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import symflops
-from symflops.commands.build import compile_pdf_log
+from symflops.commands.pdf import compile_pdf_log
 from symflops.count.cost import costs
 from symflops.count.explain import explain
 from symflops.derive.patterns import with_patterns

@@ -18,7 +18,7 @@ import pytest
 
 import pdfpages
 import symflops
-from symflops.commands.build import compile_pdf_log
+from symflops.commands.pdf import compile_pdf_log
 from symflops.count.cost import costs
 from symflops.count.explain import explain
 from symflops.derive.patterns import with_patterns

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 import symflops
-from symflops.commands.build import build, compile_pdf
+from symflops.commands.build import build
+from symflops.commands.pdf import compile_pdf
 from symflops.count.cost import costs
 from symflops.count.explain import explain
 from symflops.derive.patterns import with_patterns

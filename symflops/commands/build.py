@@ -26,19 +26,14 @@ one and removing it leaves nothing in TMPDIR.
 from __future__ import annotations
 
 import concurrent.futures
-import contextlib
 import functools
 import glob
 import multiprocessing
 import os
-import shutil
-import signal
-import subprocess
 import sys
-import tempfile
 import traceback
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Mapping, Sequence, TextIO
+from typing import Any, Iterator, Mapping, Sequence, TextIO
 
 import sympy
 
@@ -47,10 +42,12 @@ from ..count.explain import SheetCounts, explain
 from ..derive.backward import derive
 from ..derive.patterns import with_patterns
 from ..count.evaluate import check_definitions
-from ..core.errors import SymflopsError, Terminated, printable, shorten
+from ..core.errors import SymflopsError, printable, shorten
 from .names import clashing
 from .progress import Progress, summary
 from .output import directory, target as output_target, write_file
+from .pdf import _library_scratch, compile_pdf, pdflatex_available
+from .pool import _each, _groups, _stop, _worker_start, workers
 from ..sheets.escape import check_tex
 from ..sheets.figures import draw, figures_of
 from ..sheets.plots import shared_figures
@@ -62,101 +59,6 @@ from ..declaration.reader import load
 
 #: The sheet formats a build writes (``--format``; the PDF goes with the LaTeX).
 SHEET_FORMATS = ("md", "tex", "html")
-
-#: pdflatex gets this long per sheet before it is stopped.
-PDF_TIMEOUT_S = 120
-
-
-def pdflatex_available() -> bool:
-    return shutil.which("pdflatex") is not None
-
-
-#: pdflatex runs again while its log asks for it (a longtable sets its
-#: repeated header at the column widths of the run before), at most this often.
-PDF_RUNS = 3
-RERUN = "Rerun LaTeX"
-
-
-def _pdflatex(tmp: str, name: str) -> str:
-    """Run pdflatex once on ``tmp/name.tex``; return its log."""
-    try:
-        subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error",
-                        "-no-shell-escape", f"{name}.tex"], stdin=subprocess.DEVNULL,
-                       cwd=tmp, capture_output=True, timeout=PDF_TIMEOUT_S, check=False)
-    except subprocess.TimeoutExpired:
-        raise SymflopsError(f"pdflatex took longer than {PDF_TIMEOUT_S} s on {name}.tex",
-                            hint="build without --pdf, or check the template") from None
-    log_path = os.path.join(tmp, f"{name}.log")
-    if not os.path.exists(log_path):
-        return ""
-    with open(log_path, "rb") as fh:  # pdfTeX writes the document's UTF-8 bytes as they are
-        return fh.read().decode("utf-8", errors="replace")
-
-
-def compile_pdf(tex: str, name: str, files: Mapping[str, bytes] | None = None) -> bytes:
-    """Compile a LaTeX sheet in a scratch directory; return the PDF's bytes
-    (see :func:`compile_pdf_log`)."""
-    return compile_pdf_log(tex, name, files)[0]
-
-
-def compile_pdf_log(tex: str, name: str, files: Mapping[str, bytes] | None = None
-                    ) -> tuple[bytes, str]:
-    """Compile a LaTeX sheet in a scratch directory; return the PDF's bytes
-    and pdflatex's log (read for overfull boxes by the layout tests).
-    ``files`` (the figures it includes, by file name) are put beside it.
-
-    Raises SymflopsError with the first LaTeX error and the line of the
-    ``.tex`` where pdflatex stopped.  The scratch directory is removed
-    whatever happens (a SIGTERM too: the CLI turns it into an exception)."""
-    with tempfile.TemporaryDirectory(prefix="symflops-tex-", dir=_tmp_root) as tmp:
-        src = os.path.join(tmp, f"{name}.tex")
-        with open(src, "w", encoding="utf-8") as fh:
-            fh.write(tex)
-        for filename, data in (files or {}).items():
-            with open(os.path.join(tmp, os.path.basename(filename)), "wb") as fh:
-                fh.write(data)
-        for _ in range(PDF_RUNS):
-            log = _pdflatex(tmp, name)
-            if RERUN not in log or any(line.startswith("!") for line in log.splitlines()):
-                break
-        pdf = os.path.join(tmp, f"{name}.pdf")
-        lines = log.splitlines()
-        errors = [k for k, line in enumerate(lines) if line.startswith("!")]
-        if errors or not os.path.exists(pdf):
-            first = lines[errors[0]].lstrip("! ") if errors else "no PDF was produced"
-            at = next((line.split()[0] for line in lines[errors[0]:errors[0] + 30]
-                       if line.startswith("l.")), None) if errors else None
-            where = f" at line {at[2:]} of the .tex" if at else ""
-            raise SymflopsError(f"LaTeX failed on {name}.tex{where}: {shorten(first, 200)}",
-                                hint=f"no .tex or .pdf was written for {name}; to see the whole "
-                                     f"log, write the LaTeX with 'symflops render FILE --format "
-                                     f"tex -o {name}.tex' and run pdflatex on it")
-        with open(pdf, "rb") as fh:
-            return fh.read(), log
-
-
-#: The temporary directory a build started with, while it runs (None otherwise):
-#: its pdflatex scratch directories go there, and the libraries' temporaries
-#: into a directory of the build's own inside it (:func:`_library_scratch`).
-_tmp_root: str | None = None
-
-
-@contextlib.contextmanager
-def _library_scratch() -> Iterator[None]:
-    """Send the temporary files of the libraries a build calls (matplotlib
-    writes one while it embeds a font) to a directory of the build's own,
-    removed whatever happens.  A signal that lands between a library's
-    creating a temporary file and removing it would otherwise leave the file
-    in TMPDIR.  Forked workers inherit the setting; the build stops them before
-    the directory goes."""
-    global _tmp_root
-    outer, root = tempfile.tempdir, tempfile.gettempdir()
-    with tempfile.TemporaryDirectory(prefix="symflops-scratch-") as scratch:
-        _tmp_root, tempfile.tempdir = root, scratch
-        try:
-            yield
-        finally:
-            _tmp_root, tempfile.tempdir = None, outer
 
 
 def render_file(path: str, fmt: str, configs: Sequence[Mapping[str, sympy.Expr]] = (),
@@ -195,10 +97,12 @@ class BuildResult:
     internal: list[str] = field(default_factory=list)
     #: the reference's pages of the HTML site (``out/docs/NAME.html``)
     pages: list[str] = field(default_factory=list)
+    #: the gallery of the HTML sheets (``out/index.html``), which is no sheet
+    gallery: list[str] = field(default_factory=list)
 
     def summary(self) -> str:
         """Every file written, by kind, and the declarations that failed."""
-        return summary(self.written, self.figures, self.failed, self.pages)
+        return summary(self.written, self.figures, self.failed, self.pages, self.gallery)
 
 
 #: What a build without pdflatex says, once.
@@ -333,23 +237,6 @@ def build(src: str = "derivations", out: str = "build", *, pdf: bool | None = No
     return result
 
 
-def cores() -> int:
-    """The cores this process may run on (its CPU affinity where the system
-    has one, else every core)."""
-    try:
-        return len(os.sched_getaffinity(0)) or 1
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
-
-
-def workers(jobs: int, tasks: int) -> int:
-    """The worker processes of ``-j jobs`` for ``tasks`` groups of declarations:
-    ``jobs`` (0: one per core), but never more than the cores nor the groups
-    (``-j 10000`` forked ten thousand processes, all but a few idle, and the
-    machine stalled); at least one."""
-    return max(1, min(jobs or cores(), cores(), tasks))
-
-
 def _result(future: concurrent.futures.Future, k: int, path: str) -> Outcome:
     """A worker's outcome for its ``k``-th declaration; a worker that died
     (killed, out of memory) fails its declarations, not the build."""
@@ -358,96 +245,6 @@ def _result(future: concurrent.futures.Future, k: int, path: str) -> Outcome:
     except concurrent.futures.process.BrokenProcessPool as exc:
         return Outcome({}, None, (f"{path}: internal error: the worker process building it "
                                   f"stopped ({exc})",), True)
-
-
-def _stop(pool: concurrent.futures.ProcessPoolExecutor) -> None:
-    """Stop the workers now (the build was interrupted) and wait for them: a
-    worker cleans up what it had started before it exits."""
-    procs = list((getattr(pool, "_processes", None) or {}).values())
-    for proc in procs:
-        if proc.is_alive():
-            proc.terminate()  # SIGTERM: see _worker_signal
-    for proc in procs:
-        proc.join(timeout=PDF_TIMEOUT_S)
-    pool.shutdown(wait=False, cancel_futures=True)
-
-
-#: True in a worker while it builds (a signal then unwinds the build, so that
-#: its scratch directory and pdflatex are cleaned up), False while it waits.
-_busy = False
-#: The signal a worker was stopped by while it built (0: none): the exception
-#: it raised may have been swallowed where Python cannot pass one on (a
-#: finalizer's, printed as "Exception ignored"), so _each checks it too.
-_stopped_by = 0
-
-
-def _worker_signal(signum: int, frame: Any) -> None:
-    global _stopped_by
-    if _busy:
-        _stopped_by = signum
-        # Unwind once. A second signal (the parent's _stop sends SIGTERM to
-        # a worker that the process group's SIGTERM already reached) must not
-        # interrupt the unwinding: raised inside the removal of the scratch
-        # directory, it would leave the directory behind.
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, signal.SIG_IGN)
-        raise Terminated(signum)
-    os._exit(128 + signum)
-
-
-def _unraisable(info: Any, default: Callable[[Any], None] = sys.unraisablehook) -> None:
-    """A Terminated raised where Python cannot pass it on (a weakref callback,
-    a finalizer) is not a traceback on stderr: _each exits after the work."""
-    if not isinstance(info.exc_value, Terminated):
-        default(info)
-
-
-def _worker_start() -> None:
-    sys.unraisablehook = _unraisable
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, _worker_signal)
-
-
-def _groups(files: Sequence[str]) -> list[list[str]]:
-    """``files`` in groups that share a declaration (a model and the blocks it
-    includes, as the declaration reader reads them), the group with the most ops first.
-    A declaration that does not load stands alone; its worker reports it."""
-    reads: dict[str, set[str]] = {}
-    ops: dict[str, int] = {}
-    for path in files:
-        try:
-            layer = load(path)
-        except Exception:  # reported by the worker that builds it
-            layer = None
-        reads[path] = {os.path.abspath(path)} | {os.path.abspath(b.source)
-                                                for b in (layer.blocks if layer else ())}
-        ops[path] = len(layer.ops) if layer else 0
-    groups: list[tuple[set[str], list[str]]] = []
-    for path in files:
-        joined = [g for g in groups if g[0] & reads[path]]
-        merged = (reads[path].union(*(g[0] for g in joined)),
-                  [p for g in joined for p in g[1]] + [path])
-        groups = [g for g in groups if g not in joined] + [merged]
-    return sorted((sorted(g[1]) for g in groups), key=lambda g: sum(ops[p] for p in g),
-                  reverse=True)
-
-
-def _each(work: Callable[[str], Any], paths: Sequence[str]) -> list[Any]:
-    """A worker's job: its group of declarations, one after the other."""
-    global _busy
-    _busy = True
-    try:
-        done = [work(p) for p in paths]
-    except Terminated as exc:  # everything it had started is cleaned up by now
-        os._exit(128 + exc.signum)
-    finally:
-        _busy = False
-    if _stopped_by:
-        # stopped, but its Terminated was swallowed on the way: its signals are
-        # ignored now, and sending the result could block for ever on a pipe
-        # nobody reads (the parent is gone; the worker holds the read end too)
-        os._exit(128 + _stopped_by)
-    return done
 
 
 def _internal(path: str, exc: BaseException) -> str:
@@ -560,7 +357,7 @@ def _write_index(out: str, entries: Sequence[Mapping[str, Any]], templates: str 
     target = os.path.join(out, "index.html")
     output_target(target, "--out")
     write_file(target, index_page(entries, templates, reference), "--out")
-    result.written.append(target)
+    result.gallery.append(target)
     progress.wrote(target)
 
 

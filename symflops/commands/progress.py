@@ -11,11 +11,12 @@ from ..core.errors import printable
 
 
 def summary(written: Sequence[str], figures: Sequence[str], failed: Sequence[str],
-            pages: Sequence[str] = ()) -> str:
+            pages: Sequence[str] = (), gallery: Sequence[str] = ()) -> str:
     """``318 files written (54 .md, 54 .tex, 54 .pdf sheets; 78 .png, 78 .pdf
     figures), 0 declarations failed``: ``written`` the sheets, ``figures`` the
     figure files beside them, ``failed`` the declarations that failed,
-    ``pages`` the reference's pages of the HTML site (``16 reference pages``)."""
+    ``pages`` the reference's pages of the HTML site (``16 reference pages``),
+    ``gallery`` its ``index.html`` (``1 gallery index.html``), no sheet."""
     def kinds(paths: Sequence[str]) -> str:
         counts: dict[str, int] = {}
         for p in paths:
@@ -27,9 +28,10 @@ def summary(written: Sequence[str], figures: Sequence[str], failed: Sequence[str
 
     parts = [f"{kinds(written)} sheets" if written else "",
              f"{kinds(figures)} figures" if figures else "",
+             f"{len(gallery)} gallery index.html" if gallery else "",
              f"{len(pages)} reference page{'' if len(pages) == 1 else 's'}" if pages else ""]
     shown = "; ".join(p for p in parts if p)
-    total = len(written) + len(figures) + len(pages)
+    total = len(written) + len(figures) + len(gallery) + len(pages)
     return (f"{total} file{'' if total == 1 else 's'} written" + (f" ({shown})" if shown else "")
             + f", {len(failed)} declaration{'' if len(failed) == 1 else 's'} failed")
 
