@@ -363,3 +363,32 @@ def test_the_component_bars_are_the_front_table_rows_and_add_up():
     assert sum(r.forward for r in rows) == at(c.flops_forward)
     assert sum(r.backward for r in rows) == at(c.flops_backward)
     assert sum(r.activation_bytes for r in rows) == at(c.memory()["activation_bytes"])
+
+
+def test_the_graph_is_drawn_the_same_whatever_python_s_hash_seed():
+    """The HTML sheet's graph (SVG) and the LaTeX sheet's (PDF) are the same
+    bytes in two interpreters with different hash seeds: the nodes were drawn
+    in the order of a set of names, which changes with the seed."""
+    import os
+    import sys
+
+    code = ("import sys, hashlib\n"
+            "from symflops.declaration.reader import load\n"
+            "from symflops.derive.backward import derive\n"
+            "from symflops.count.cost import costs\n"
+            "from symflops.sheets.graph import computation_graph\n"
+            "from symflops.sheets.plots import graph_figure, graph_svgs\n"
+            f"d = derive(load({str(DERIVATIONS / 'llama_block.yaml')!r}))\n"
+            "g = computation_graph(d, costs(d))\n"
+            "data = b''.join(graph_svgs(g)) + graph_figure(g)\n"
+            "print(hashlib.sha256(data).hexdigest())\n")
+    root = str(Path(__file__).resolve().parent.parent)
+    digests = set()
+    for seed in ("1", "2", "3"):
+        env = {**os.environ, "PYTHONHASHSEED": seed,
+               "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+        run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                             text=True, timeout=600)
+        assert run.returncode == 0, run.stderr
+        digests.add(run.stdout)
+    assert len(digests) == 1

@@ -163,7 +163,9 @@ def _page(graph: Graph, page: GraphPage, names: Mapping[str, str], colours: Mapp
     edges = [e for e in graph.edges if e.kind in kinds and e.dst in inside and e.src in pos]
     ghosts = sorted({e.src for e in edges if e.src not in inside}, key=lambda n: pos[n][0])
     top = page.first - (1 if ghosts else 0)
-    at = {n: (SX * pos[n][0], -(pos[n][1] - top)) for n in inside}
+    # in the columns' order: a set's order changes with Python's hash seed,
+    # and with it the order the nodes are drawn in the SVG and PDF
+    at = {n: (SX * pos[n][0], -(pos[n][1] - top)) for n in pos if n in inside}
     used: set[float] = set()
     for n in ghosts:  # the earlier bands' nodes, one row above this band
         x = SX * pos[n][0]
