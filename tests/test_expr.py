@@ -376,10 +376,10 @@ def test_hostile_input_is_refused_and_never_runs(template: str, tmp_path: Path) 
 
 @pytest.mark.parametrize("text", PATHOLOGICAL, ids=lambda text: text[:30])
 def test_pathological_input_fails_fast(text: str) -> None:
-    start = time.monotonic()
+    start = time.process_time()   # this process's CPU seconds: a loaded machine does not count
     with pytest.raises(SymflopsError):
         parse_expression(text, SYMBOLS)
-    assert time.monotonic() - start < 5
+    assert time.process_time() - start < 5
 
 
 def test_moderate_nesting_is_fine() -> None:

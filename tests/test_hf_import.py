@@ -288,7 +288,7 @@ def test_a_layer_count_beyond_any_model_is_refused_in_bounded_time():
 
     for config in (MISTRAL_7B, LLAMA2_7B, GEMMA2_2B, QWEN3_30B_A3B, DEEPSEEK_V3, PYTHIA_1_4B,
                    {**GPT2_SMALL, "n_layer": 10**12}):
-        start = time.monotonic()
+        start = time.process_time()   # this process's CPU seconds: no other load counts
         message = error({**config, "num_hidden_layers": 10**12} if "n_layer" not in config
                         else config)
-        assert "layers is beyond 100,000" in message and time.monotonic() - start < 5
+        assert "layers is beyond 100,000" in message and time.process_time() - start < 5

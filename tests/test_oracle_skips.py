@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 TESTS = Path(__file__).resolve().parent
 
 FAKE = '''
@@ -37,17 +39,21 @@ def test_runs():
 '''
 
 
-def run(tmp_path, source):
+def run(tmp_path, source, workers=("-p", "no:xdist")):
     shutil.copy(TESTS / "conftest.py", tmp_path / "conftest.py")
     (tmp_path / "test_fake.py").write_text(source)
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           "-p", "no:xdist", str(tmp_path)], cwd=tmp_path,
+                           *workers, str(tmp_path)], cwd=tmp_path,
                           capture_output=True, text=True)
     return done.stdout.splitlines()
 
 
-def test_a_run_without_the_oracles_says_how_many_tests_it_skipped_and_how_to_install(tmp_path):
-    lines = run(tmp_path, FAKE)
+# in one process, and as the README's command runs (pytest-xdist's workers report
+# their skips to the process that prints the summary)
+@pytest.mark.parametrize("workers", [("-p", "no:xdist"), ("-n", "2")], ids=["one-process", "xdist"])
+def test_a_run_without_the_oracles_says_how_many_tests_it_skipped_and_how_to_install(tmp_path,
+                                                                                     workers):
+    lines = run(tmp_path, FAKE, workers)
     said = [l for l in lines if "oracle" in l]
     # 2 for torch + 1 for transformers; the pdflatex skip is no oracle's
     assert said == ["3 oracle tests skipped: torch and transformers not installed "

@@ -6,11 +6,14 @@ cards; 004: "Training FLOPs: 6ND"), from the ZeRO paper (Rajbhandari et al.
 computed by hand in the test itself; never from the code under test.
 """
 
+import contextlib
+import io
 import json
 import subprocess
 import sys
 from fractions import Fraction
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -343,6 +346,19 @@ def cli(*args):
                           capture_output=True, text=True)
 
 
+def plan(*args):
+    """``symflops plan`` run in this process through :func:`symflops.cli.main`,
+    for the tests of the figures a config gives (not of the process: the bad
+    input above runs whole processes): the imports are paid once and equal
+    configs share SymPy's cache."""
+    from symflops.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(["plan", *map(str, args)])
+    return SimpleNamespace(returncode=code, stdout=out.getvalue(), stderr=err.getvalue())
+
+
 @pytest.mark.parametrize("args, message", [
     (["--params", "7e9", "--tokens", "2e12", "--peak", "1e15", "--mfu", "1.5"], "(0, 1]"),
     (["--params", "7e9", "--accelerator", "h100", "--mfu", "0.4", "--sustained", "4e14"],
@@ -374,7 +390,7 @@ def test_hf_config_gpt2_small_is_planned_from_its_imported_declaration(tmp_path)
     path = tmp_path / "config.json"
     path.write_text(json.dumps({"model_type": "gpt2", "n_embd": 768, "n_layer": 12,
                                 "n_head": 12, "vocab_size": 50257, "n_positions": 1024}))
-    result = cli("--hf-config", str(path), "--tokens", "1e9", "--seq", "1024", "--json")
+    result = plan("--hf-config", str(path), "--tokens", "1e9", "--seq", "1024", "--json")
     assert result.returncode == 0, result.stderr
     out = json.loads(result.stdout)
     assert out["params"]["total"] == 124_439_808  # GPT-2 small, published
@@ -395,7 +411,7 @@ def test_hf_config_mixtral_counts_every_expert_and_two_active(tmp_path):
         "num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 14336,
         "vocab_size": 32000, "num_local_experts": 8, "num_experts_per_tok": 2,
         "max_position_embeddings": 32768}))
-    result = cli("--hf-config", str(path), "--tokens", "1e9", "--seq", "4096", "--json")
+    result = plan("--hf-config", str(path), "--tokens", "1e9", "--seq", "4096", "--json")
     assert result.returncode == 0, result.stderr
     out = json.loads(result.stdout)
     assert out["params"]["total"] == 46_702_792_704  # Mixtral-8x7B's published count
@@ -418,7 +434,7 @@ def test_hf_mixtral_decode_bytes_are_derive_s_bytes_per_decoded_token(tmp_path):
         "num_attention_heads": N, "num_key_value_heads": G, "intermediate_size": F,
         "vocab_size": V, "num_local_experts": M, "num_experts_per_tok": k,
         "max_position_embeddings": 32768}))
-    result = cli("--hf-config", str(path), "--seq", str(T), "--decode-batch", "1", "--json")
+    result = plan("--hf-config", str(path), "--seq", str(T), "--decode-batch", "1", "--json")
     assert result.returncode == 0, result.stderr
     out = json.loads(result.stdout)["inference"]
     assert out["weights_bytes_read"] == 2 * read
@@ -442,7 +458,7 @@ LLAMA2_7B = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidd
 def plan_config(tmp_path, config, *args):
     path = tmp_path / "config.json"
     path.write_text(json.dumps(config))
-    return cli("--hf-config", str(path), *args)
+    return plan("--hf-config", str(path), *args)
 
 
 def test_llama_attention_and_mlp_biases_are_counted(tmp_path):

@@ -9,6 +9,7 @@ per unit and precision; its quantities are the names of
 from __future__ import annotations
 
 import dataclasses
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -139,8 +140,14 @@ class Declaration:
         return self._summaries[key]
 
     def quantities(self, convention: Convention) -> dict[str, sympy.Expr]:
-        """Every named quantity under ``convention``, defined dims substituted."""
+        """Every named quantity under ``convention``, defined dims substituted
+        (shared by every Declaration of an equal layer: :data:`_QUANTITIES`)."""
         if convention not in self._quantities:
+            key = (self.layer, convention)
+            if key in _QUANTITIES:
+                _QUANTITIES.move_to_end(key)
+                self._quantities[convention] = _QUANTITIES[key]
+                return _QUANTITIES[key]
             s, att, c = self.summary(convention)
             if convention.recompute is not None and \
                     convention.recompute not in s.model.recompute.policies:
@@ -154,7 +161,23 @@ class Declaration:
                                         traffic_source(self.derivation(convention.attention), c)))
             self._quantities[convention] = {
                 n: substitute(sympy.expand(v), subs) if subs else v for n, v in found.items()}
+            _QUANTITIES[key] = self._quantities[convention]
+            while len(_QUANTITIES) > _QUANTITIES_KEPT:
+                _QUANTITIES.popitem(last=False)
         return self._quantities[convention]
+
+
+#: The quantities of the last layers counted in this process, by (layer,
+#: convention): a pure function of the two (derive, costs, summary and the
+#: named quantities read nothing else), and a Layer is a frozen record compared
+#: by its whole content (dims, tensors, ops, name, source, ...; only the
+#: positions of its parts in the text are left out, and the quantities hold
+#: none).  ``check`` builds a Declaration per claims file and per variant of
+#: an explanation, so one process (a claims file's many requests, a notebook,
+#: the test suite) counts an equal layer once.  Read only: callers never
+#: change the dict they are given.
+_QUANTITIES: OrderedDict[tuple[Layer, Convention], dict[str, sympy.Expr]] = OrderedDict()
+_QUANTITIES_KEPT = 128
 
 
 def claim_symbols(layer: Layer, s: Summary[Formula]) -> dict[str, sympy.Expr]:
