@@ -17,7 +17,7 @@ from fractions import Fraction
 
 import pytest
 import sympy
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 import symflops
@@ -105,6 +105,15 @@ def test_bytes_equal_the_distinct_elements_read_and_written(case):
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(contractions(), st.fractions(Fraction(1, 10), Fraction(400), max_denominator=97))
+# found by this property: at ridge 523/29 the condition 29P^3 - 494P^2 - 2557P - 1046 > 0
+# was a cubic SymPy's inequality solver gave up on (NotImplementedError, exit 70)
+@example(({"i": "P", "j": "R", "k": "P", "l": "P"},
+          {"T0": {"shape": ["P", "P"], "role": "param"},
+           "T1": {"shape": ["R", "P"], "role": "input"},
+           "T2": {"shape": ["P"], "role": "param"}},
+          [("T0", ["l", "k"]), ("T1", ["j", "i"]), ("T2", ["i"])], [], " where k <= l",
+          "Y[] = T0[l,k] T1[j,i] T2[i] where k <= l", {"P": 3, "Q": 2, "R": 1}),
+         Fraction(523, 29))
 def test_the_solved_threshold_agrees_with_comparing_the_two_sides(case, ridge):
     dim_of, tensors, refs, output, where, text, sizes = case
     try:

@@ -209,16 +209,26 @@ def numeric(condition: sympy.Expr, x: sympy.Symbol) -> Solved:
         if c1 > 0:
             return _region(x, ((max(edge, zero), None),))
         return _region(x, ((zero, edge),) if edge > 0 else ())
-    region = sympy.solve_univariate_inequality(cond > 0, real, relational=False)
-    region = region.intersect(sympy.Interval.open(0, sympy.oo))
-    parts = region.args if isinstance(region, sympy.Union) else \
-        () if region == sympy.S.EmptySet else (region,)
-    return _region(x, tuple((_fraction_of(i.start), None if i.end == sympy.oo
-                             else _fraction_of(i.end)) for i in parts))
+    # the positive real roots, exactly (a rational root as itself, another as
+    # CRootOf), then the sign between each two: sympy's inequality solver
+    # gives up on some cubics (29x^3 - 494x^2 - 2557x - 1046 > 0)
+    roots = sorted({r for r in p.real_roots() if r.is_positive}, key=_fraction_of)
+    edges: list[Fraction] = [zero, *(_fraction_of(r) for r in roots)]
+    intervals = []
+    for k, low in enumerate(edges):
+        high = edges[k + 1] if k + 1 < len(edges) else None
+        inside = low + 1 if high is None else (low + high) / 2
+        if p.eval(sympy.Rational(inside.numerator, inside.denominator)) > 0:
+            intervals.append((low, high))   # open: a root itself never holds
+    return _region(x, tuple(intervals))
 
 
 def _fraction_of(v: sympy.Expr) -> Fraction:
-    return Fraction(int(v.p), int(v.q)) if v.is_Rational else Fraction(float(v))
+    """A root as a fraction: exactly when rational, else to 60 digits (the
+    integers a region is read at are never that close to an irrational root)."""
+    if v.is_Rational:
+        return Fraction(int(v.p), int(v.q))
+    return Fraction(str(sympy.N(v, 60)))
 
 
 def _region(x: sympy.Symbol, intervals: tuple[tuple[Fraction, Fraction | None], ...]) -> Solved:
