@@ -41,7 +41,7 @@ from typing import Any, Callable, Mapping
 
 from .. import __version__
 from ..core.errors import SymflopsError, read_text
-from ..core.numbers import MAX_RESULT_DIGITS
+from ..core.numbers import MAX_RESULT_DIGITS, whole_digits
 from .records import Formula, Model, TokenFlops
 
 #: A formula as plain data: ``("n", numerator, denominator)``, ``("d", dim)``,
@@ -129,7 +129,7 @@ def _whole(value: Fraction | None) -> int | None:
     if value is None or value.denominator != 1:
         return None
     n = value.numerator
-    if int(abs(n).bit_length() * 0.30103) + 1 > MAX_RESULT_DIGITS:
+    if whole_digits(n) > MAX_RESULT_DIGITS:
         return None
     return n
 
