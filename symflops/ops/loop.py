@@ -43,6 +43,7 @@ of them run.
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
@@ -344,17 +345,27 @@ class Loop:
                           lambda xs, axis: torch.stack(xs, dim=axis), evaluate)
 
     def latex(self, m: Any) -> str:
-        """The statements one per line, aligned at their equals signs
-        (``\\\\`` between lines: the sheets print it in an aligned block)."""
+        """The statements one per line, aligned at their equals signs, in an
+        ``aligned`` block (a sheet shows it where it shows one statement)."""
         lines = []
         for s in self.statements:
             rhs = ""
             for k, t in enumerate(s.terms):
                 text = m.einsum_rhs(t)
-                rhs += (" - " + text[1:]) if k and text.startswith("-") else \
-                    ((" + " if k else "") + text)
+                sign = re.match(r"^((?:\\sum_\{[^}]*\}\s*)?)-\s*(.*)$", text, re.S)
+                if k and sign:  # a minus after the sum sign reads as a difference
+                    rhs += " - " + sign.group(1) + sign.group(2)
+                else:
+                    rhs += (" + " if k else "") + text
             lines.append(f"{m.ix(s.out)} &= {rhs}")
-        return _shifted_latex(self, m, " \\\\ ".join(lines))
+        body = _shifted_latex(self, m, " \\\\ ".join(lines))
+        return f"\\begin{{aligned}} {body} \\end{{aligned}}"
+
+    def unrolled(self) -> Contraction:
+        """Every statement's terms, the state one step back an operand of its
+        own (what a sheet lists as the products' operands)."""
+        return Contraction(tuple(t for s in self.statements for t in s.terms), self.index_dims,
+                           self.text)
 
 
 def _shifted_latex(op: Loop, m: Any, text: str) -> str:
