@@ -282,3 +282,37 @@ def test_a_single_statement_through_a_product_stays_refused():
             "M": {"shape": ["C", "E", "E"], "role": "input"},
             "X": {"shape": ["C", "E", "P"], "role": "input"}},
             ops=["S[c,e,p] = M[c,e,f] S[c-1,f,p] + X[c,e,p]"])
+
+
+def test_a_general_loop_verifies():
+    """Weights shared by every step (their gradients sum over the steps), a
+    function of a loop tensor, the state through a matrix (a summed letter)
+    and in a product of three, and a statement after the loop reading its output."""
+    lay = symflops.loads("""
+name: shared_loop
+dims: {B: batch, C: steps, E: state rows, P: state columns, L: positions}
+tensors:
+  X: {shape: [B, C, L, P], role: input}
+  Wq: {shape: [L, E], role: param}
+  M: {shape: [E, E], role: param}
+  G: {shape: [B, C], role: input}
+ops:
+  - V[b,c,l,p] = X[b,c,l,p] - Wq[l,e] S[b,c-1,e,p]
+  - Y[b,c,l,p] = tanh(V[b,c,l,p]) + Wq[l,e] S[b,c-1,e,p]
+  - S[b,c,e,p] = M[e,f] S[b,c-1,f,p] + G[b,c] Wq[l,e] V[b,c,l,p]
+  - Z[b,c,l,p] = Y[b,c,l,p] Y[b,c,l,p]
+""")
+    d = symflops.derive(lay)
+    assert [op.kind for op in lay.ops] == ["loop", "contraction"]
+    # the state's own term M S runs at the C - 2 middle steps: 2 B E^2 P each
+    c = costs(d)
+    Bs, Cs, Es, Ps, Ls = sympy.symbols("B C E P L", positive=True, integer=True)
+    at = {Bs: 2, Cs: 4, Es: 3, Ps: 5, Ls: 2}
+    # per step, B L E P = 60 multiply-adds for Wq S (in V and in Y) and for (G Wq) V
+    # (written order: G Wq first, elementwise, then with V, a sum over l), and
+    # B E E P = 90 for M S. V's and Y's over C - 1 = 3 steps, (G Wq) V over the
+    # C - 1 = 3 before the last, M S over the C - 2 = 2 in between: 2 FLOPs each
+    want = 2 * (3 * 60 + 3 * 60 + 3 * 60 + 2 * 90)
+    assert c.flops_forward.subs(at) == want
+    for seed in (0, 1):
+        assert verify(d, seed=seed).passed

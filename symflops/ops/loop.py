@@ -362,10 +362,15 @@ class Loop:
         return f"\\begin{{aligned}} {body} \\end{{aligned}}"
 
     def unrolled(self) -> Contraction:
-        """Every statement's terms, the state one step back an operand of its
-        own (what a sheet lists as the products' operands)."""
-        return Contraction(tuple(t for s in self.statements for t in s.terms), self.index_dims,
-                           self.text)
+        """Every statement's terms, the state one step back read as the state
+        (what a sheet lists as the products' operands)."""
+        def back(f: Factor) -> Factor:
+            return dataclasses.replace(f, tensor=self.state) if f.tensor == self.previous_name \
+                else f
+
+        return Contraction(tuple(dataclasses.replace(t, operands=tuple(map(back, t.operands)))
+                                 for s in self.statements for t in s.terms),
+                           self.index_dims, self.text)
 
 
 def _shifted_latex(op: Loop, m: Any, text: str) -> str:
