@@ -316,3 +316,17 @@ ops:
     assert c.flops_forward.subs(at) == want
     for seed in (0, 1):
         assert verify(d, seed=seed).passed
+
+
+def test_an_input_named_like_a_total_is_saved_and_a_taken_total_refused():
+    # a tensor whose name starts with G_ is no total: the rules read it, it is saved
+    ops = [o.replace("Wd[", "G_w[") for o in LOOP]
+    lay = symflops.declare("loop", dims=DIMS, tensors={
+        **{n: {"shape": s, "role": "input"}
+           for n, s in SHAPES.items() if n != "Wd"},
+        "G_w": {"shape": SHAPES["Wd"], "role": "input"}}, ops=ops)
+    assert "G_w" in symflops.derive(lay).saved
+    with pytest.raises(symflops.SymflopsError, match="the name 'G_N' is taken"):
+        symflops.declare("loop", dims=DIMS, tensors={
+            **{n: {"shape": s, "role": "input"} for n, s in SHAPES.items()},
+            "G_N": {"shape": ["H"], "role": "input"}}, ops=LOOP)

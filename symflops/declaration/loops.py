@@ -25,7 +25,7 @@ from ..ops.einsum.lower import lower
 from ..ops.einsum.node import Contraction
 from ..ops.loop import Loop
 from ..ops.loop_statement import LoopGroup
-from ..ops.recurrence import prev_name
+from ..ops.recurrence import prev_name, total_name
 from ..ops.registry import CALLS
 from .letters import IndexRange, bind_letters
 
@@ -71,6 +71,12 @@ def lower_loop(group: LoopGroup, known: Mapping[str, Tensor], dims: Mapping[str,
         raise SymflopsError(f"the name {prev!r} is taken", first_node.span,
                             f"rename the tensor {prev!r}: the loop over {group.time} names the "
                             f"state one step back {prev}")
+    for name in group.outputs:
+        if name != group.output and total_name(name) in known:
+            raise SymflopsError(f"the name {total_name(name)!r} is taken", first_node.span,
+                                f"rename the tensor {total_name(name)!r}: the loop over "
+                                f"{group.time} names the total gradient of {name} "
+                                f"{total_name(name)}")
     rewritten = [(_with_previous(st, group), node) for st, node in group.items]
     # First pass: each statement with the state left out, for the state's shape.
     trial = dict(known)

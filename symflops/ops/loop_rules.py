@@ -59,6 +59,11 @@ def _renamed(op: Loop, e: Einsum) -> Einsum:
         dataclasses.replace(f, tensor=names.get(f.tensor, f.tensor)) for f in e.operands))
 
 
+def _totals(op: Loop) -> frozenset[str]:
+    """The names of the totals, ``G_N``, ``G_S``."""
+    return frozenset(total_name(f.tensor) for f in op.outs if f.tensor != op.output)
+
+
 def _skips(op: Loop, e: Einsum, target: str) -> tuple[bool, bool]:
     """A backward product skips the first step when it reads the zero state
     or is its gradient, and the last when it reads the state's total there."""
@@ -163,9 +168,10 @@ class LoopRule(Rule):
         assert self.loop is not None
         op = self.loop
         terms = [*self.terms, *(b.term for b in contributions(op))]
+        totals = _totals(op)
         names = [op.state if f.tensor == op.previous_name else f.tensor
                  for t in terms for f in t.operands if f.reads_tensor and f.tensor
-                 and not f.tensor.startswith("G_")]
+                 and f.tensor not in totals]
         return tuple(dict.fromkeys(names))
 
     @property
@@ -212,9 +218,11 @@ def rule_access(op: Loop, rule: Rule) -> Access:
     """What a rule reads (its products' layer tensors, the state for
     ``S_prev``; the counted rule also what the reverse loop reads, its totals
     staying on chip; the others read the totals back) and writes."""
+    totals = _totals(op)
+
     def mapped(t: Einsum, keep_totals: bool) -> Einsum:
         ops = tuple(Factor(op.state, f.indices) if f.tensor == op.previous_name else f
-                    for f in t.operands if keep_totals or not f.tensor.startswith("G_"))
+                    for f in t.operands if keep_totals or f.tensor not in totals)
         return Einsum(t.output, ops)
 
     counted = getattr(rule, "counted", False)
