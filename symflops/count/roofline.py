@@ -24,6 +24,8 @@ symbolically, and time bounds per op, from the bytes of
 
 from __future__ import annotations
 
+import functools
+
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Literal, Mapping
@@ -72,6 +74,13 @@ def ridge_symbol(dims: set[str]) -> sympy.Symbol:
     return sympy.Symbol(name, positive=True)
 
 
+# The solvers below (intensity, symbolic, numeric, limit) are pure functions
+# of SymPy expressions, which are immutable and hashable: each is kept per
+# process (at most 4,096 answers each), so that a layer's thresholds are
+# solved once when its sheet is rendered again (each format of a sheet in a
+# notebook, a test suite) and once for the ops of equal shape in several
+# layers.  Factoring the conditions was half of a sheet's rendering.
+@functools.lru_cache(maxsize=4096)
 def intensity(work: sympy.Expr, moved: sympy.Expr) -> sympy.Expr | None:
     """FLOPs per byte, as a rational function in lowest terms (None: no bytes)."""
     if sympy.expand(moved) == 0:
@@ -125,6 +134,7 @@ def _poly(expr: sympy.Expr, x: sympy.Symbol) -> sympy.Poly | None:
         return None
 
 
+@functools.lru_cache(maxsize=4096)
 def symbolic(condition: sympy.Expr, x: sympy.Symbol
              ) -> tuple[str | None, sympy.Expr | None, sympy.Expr | None]:
     """``condition > 0`` solved for ``x`` when it is linear in ``x`` (or does
@@ -192,6 +202,7 @@ def _positive(c: sympy.Expr) -> str:
     return f"{sympy.sstr(sympy.factor(plus))} > {sympy.sstr(sympy.factor(minus))}"
 
 
+@functools.lru_cache(maxsize=4096)
 def numeric(condition: sympy.Expr, x: sympy.Symbol) -> Solved:
     """``condition > 0`` (a polynomial in ``x`` alone) for ``x > 0``."""
     free = condition.free_symbols - {x}
@@ -252,6 +263,7 @@ def _rational(e: sympy.Expr) -> bool:
     return bool(sympy.sympify(e).is_rational_function(*sympy.sympify(e).free_symbols))
 
 
+@functools.lru_cache(maxsize=4096)
 def limit(value: sympy.Expr, x: sympy.Symbol) -> tuple[sympy.Expr | None, tuple[str, ...]]:
     """``value``'s limit as every dim but ``x`` grows without bound together
     (None where ``value`` is not a rational function: not taken)."""
