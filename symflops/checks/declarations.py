@@ -66,7 +66,8 @@ class Declaration:
         self.label = label or layer.name
         self._derived: dict[Any, Derivation] = {}
         self._summaries: dict[Any, tuple[Summary[Formula], Any, Any]] = {}
-        self._quantities: dict[Convention, dict[str, sympy.Expr]] = {}
+        self._quantities: dict[tuple[Convention, frozenset[str] | None],
+                               dict[str, sympy.Expr]] = {}
         self._variants: list[tuple[str, Declaration]] | None = None
 
     @property
@@ -135,18 +136,23 @@ class Declaration:
         if key not in self._summaries:
             d = self.derivation(convention.attention)
             c = count_costs(d, convention.unit, convention.precision)  # type: ignore[arg-type]
-            self._summaries[key] = (summary(d, c), attention(d, c.unit, c.forward_copies,
-                                                              c.backward_copies), c)
+            # its named quantities are counted by quantities(), only those asked
+            self._summaries[key] = (summary(d, c, quantities=False),
+                                    attention(d, c.unit, c.forward_copies, c.backward_copies), c)
         return self._summaries[key]
 
-    def quantities(self, convention: Convention) -> dict[str, sympy.Expr]:
+    def quantities(self, convention: Convention, only: frozenset[str] | None = None
+                   ) -> dict[str, sympy.Expr]:
         """Every named quantity under ``convention``, defined dims substituted
-        (shared by every Declaration of an equal layer: :data:`_QUANTITIES`)."""
-        if convention not in self._quantities:
-            key = (self.layer, convention)
+        (shared by every Declaration of an equal layer: :data:`_QUANTITIES`);
+        with ``only``, those of its names that apply (an explanation tries a
+        claim again under many conventions and changes, and needs only the
+        names the claim writes)."""
+        if (convention, only) not in self._quantities:
+            key = (self.layer, convention, only)
             if key in _QUANTITIES:
                 _QUANTITIES.move_to_end(key)
-                self._quantities[convention] = _QUANTITIES[key]
+                self._quantities[(convention, only)] = _QUANTITIES[key]
                 return _QUANTITIES[key]
             s, att, c = self.summary(convention)
             if convention.recompute is not None and \
@@ -158,25 +164,27 @@ class Declaration:
                     f"use one of {', '.join(s.model.recompute.policies)}")
             subs = self.layer.substitutions
             found = name_values(Sources(s, att, convention.recompute,
-                                        traffic_source(self.derivation(convention.attention), c)))
-            self._quantities[convention] = {
+                                        traffic_source(self.derivation(convention.attention), c)),
+                                only)
+            self._quantities[(convention, only)] = {
                 n: substitute(sympy.expand(v), subs) if subs else v for n, v in found.items()}
-            _QUANTITIES[key] = self._quantities[convention]
+            _QUANTITIES[key] = self._quantities[(convention, only)]
             while len(_QUANTITIES) > _QUANTITIES_KEPT:
                 _QUANTITIES.popitem(last=False)
-        return self._quantities[convention]
+        return self._quantities[(convention, only)]
 
 
 #: The quantities of the last layers counted in this process, by (layer,
-#: convention): a pure function of the two (derive, costs, summary and the
-#: named quantities read nothing else), and a Layer is a frozen record compared
+#: convention, the names asked: None for all): a pure function of these
+#: (derive, costs, summary and the named quantities read nothing else), and a Layer is a frozen record compared
 #: by its whole content (dims, tensors, ops, name, source, ...; only the
 #: positions of its parts in the text are left out, and the quantities hold
 #: none).  ``check`` builds a Declaration per claims file and per variant of
 #: an explanation, so one process (a claims file's many requests, a notebook,
 #: the test suite) counts an equal layer once.  Read only: callers never
 #: change the dict they are given.
-_QUANTITIES: OrderedDict[tuple[Layer, Convention], dict[str, sympy.Expr]] = OrderedDict()
+_QUANTITIES: OrderedDict[tuple[Layer, Convention, frozenset[str] | None],
+                         dict[str, sympy.Expr]] = OrderedDict()
 _QUANTITIES_KEPT = 128
 
 

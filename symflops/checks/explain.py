@@ -84,17 +84,20 @@ def explain(result: "ClaimResult", request: "Request") -> "ClaimResult":
 
 # ---------------------------------------------------------- trying again --
 
-def _holds(text: str, request: "Request", convention: "Convention | None" = None,
+def _holds(text: str, request: "Request", names: Iterable[str],
+           convention: "Convention | None" = None,
            declaration: "Declaration | None" = None) -> Claim | None:
     """The claim ``text`` when it holds under the changes, else None (a
-    change under which the claim is not well formed does not count)."""
+    change under which the claim is not well formed does not count).
+    ``names``: the quantities ``text`` names, the only ones counted."""
     from .requests import names_for, symbols_of
 
     changed = dataclasses.replace(request, convention=convention or request.convention,
                                   declaration=declaration or request.declaration)
     try:
         changed.declaration.refuse(changed.convention)
-        claim = parse_claim(text, names_for(changed), request.number, request.span)
+        claim = parse_claim(text, names_for(changed, frozenset(names)), request.number,
+                            request.span)
     except SymflopsError:
         return None
     verdict = decide(claim, symbols_of(changed), request.at, only_at=request.only_at,
@@ -104,7 +107,7 @@ def _holds(text: str, request: "Request", convention: "Convention | None" = None
 
 def _holds_when(claim: Claim, request: "Request") -> str | None:
     found = [words for words, decl in request.declaration.variants()
-             if _holds(claim.text, request, declaration=decl)]
+             if _holds(claim.text, request, claim.names, declaration=decl)]
     return "; or ".join(found) if found else None
 
 
@@ -139,14 +142,15 @@ def _nearest(claim: Claim, request: "Request") -> tuple[str | None, bool]:
         for other, why in _alternatives(name):
             written = _written(name, request)
             text = _swap(claim.text, written, _written(other, request))
-            if text == claim.text or _holds(text, request) is None:
+            named = (set(claim.names) - {name}) | {other}
+            if text == claim.text or _holds(text, request, named) is None:
                 continue
             note = ""
             if why == "units":
                 note = _units_note(name, other, request)
             return text + note, True
     for convention in _conventions(request):
-        if _holds(claim.text, request, convention) is not None:
+        if _holds(claim.text, request, claim.names, convention) is not None:
             return f"the same claim with {_changed(request.convention, convention)}", False
     return None, False
 

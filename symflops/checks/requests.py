@@ -40,8 +40,10 @@ class Request:
     convention_span: Span | None = None
 
 
-def names_for(request: Request) -> Names:
-    """What the request's claim may name, in its convention, with its givens."""
+def names_for(request: Request, only: frozenset[str] | None = None) -> Names:
+    """What the request's claim may name, in its convention, with its givens;
+    with ``only`` (names as a claim writes them, ``full.flops.total`` for a
+    second declaration's), the quantities among them alone."""
     decl = request.declaration
     values = dims_of(decl.layer)
     for other in request.others.values():
@@ -49,7 +51,7 @@ def names_for(request: Request) -> Names:
             values.setdefault(n, v)
     kinds: dict[str, str] = {}
     registered = {q.name: q.kind for q in registry()}
-    for name, v in decl.quantities(request.convention).items():
+    for name, v in decl.quantities(request.convention, only).items():
         if name in values:
             raise _clash(decl.layer, name)
         values[name] = v
@@ -66,7 +68,9 @@ def names_for(request: Request) -> Names:
                 convention = dataclasses.replace(convention, attention=None)
         if convention.recompute == "selective" and not other.layer.selective:
             convention = dataclasses.replace(convention, recompute=None)
-        for name, v in other.quantities(convention).items():
+        theirs = None if only is None else frozenset(
+            n.split(".", 1)[1] for n in only if n.startswith(alias + "."))
+        for name, v in other.quantities(convention, theirs).items():
             values[f"{alias}.{name}"] = v
             kinds[f"{alias}.{name}"] = registered[name]
     if request.given:

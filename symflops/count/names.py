@@ -306,10 +306,14 @@ for _q in ROOFLINE:
     _add(*_q)
 
 
-def values(x: Sources) -> dict[str, Any]:
-    """Every registered quantity that applies, in registry order: name -> formula."""
+def values(x: Sources, only: frozenset[str] | None = None) -> dict[str, Any]:
+    """Every registered quantity that applies, in registry order: name ->
+    formula; with ``only``, those of its names alone (the bytes moved, say,
+    are not counted for a claim about FLOPs)."""
     out = {}
     for q in _REGISTRY:
+        if only is not None and q.name not in only:
+            continue
         v = q.get(x)
         if v is not None:
             out[q.name] = v
