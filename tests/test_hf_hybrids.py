@@ -239,6 +239,24 @@ def test_a_sequence_not_a_multiple_of_the_chunk_is_refused(tmp_path, capsys):
     assert "Nk = S/Qc is 125/64" in capsys.readouterr().err
 
 
+@pytest.mark.slow
+def test_plan_refuses_a_length_not_a_multiple_of_the_chunk_with_the_right_hint(tmp_path, capsys):
+    """The SSD's chunks are there under both attention counts, so the refusal points to a
+    multiple of the chunk only (it once also suggested --attention full-square, which
+    helps Llama 4's chunked attention, not Mamba-2)."""
+    from symflops.cli import main
+
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(at_layers(GRANITE_H_TINY, layer_types=MIXED)))
+    for attention in ("exact", "full-square"):
+        assert main(["plan", "--hf-config", str(path), "--seq", "500", "--tokens", "1e9",
+                     "--attention", attention]) == 2
+        err = capsys.readouterr().err
+        assert "a sequence of 500 tokens is not a whole number of the model's chunks of 256 " \
+               "positions (mamba_chunk_size)" in err
+        assert "a multiple of 256" in err and "full-square" not in err
+
+
 @pytest.mark.parametrize("changes, key", [
     ({"time_step_limit": [0.0, 10.0]}, "time_step_limit"),
     ({"normalization_function": "layernorm"}, "normalization_function"),
