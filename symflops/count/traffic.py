@@ -237,9 +237,10 @@ def traffic(derivation: Derivation, costs: Costs, phase: Phase = "forward",
            if phase == "training" or op.kind != "cross_entropy"]
     if phase == "decode":
         for k in ops:
-            if layer.ops[k].kind == "recurrence":
+            if layer.ops[k].kind in ("recurrence", "loop"):
                 raise SymflopsError(f"cannot count one decoding step of {layer.ops[k].output}: "
-                                    "a recurrence reads its last state, which is not modelled",
+                                    f"a {layer.ops[k].kind} reads its last state, which is not "
+                                    "modelled",
                                     layer.ops[k].span, "count the forward pass instead")
     saved = set(derivation.saved) if phase == "training" else set()
     resident = _resident(layer, ops, saved) if convention == "fused" else set()

@@ -20,10 +20,12 @@ from ..lang.statement import Call, Statement, output_name, parse_statement
 from ..lang.yaml import Node, describe
 from ..ops.base import Lowered, Op, Scope, claim
 from ..ops.einsum.lower import lower
+from ..ops.loop_statement import LoopGroup, loop_groups
 from ..ops.recurrence_statement import state_refs, without_state
 from ..ops.registry import CALLS
 from .include import Included, bind
 from .letters import IndexRange, Letter, bind_letters
+from .loops import lower_loop
 from .outputs import check_written, declared_output, declared_outputs, names_written
 
 
@@ -50,7 +52,8 @@ def lower_ops(node: Node, tensors: dict[str, Tensor], dims: dict[str, sympy.Symb
                else parse_statement(item.value, item.span, names), item) for item in node.value]
     known, declared = declared_outputs(tensors)  # declared op outputs join when written
     check_written(declared, *names_written(parsed))
-    ordered = _order(parsed, known)
+    # A run of statements that reads a tensor one step back before writing it: one loop op.
+    ordered = _order(loop_groups(parsed), known)
     subs = {dims[n]: e for n, e in definitions if n in dims}
     for _ in range(len(subs)):  # a definition may use another defined dim
         subs = {k: v.subs(subs) for k, v in subs.items()}
@@ -65,6 +68,11 @@ def lower_ops(node: Node, tensors: dict[str, Tensor], dims: dict[str, sympy.Symb
             ops.extend(st.layer.ops)
             blocks.extend((st.block, *st.nested))
             used.append(st)
+            continue
+        if isinstance(st, LoopGroup):
+            loop, made = lower_loop(st, known, dims, ranges, subs, declared)
+            known.update((t.name, t) for t in made)
+            ops.append(loop)
             continue
         at = (lambda col, s=item.span: s.shifted(col) if s else None)
         # A recurrence reads its own output: its letters are bound by the other operands.
@@ -153,11 +161,14 @@ def _writes(st: Any, node: Node) -> list[tuple[str, Span | None]]:
     """The tensors an ops item writes, with where to point at them."""
     if isinstance(st, Included):
         return [(name, node.span) for name in st.outputs]
+    if isinstance(st, LoopGroup):
+        return [(s.lhs.name, n.span.shifted(s.lhs.column) if n.span else None)
+                for s, n in st.items]
     return [(st.lhs.name, node.span.shifted(st.lhs.column) if node.span else None)]
 
 
 def _reads(st: Any) -> list[str]:
-    if isinstance(st, Included):
+    if isinstance(st, (Included, LoopGroup)):
         return list(st.reads)
     # A call's further tensors (a concatenation's parts) are read too; a
     # recurrence reads its own output, which is no dependency.

@@ -1,7 +1,7 @@
 """The hybrid section of a whole model's sheet: the sequence mixers of its
 layers that carry a state (a component with a prefix sum or a linear
-recurrence: a state-space or linear-attention mixer, Mamba's scan, Mamba-2's
-chunked SSD) beside those of its layers without (attention: the component
+recurrence, or a loop through a product: a state-space or linear-attention
+mixer, Mamba's scan, Mamba-2's chunked SSD, the gated DeltaNet's chunk loop) beside those of its layers without (attention: the component
 whose cost per token grows with the length), per token of training, and the
 sequence length from which the second costs more than the first.  A loop over
 chunks that does not count the first chunk's products with its zero state (the
@@ -24,6 +24,7 @@ import sympy
 from ..core.ir import dim_symbol, substitute
 from ..core.records import Derivation
 from ..count.explain import SheetCounts
+from ..ops.loop import Loop
 from ..ops.prefix import PrefixSum
 from ..ops.recurrence import Recurrence
 from .notation import Math
@@ -76,7 +77,7 @@ def hybrid_context(derivation: Derivation, counts: SheetCounts, m: Math, esc: An
         return None
     s = dim_symbol(axis.dim)
     subs = dict(layer.substitutions)
-    kinds = {op.output: isinstance(op, (PrefixSum, Recurrence)) for op in layer.ops}
+    kinds = {op.output: isinstance(op, (PrefixSum, Recurrence, Loop)) for op in layer.ops}
     costs = counts.costs
 
     def per_token(outputs: set[str]) -> sympy.Expr:
