@@ -239,6 +239,24 @@ def test_a_sequence_not_a_multiple_of_the_chunk_is_refused(tmp_path, capsys):
     assert "Nk = S/Qc is 125/64" in capsys.readouterr().err
 
 
+@pytest.mark.slow
+def test_plan_refuses_a_length_not_a_multiple_of_the_chunk_with_the_right_hint(tmp_path, capsys):
+    """The SSD's chunks are there under both attention counts, so the refusal points to a
+    multiple of the chunk only (it once also suggested --attention full-square, which
+    helps Llama 4's chunked attention, not Mamba-2)."""
+    from symflops.cli import main
+
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(at_layers(GRANITE_H_TINY, layer_types=MIXED)))
+    for attention in ("exact", "full-square"):
+        assert main(["plan", "--hf-config", str(path), "--seq", "500", "--tokens", "1e9",
+                     "--attention", attention]) == 2
+        err = capsys.readouterr().err
+        assert "a sequence of 500 tokens is not a whole number of the model's chunks of 256 " \
+               "positions (mamba_chunk_size)" in err
+        assert "a multiple of 256" in err and "full-square" not in err
+
+
 @pytest.mark.parametrize("changes, key", [
     ({"time_step_limit": [0.0, 10.0]}, "time_step_limit"),
     ({"normalization_function": "layernorm"}, "normalization_function"),
@@ -389,3 +407,21 @@ def test_jamba_published_parameter_count():
 def test_jamba_refused_naming_the_key(changes, key):
     with pytest.raises(SymflopsError, match=key):
         imported(at_layers(JAMBA_V01, **changes))
+
+
+def test_a_mixer_cost_with_a_term_in_the_inverse_length():
+    """The sheet reads each mixer's cost per token as a + b S + c / S (a loop over chunks
+    that counts neither its first chunk's products with the zero state nor its final state
+    costs (Nk - 1) / (Nk Qc) = 1 / Qc - 1 / S of a chunk's work per token), and solves the
+    crossing of two such costs from the quadratic their difference times S makes."""
+    import sympy
+
+    from symflops.sheets.hybrid import _largest_root, _linear
+
+    s, a, b, c = sympy.symbols("S a b c")
+    assert _linear(a + b * s + c / s, s) == (a, b, c)
+    assert _linear(a + b * s, s) == (a, b, 0)
+    assert _linear(a + s ** 2, s) is None and _linear(a + c / s ** 2, s) is None
+    # 2 S^2 - 10 S + 8 = 2 (S - 1)(S - 4): the larger root; none when there is no real one
+    assert _largest_root((sympy.Integer(2), sympy.Integer(-10), sympy.Integer(8))) == 4
+    assert _largest_root((sympy.Integer(1), sympy.Integer(0), sympy.Integer(1))) is None

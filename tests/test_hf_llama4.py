@@ -221,3 +221,21 @@ def test_plan_reports_the_executed_figure_beside(tmp_path):
 def test_refused_naming_the_key(config, key):
     with pytest.raises(SymflopsError, match=key):
         imported(config)
+
+
+@pytest.mark.slow
+def test_plan_refuses_a_length_not_a_multiple_of_the_chunk_and_offers_the_full_square(
+        tmp_path, capsys):
+    """Counted exactly, the chunked layers need whole chunks; the full square (the chunk
+    mask as eager attention applies it) takes any length, and the refusal says so."""
+    from symflops.cli import main
+
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**SCOUT_2, "attention_chunk_size": 16}))
+    assert main(["plan", "--hf-config", str(path), "--seq", "40", "--tokens", "1e9"]) == 2
+    err = capsys.readouterr().err
+    assert "a sequence of 40 tokens is not a whole number of the model's chunks of 16 " \
+           "positions (attention_chunk_size)" in err
+    assert "a multiple of 16, or with --attention full-square" in err
+    assert main(["plan", "--hf-config", str(path), "--seq", "40", "--tokens", "1e9",
+                 "--attention", "full-square"]) == 0

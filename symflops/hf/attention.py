@@ -49,6 +49,9 @@ class Attention:
     residual_note: str = "resid_pdrop"    # the key behind it, for the comment
     residual_scale: str | None = None     # the output times this before the residual
     tables: tuple[str, str] = ("cos", "sin")   # the rotary tables (one pair per layer kind)
+    #: the output gated per entry by sigmoid(a second query projection) before o_proj
+    #: (Qwen3-Next, Qwen3.5: q_proj gives each head's query and its gate)
+    output_gate: bool = False
 
 
 def attention(d: Declaration, blk: Block, a: Attention, x: str, xn: str, out: str,
@@ -100,10 +103,13 @@ def attention(d: Declaration, blk: Block, a: Attention, x: str, xn: str, out: st
     if a.sinks:
         blk.tensor("snk", qs, "param", "the sinks: a learned logit per head, one more term "
                                        "of each softmax's denominator (sinks)")
+    o = "O"
+    if a.output_gate:
+        o = _output_gate(blk, a, h, xn, qs, names[0], outs)
     branch, dropped = residual_target(out, x, a.residual_dropout, "Ya")
     m = f"{a.residual_scale} " if a.residual_scale else ""
-    stmt = f"{branch}[b,s,d] = {x}[b,s,d] + {m}O[b,s,{h},e] W_o[{h},e,d]" \
-        if x and not dropped else f"{branch}[b,s,d] = {m}O[b,s,{h},e] W_o[{h},e,d]"
+    stmt = f"{branch}[b,s,d] = {x}[b,s,d] + {m}{o}[b,s,{h},e] W_o[{h},e,d]" \
+        if x and not dropped else f"{branch}[b,s,d] = {m}{o}[b,s,{h},e] W_o[{h},e,d]"
     if a.bias[3]:
         blk.tensor("b_o", ["D"], "param", "bias of the output projection")
         stmt += f" + {m}b_o[d]"
@@ -114,6 +120,23 @@ def attention(d: Declaration, blk: Block, a: Attention, x: str, xn: str, out: st
         outs.append(dropped_residual(  # type: ignore[arg-type]
             blk, out, x, branch, a.residual_dropout, a.residual_note))
     return outs
+
+
+def _output_gate(blk: Block, a: Attention, h: str, xn: str, qs: list[str], module: str,
+                 outs: list[str]) -> str:
+    """The attention's output times sigmoid(its gate), the gate a second query
+    projection (q_proj's second half of each head's rows); returns the gated output."""
+    blk.tensor("W_qg", ["D", *qs, "E"], "param", f"the output gate's projection ({module}, "
+                                                 "the second half of each head's rows)")
+    stmt = f"Qg[b,s,{h},e] = {xn}[b,s,d] W_qg[d,{h},e]"
+    if a.bias[0]:
+        blk.tensor("b_qg", [*qs, "E"], "param", f"bias of the W_qg product ({module})")
+        stmt += f" + b_qg[{h},e]"
+    blk.op(stmt, "the output gate: each entry of the attention's output times sigmoid(gate), "
+                 "before o_proj")
+    blk.op(f"Og[b,s,{h},e] = sigmoid(Qg[b,s,{h},e]) * O[b,s,{h},e]")
+    outs += ["Qg", "Og"]
+    return "Og"
 
 
 def _qk_norm(blk: Block, a: Attention, h: str, k: str, q: str, kk: str,

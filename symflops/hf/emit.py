@@ -161,6 +161,8 @@ class Declaration:
     #: the number every sequence length must be a multiple of, and the key that sets it
     #: (Llama 4's chunks, counted exactly); None: any length
     multiple: tuple[int, str] | None = None
+    #: what else lets another length be counted, for the refusal's hint ("" when nothing)
+    multiple_alternative: str = ""
 
     def dim(self, name: str, description: str, value: int | None = None, key: str = "",
             equals: str | None = None) -> str:

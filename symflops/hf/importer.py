@@ -42,6 +42,8 @@ class Imported:
     #: the config's context length (the value of S) and the key it comes from
     #: (``max_position_embeddings``; None: the config gives none)
     context: tuple[int, str] | None = None
+    #: what else lets a length that is not such a multiple be counted ("": nothing)
+    multiple_alternative: str = ""
 
     @property
     def command(self) -> str:
@@ -116,7 +118,7 @@ def import_data(data: Any, path: str = "config.json", text: str = "",
     return Imported(d.text(), model_type, name,
                     {n: v.value for n, v in d.dims.items() if v.value is not None}, path,
                     attention, d.longest, experts, d.executed_differs,
-                    d.multiple, _context(d.dims.get("S")))
+                    d.multiple, _context(d.dims.get("S")), d.multiple_alternative)
 
 
 def _context(dim: Any) -> tuple[int, str] | None:

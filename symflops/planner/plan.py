@@ -159,20 +159,20 @@ def model_from_import(imported: Any, recompute: str, precision: Precision,
 
 def _check_longest(model: Model, *lengths: int | None) -> None:
     """A model whose positions are a learned table takes at most its rows; one
-    counted on whole chunks of positions (Llama 4's chunked attention, exactly)
-    takes a multiple of the chunk."""
+    counted on whole chunks of positions (Llama 4's chunked attention, exactly;
+    Mamba-2's SSD; the gated DeltaNet) takes a multiple of the chunk."""
     multiple = getattr(model.declaration, "multiple", None)
     if multiple is not None:
         chunk, key = multiple
         for n in lengths:
             if n is not None and n % chunk:
+                other = getattr(model.declaration, "multiple_alternative", "")
                 raise SymflopsError(
                     f"{model.declaration.file}: a sequence of {show_exact(n)} tokens is not a "
-                    f"whole number of the model's attention chunks of {show_exact(chunk)} "
-                    f"positions ({key}), which the exact count of its chunked layers needs",
-                    hint=f"plan with --seq (and --context) a multiple of {show_exact(chunk)}, "
-                         "or with --attention full-square (the chunk mask as eager attention "
-                         "applies it, at any length)")
+                    f"whole number of the model's chunks of {show_exact(chunk)} positions "
+                    f"({key}), which the count of its chunked layers needs",
+                    hint=f"plan with --seq (and --context) a multiple of {show_exact(chunk)}"
+                         + (f", {other}" if other else ""))
     longest = getattr(model.declaration, "longest", None)
     if longest is None:
         return

@@ -115,6 +115,8 @@ def build(c: Config, o: Options) -> Declaration:
               c.integer("attention_chunk_size", 8192), "attention_chunk_size")
         if o.attention == "exact":
             d.multiple = (c.integer("attention_chunk_size", 8192), "attention_chunk_size")
+            d.multiple_alternative = ("or with --attention full-square (the chunk mask as "
+                                      "eager attention applies it, at any length)")
             d.dim("Nc", "chunks of a sequence in the chunked layers (S / C: the sequence length "
                         "must be a multiple of attention_chunk_size)", equals="S / C")
     tuning = c.flag("attn_temperature_tuning", True)
