@@ -27,6 +27,7 @@ import json
 
 import pytest
 
+import symflops
 from symflops.core.errors import SymflopsError
 
 from hf_oracle import at_layers, imported, meta_model, symflops_counts
@@ -211,6 +212,13 @@ MODELS = {
     "Qwen3.5 varied": at_layers(
         QWEN3_5_27B, layer_types=["full_attention", "linear_attention"],
         tie_word_embeddings=True, linear_num_key_heads=8, linear_num_value_heads=24),
+    # two DeltaNet layers, the first with the MLP and the second with the experts
+    # (decoder_sparse_step 2), then attention with the MLP: two blocks with a chunk loop
+    # each, the loop renamed into each (its state and the state one step back with it);
+    # this config was refused before the loop was renamed with its block
+    "Qwen3-Next two DeltaNet blocks": at_layers(
+        QWEN3_NEXT_80B, layers=3, layer_types=["linear_attention"] * 2 + ["full_attention"],
+        decoder_sparse_step=2),
 }
 
 
@@ -350,20 +358,25 @@ def test_layer_kinds_follow_the_config():
     assert "M" not in none.dims and none.dims["L_linear_mlp"] == 1
 
 
-@pytest.mark.parametrize("changes, key", [
-    ({"decoder_sparse_step": 2}, "decoder_sparse_step"),
-    ({"mlp_only_layers": [0]}, "mlp_only_layers"),
-])
-def test_two_kinds_of_deltanet_layers_are_refused_for_now(changes, key):
-    """DeltaNet layers with the experts and with the MLP are two blocks with a chunk loop
-    each; the loop op is not yet renamed into a second block (its state's name is kept
-    outside its statements: deriving such a model fails), so the import refuses them,
-    naming the key, rather than write a declaration that does not derive."""
-    config = at_layers(QWEN3_NEXT_80B, layers=3,
-                       layer_types=["linear_attention"] * 2 + ["full_attention"], **changes)
-    with pytest.raises(SymflopsError, match=key) as caught:
-        imported(config)
-    assert "two blocks with a chunk loop each" in str(caught.value)
+def test_two_kinds_of_deltanet_layers_derive():
+    """DeltaNet layers with the MLP and with the experts are two blocks with a chunk loop
+    each; the loop is renamed into each block with its state (it was an internal error,
+    exit 70, before: the state's name was kept apart from its statements).  Their counts
+    against transformers: MODELS' "Qwen3-Next two DeltaNet blocks"."""
+    from symflops.derive.backward import derive
+
+    for changes in ({"decoder_sparse_step": 2}, {"mlp_only_layers": [0]}):
+        config = at_layers(QWEN3_NEXT_80B, layers=3,
+                           layer_types=["linear_attention"] * 2 + ["full_attention"], **changes)
+        model = imported(config)
+        assert {k for k in model.dims if k.startswith("L_linear")} == \
+            {"L_linear_mlp", "L_linear_moe"}
+        layer = symflops.loads(model.text)
+        loops = [k for k, op in enumerate(layer.ops) if op.kind == "loop"]
+        states = {layer.ops[k].state for k in loops}
+        assert len(loops) == len(states) == 2                 # one state per block
+        rules = derive(layer).rules                           # an internal error before
+        assert {r.op for r in rules} >= set(loops)            # each loop sends gradients
 
 
 @pytest.mark.parametrize("config, changes, key", [

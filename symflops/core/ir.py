@@ -322,6 +322,11 @@ def rename(obj: Any, names: Mapping[str, str], subs: Mapping[sympy.Symbol, sympy
         return obj.subs(subs) if subs else obj
     if isinstance(obj, tuple):
         return tuple(rename(x, names, subs) for x in obj)
+    renamed = getattr(obj, "renamed", None)
+    if callable(renamed) and not isinstance(obj, type):
+        # an op that keeps tensor names outside its factors (a loop's state)
+        # renames them itself, with its factors through this function
+        return renamed(names, subs)
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         changes = {f.name: rename(getattr(obj, f.name), names, subs)
                    for f in dataclasses.fields(obj) if f.name not in ("span", "text")}

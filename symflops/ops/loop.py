@@ -51,7 +51,7 @@ from ..core.lazy import numpy as np
 import sympy
 
 from ..core.errors import Span
-from ..core.ir import Einsum, Factor, Order
+from ..core.ir import Einsum, Factor, Order, rename
 from ..core.records import OpCost, PatternTerm, Rule
 from .base import Access, Choice, Unit
 from .einsum.cost import einsum_elementwise, term_cost
@@ -126,6 +126,19 @@ class Loop:
     span: Span | None = field(default=None, compare=False)
     kind = "loop"
     aux_description = "saved by the loop"
+
+    def renamed(self, names: Mapping[str, str], subs: Mapping[sympy.Symbol, sympy.Expr]
+                ) -> "Loop":
+        """The loop placed in an includer (:func:`symflops.core.ir.rename`):
+        its state and output renamed with its statements, and the previous
+        state's operand ``S_prev`` with the state (it is no tensor of the
+        block, so ``names`` does not map it)."""
+        state = names.get(self.state, self.state)
+        mapped = {**names, self.previous_name: prev_name(state)}
+        return dataclasses.replace(
+            self, statements=rename(self.statements, mapped, subs), state=state,
+            output_name=names.get(self.output_name, self.output_name),
+            index_dims=rename(self.index_dims, mapped, subs))
 
     # -- the protocol ----------------------------------------------------------
     @property

@@ -95,15 +95,6 @@ def build(c: Config, o: Options) -> Declaration:
     kinds = _mixers(c, n)
     sparse = _sparse(c, n) if t == "qwen3_next" else [False] * n
     plan = [(k, "moe" if s else "mlp") for k, s in zip(kinds, sparse)]
-    if {f for k, f in plan if k == "linear"} == {"moe", "mlp"}:
-        key = "mlp_only_layers" if c.integers("mlp_only_layers") else "decoder_sparse_step"
-        raise c.error(key, "gated DeltaNet layers with the experts and with the MLP would be "
-                           "two blocks with a chunk loop each, and the loop op is not yet "
-                           "renamed into a second block (symflops/ops/loop.py names its state "
-                           "outside its statements), so symflops cannot count this config yet",
-                      "give every DeltaNet layer the same feed-forward (mlp_only_layers, "
-                      "decoder_sparse_step), or write the declaration by hand with one "
-                      "DeltaNet block")
     if "full" in kinds:
         fraction, key = rotary_fraction(c, Fraction(1, 4))   # the classes' default
         width = d.dims["E"].value
