@@ -503,3 +503,24 @@ def test_the_sheet_states_the_crossing_length(tmp_path):
     root = max(sympy.solve(solved[x] * s ** 2 + solved[y] * s + solved[z], s))
     assert f"the crossing is ${float(root):,.6g}$".replace(",", "{,}") in text
     assert f"so from $S = {int(sympy.floor(root)) + 1:,}$".replace(",", "{,}") in text
+
+
+def test_decoding_gives_no_cache_of_the_chunks_keys(tmp_path, capsys):
+    """A decoded token of a DeltaNet layer reads the layer's state (Hv x Dk x Dv, the
+    same at every context), not the keys of its chunks: the causal pairs inside a chunk
+    (m <= l) made the cache rule count every key, 147,456 of the 172,032 bytes per
+    token it gave Qwen3-Next-80B (36 layers x 16 key heads x 128 x 2 bytes).  The plan
+    says the cache is not counted, and why, rather than give that figure."""
+    from symflops.cli import main
+
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(QWEN3_NEXT_80B))
+    assert main(["plan", "--hf-config", str(path), "--seq", "4096", "--accelerator",
+                 "h100-sxm", "--decode-batch", "1", "--json"]) == 0
+    decoding = json.loads(capsys.readouterr().out)["inference"]
+    assert decoding["kv_cache_bytes_per_token"] is None and decoding["kv_cache_bytes"] is None
+    assert decoding["bytes_per_token"] == decoding["weights_bytes_read"]
+    assert main(["plan", "--hf-config", str(path), "--seq", "4096", "--accelerator",
+                 "h100-sxm", "--decode-batch", "1"]) == 0
+    line = next(l for l in capsys.readouterr().out.splitlines() if "KV cache" in l)
+    assert "not counted: a loop over chunks" in line and "state" in line

@@ -113,12 +113,27 @@ def _cached_elements(tensor: Any, window: tuple[int, sympy.Expr] | None) -> symp
     return sympy.expand(tensor.elements / extent * sympy.Min(extent, width))
 
 
+#: Why a layer with a loop over chunks gets no decoding figures.
+NO_CACHE_OF_A_LOOP = ("not counted: a loop over chunks (the gated DeltaNet's) decodes from its "
+                      "state, whose size does not grow with the context, and the cache here "
+                      "counts tensors per token of context")
+
+
+def uncached(layer: Any) -> str | None:
+    """Why ``layer``'s decoding cache is not counted, or None: a layer with a
+    loop (:mod:`symflops.ops.loop`) keeps its state from one token to the
+    next, not the keys of its chunks, which the rule above would take for a
+    cache (the causal pairs inside a chunk)."""
+    return NO_CACHE_OF_A_LOOP if any(op.kind == "loop" for op in layer.ops) else None
+
+
 def inference(derivation: Derivation, costs: Costs, read: sympy.Expr | None) -> Inference | None:
     """The cache of a causal layer and the bytes a decoded token reads (``read``:
-    the parameter elements one token reads); None when nothing is causal."""
+    the parameter elements one token reads); None when nothing is causal, or
+    when the cache is not counted (:func:`uncached`)."""
     layer = derivation.layer
     windows = cached_windows(derivation)
-    if not windows:
+    if not windows or uncached(layer) is not None:
         return None
     tensors = layer.tensor_map
     p = costs.precision

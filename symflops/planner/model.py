@@ -22,6 +22,7 @@ from ..count.cost import costs
 from ..derive.backward import derive
 from ..core.errors import SymflopsError, printable
 from ..count.evaluate import check_all_given, check_definitions, check_dim_name, number
+from ..count.inference import uncached
 from .records import Formula, Model, TokenFlops
 from ..core.ir import Layer, dim_symbol, index_ranges, substitute
 from ..count.indices import index_widths
@@ -151,7 +152,9 @@ def _model_formulas(p: _Parts) -> dict[str, Formula]:
             "params_active": Formula(text(par.active), "", "derived by symflops"),
             "params_read": Formula(text(par.read_per_token), "",
                                    "the parameters one token reads, derived by symflops"),
-            "activation_bytes": Formula(text(p.activations), "", f"recompute: {p.recompute}")}
+            "activation_bytes": Formula(text(p.activations), "", f"recompute: {p.recompute}"),
+            **({"kv_cache_bytes_per_token": Formula("", "", why)}
+               if (why := uncached(p.layer)) is not None else {})}
 
 
 def _model(p: _Parts) -> Model:

@@ -330,7 +330,8 @@ def _inference_section(plan: Plan) -> Section | None:
     active, _ = _symbols(plan)
     rows = []
     if inf.kv_per_token is None:
-        rows.append(Row("KV cache", None, "", note=NO_KV_CACHE +
+        why = m.formulas.get("kv_cache_bytes_per_token", Formula("")).note or NO_KV_CACHE
+        rows.append(Row("KV cache", None, "", note=why +
                         "; the figures below count the weights only (bytes per token is a "
                         "lower bound, tokens/s an upper bound)"))
     else:
