@@ -301,13 +301,13 @@ def test_the_sheet_states_the_crossing_length(tmp_path):
     out = tmp_path / "tiny.md"
     assert main(["render", "--hf-config", str(folder / "config.json"), "-o", str(out)]) == 0
     text = out.read_text()
-    assert "### State-space and attention layers against the sequence length" in text
+    assert "### Layers with a state and attention layers against the sequence length" in text
     # each kind of layer in the reader's words (its title), never its name in the declaration
     assert ("- With a state: the Mamba-2 mixer of Granite 4.0 hybrid layer (Mamba-2 mixer, "
             "routed experts, shared MLP), $") in text
     assert ("- Attention: the attention of Granite 4.0 hybrid layer (attention, routed "
             "experts, shared MLP), $") in text
-    section = text[text.index("### State-space"):text.index("## A worked example")]
+    section = text[text.index("### Layers with a state"):text.index("## A worked example")]
     assert "layer\\_mamba" not in section and "layer\\_attention" not in section
 
     def per_token_gap(seq):

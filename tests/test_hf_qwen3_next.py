@@ -481,7 +481,7 @@ def test_the_sheet_states_the_crossing_length(tmp_path):
     out = tmp_path / "next.md"
     assert main(["render", "--hf-config", str(folder / "config.json"), "-o", str(out)]) == 0
     text = out.read_text()
-    assert "### State-space and attention layers against the sequence length" in text
+    assert "### Layers with a state and attention layers against the sequence length" in text
     assert ("- With a state: the gated DeltaNet of Qwen3-Next layer (gated DeltaNet layers "
             "with routed experts), $") in text
     assert "- Attention: the attention of Qwen3-Next layer (full-attention layers with routed " \
