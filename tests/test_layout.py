@@ -211,3 +211,39 @@ def test_estimated_widths_are_close_to_the_widths_pdflatex_sets(tmp_path):
     real = {int(k): float(v) / em for k, v in re.findall(r"W(\d+)=([\d.]+)pt", log)}
     for k, s in enumerate(samples):
         assert 0.8 <= width(s) / real[k] <= 1.25, (s, width(s), real[k])
+
+
+# -- a long layer's tables --------------------------------------------------
+
+from symflops.sheets.tables import Column, PT_PER_EM, lay_table  # noqa: E402
+
+
+def _columns():
+    # a 100 pt formula column and a 40 pt count column that may grow to 60 pt
+    return [Column("100pt", 100.0, 1.0, "formula"), Column("40pt", 40.0, 1.0, "count", "r", 60.0)]
+
+
+def test_a_table_whose_cells_fit_keeps_its_default_widths():
+    t = lay_table(_columns(), [[r"x_{i}", "2N"]], "footnotesize", ["FLOPs"], 3.0)
+    assert t["widths"] == ["100pt", "40pt"] and t["rows"] == [{"cells": [r"x_{i}", "2N"], "below": None}]
+
+
+def test_a_count_wider_than_its_column_widens_it_or_goes_below_its_row():
+    em = PT_PER_EM["footnotesize"]
+    mid = "BKHPN(K - 1)"          # one term: 6.09 em of the estimate, 66 pt at 8 pt
+    assert width(mid) * em > 60.0  # 66 pt > 60 pt: below its row, whole, never split in its parentheses
+    t = lay_table(_columns(), [[r"x_{i}", mid]], "footnotesize", ["FLOPs"], 3.0)
+    assert t["rows"][0]["cells"][1] == "" and t["rows"][0]["below"] == mid + r"\ \text{FLOPs}"
+    small = "KQ(Q - 1)"           # 4.9 em: 53 pt, over 40 pt and under the cap: the column widens
+    t = lay_table(_columns(), [[r"x_{i}", small]], "footnotesize", ["FLOPs"], 3.0)
+    assert t["rows"][0] == {"cells": [r"x_{i}", small], "below": None}
+    grown = float(t["widths"][1][:-2])
+    assert width(small) * em <= grown <= 60.0 and float(t["widths"][0][:-2]) == 140.0 - grown
+
+
+def test_a_block_of_statements_is_continued_as_a_derivation_is():
+    body = r"N_{i} &= " + " + ".join(f"x_{{{k}}}" for k in range(30))
+    cell = r"\begin{aligned} " + body + r" \end{aligned}"
+    t = lay_table(_columns(), [[cell, "0"]], "footnotesize", ["FLOPs"], 3.0)
+    out = t["rows"][0]["cells"][0]
+    assert out.startswith(r"\begin{aligned}[t] N_{i} &= x_{0}") and r"\\ &\quad + " in out

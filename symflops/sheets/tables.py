@@ -109,16 +109,23 @@ def _below(columns: Sequence[Column], row: Sequence[str], em: float) -> bool:
                for col, c in zip(columns, row))
 
 
+def _spare(width_pt: float, col: Column, cells: Sequence[str], em: float) -> float:
+    """What a column can give and still hold its widest cell on one line (with
+    a margin: an estimate may be a little short)."""
+    return max(0.0, width_pt - max(_whole(cells, em) * 1.1 + 4.0, col.header_em * em))
+
+
 def column_widths(columns: Sequence[Column], cells: Sequence[Sequence[str]],
-                  size: Size) -> list[float] | None:
+                  size: Size, keep: Sequence[bool] | None = None) -> list[float] | None:
     """The widths in pt of ``columns`` for their ``cells`` (one list per
-    column, the rows whose counts are set below left out), or None when the
-    defaults fit (see the module's docstring)."""
+    column; the counts of the rows not in ``keep``, set below, left out),
+    or None when the defaults fit (see the module's docstring)."""
     em = PT_PER_EM[size]
+    keep = keep if keep is not None else [True] * len(cells[0])
     blocks = any((m := _BLOCK.match(c.strip())) and _block_width(m["body"]) * em * FORMULA_SCALE
                  > col.default_pt for col, cs in zip(columns, cells) for c in cs)
-    needs = [max(_need(cs, "count", em), col.header_em * em) if col.kind == "count" else 0.0
-             for col, cs in zip(columns, cells)]
+    needs = [max(_need([c for c, k in zip(cs, keep) if k], "count", em), col.header_em * em)
+             if col.kind == "count" else 0.0 for col, cs in zip(columns, cells)]
     if not blocks and all(n <= c.default_pt for n, c in zip(needs, columns)):
         return None
     widths = [c.default_pt for c in columns]
@@ -130,8 +137,7 @@ def column_widths(columns: Sequence[Column], cells: Sequence[Sequence[str]],
     # first from the columns whose widest cell leaves room, then from the formulas
     for k, (col, cs) in enumerate(zip(columns, cells)):
         if col.kind == "formula" and want > 0:
-            spare = widths[k] - max(_whole(cs, em), col.header_em * em)
-            take = min(want, max(0.0, spare))
+            take = min(want, _spare(widths[k], col, cs, em))
             widths[k] -= take
             want -= take
     flexible = [k for k, c in enumerate(columns) if c.kind == "formula"]
@@ -147,6 +153,18 @@ def column_widths(columns: Sequence[Column], cells: Sequence[Sequence[str]],
             widths[k] -= take
             want -= take
     # what the formulas cannot give, the counts give back (their terms then overflow)
+    # a block (several statements in one cell) widens with what the others leave
+    for k, (col, cs) in enumerate(zip(columns, cells)):
+        bodies = [m["body"] for c in cs if (m := _BLOCK.match(c.strip()))]
+        if not bodies:
+            continue
+        short = max(_block_width(b) for b in bodies) * em * FORMULA_SCALE - widths[k]
+        for j, (other, os_) in enumerate(zip(columns, cells)):
+            if j != k and other.kind == "formula" and short > 0:
+                take = min(short, _spare(widths[j], other, os_, em))
+                widths[j] -= take
+                widths[k] += take
+                short -= take
     while want > 0.01:
         counts = [k for k, c in enumerate(columns)
                   if c.kind == "count" and widths[k] > c.default_pt + 0.01]
@@ -191,14 +209,16 @@ def lay_table(columns: Sequence[Column], rows: Sequence[Sequence[str]], size: Si
     spans from the right), its count cells empty."""
     em = PT_PER_EM[size]
     low = [_below(columns, r, em) for r in rows]
-    kept = [r for r, b in zip(rows, low) if not b]
-    cells = [[row[k] for row in kept] for k in range(len(columns))]
-    widths = column_widths(columns, cells, size)
+    cells = [[row[k] for row in rows] for k in range(len(columns))]
+    widths = column_widths(columns, cells, size, [not b for b in low])
     if widths is None and not any(low):
         return {"widths": [c.default for c in columns],
                 "rows": [{"cells": list(r), "below": None} for r in rows]}
     widths = widths or [c.default_pt for c in columns]
     counted = [k for k, c in enumerate(columns) if c.kind == "count"]
+    # a count whose column could not grow to its widest term goes below too
+    low = [b or any(_need([r[k]], "count", em) > widths[k] + 0.01 for k in counted)
+           for r, b in zip(rows, low)]
     # a row's counts below it span the counts' columns and the formula before them
     span = len(columns) - counted[0] + 1
     span_pt = sum(widths[-span:]) + 2 * sep_pt * (span - 1)
