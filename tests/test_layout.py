@@ -234,11 +234,12 @@ def test_a_count_wider_than_its_column_widens_it_or_goes_below_its_row():
     assert width(mid) * em > 60.0  # 66 pt > 60 pt: below its row, whole, never split in its parentheses
     t = lay_table(_columns(), [[r"x_{i}", mid]], "footnotesize", ["FLOPs"], 3.0)
     assert t["rows"][0]["cells"][1] == "" and t["rows"][0]["below"] == mid + r"\ \text{FLOPs}"
-    small = "KQ(Q - 1)"           # 4.9 em: 53 pt, over 40 pt and under the cap: the column widens
+    small = "KQ(Q - 1)"           # 4.35 em: 47.3 pt, over 40 pt and under the cap: the column widens
     t = lay_table(_columns(), [[r"x_{i}", small]], "footnotesize", ["FLOPs"], 3.0)
     assert t["rows"][0] == {"cells": [r"x_{i}", small], "below": None}
     grown = float(t["widths"][1][:-2])
-    assert width(small) * em <= grown <= 60.0 and float(t["widths"][0][:-2]) == 140.0 - grown
+    assert width(small) * em <= grown <= 60.0  # and the formula column gave what it took
+    assert abs(float(t["widths"][0][:-2]) + grown - 140.0) <= 0.2
 
 
 def test_a_block_of_statements_is_continued_as_a_derivation_is():

@@ -13,17 +13,22 @@ its LaTeX alone, with the estimates of :mod:`.layout`:
 
 When every term of every count fits its column and every block its own, the
 table keeps its default widths.  Otherwise a count's column widens to its
-widest term, taking the room from the columns that have more than their
-widest cell needs, then from the columns TeX breaks at every space (the
-formulas: ``=``, ``+`` and thin spaces), never below their widest piece.  A
-count wider than its column is then set on lines of its own, split at its
-top-level ``+`` and ``-`` (a term is never split), and a block's long lines
-are continued as :func:`~symflops.sheets.layout.lay_out` continues a
-derivation's.
+widest term (up to a cap), taking the room from the formula columns that
+have more than their widest cell needs, then from the formula columns down
+to their widest piece between top-level operators (TeX breaks math only
+after an operator or a relation, never at a space).  A block widens into
+what the formula columns still leave, and its long lines are continued as
+:func:`~symflops.sheets.layout.lay_out` continues a derivation's.  A count
+with a term wider than its column could grow has the row's counts set on a
+row of their own below it, whole, right-aligned under the count columns; a
+count of several terms wider than its column is set on lines of its own,
+split at its top-level ``+`` and ``-``.  No count is ever split inside its
+parentheses.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import Any, Literal, Sequence
@@ -236,8 +241,11 @@ def lay_table(columns: Sequence[Column], rows: Sequence[Sequence[str]], size: Si
                          + r" \end{array}")
             set_ = [("" if k in counted else c) for k, c in enumerate(set_)]
         out.append({"cells": set_, "below": below})
-    return {"widths": [c.default if abs(w - c.default_pt) < 0.05 else f"{w:.1f}pt"
-                       for c, w in zip(columns, widths)], "rows": out,
+    # to a tenth of a point: a count's column rounded up (its terms fit), the others down
+    shown = [(math.ceil if c.kind == "count" else math.floor)(w * 10) / 10
+             for c, w in zip(columns, widths)]
+    return {"widths": [c.default if abs(w - c.default_pt) < 0.05 else f"{x:.1f}pt"
+                       for c, w, x in zip(columns, widths, shown)], "rows": out,
             "span": span, "span_width": f"{span_pt:.1f}pt"}
 
 
