@@ -45,10 +45,10 @@ LINE_PT = 483.69
 #: times at 9 pt (tests/test_layout.py checks that it is never short).
 PT_PER_EM = {"small": 9.0 * 1.28, "footnotesize": 8.0 * 1.36}
 
-#: A formula's estimate is closer (sums and subscripts: 1.12 to 1.2 times
+#: A formula's estimate is closer (sums and subscripts: about 1.12 times
 #: short, against a count's capitals at 1.36): the part of ``PT_PER_EM`` a
 #: formula's unbreakable piece is measured with.
-FORMULA_SCALE = 1.2 / 1.36
+FORMULA_SCALE = 1.12 / 1.36
 
 Size = Literal["small", "footnotesize"]
 #: How a column sets its cells: ``count`` a polynomial (TeX breaks it badly),
