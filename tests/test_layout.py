@@ -248,3 +248,21 @@ def test_a_block_of_statements_is_continued_as_a_derivation_is():
     t = lay_table(_columns(), [[cell, "0"]], "footnotesize", ["FLOPs"], 3.0)
     out = t["rows"][0]["cells"][0]
     assert out.startswith(r"\begin{aligned}[t] N_{i} &= x_{0}") and r"\\ &\quad + " in out
+
+
+@needs_pdflatex
+def test_a_counts_width_in_the_tables_fonts_is_never_estimated_short():
+    # the counts of the long layers' tables, set by pdflatex in the sheet's fonts
+    # (10 pt document: \small is 9 pt, \footnotesize 8 pt)
+    counts = ["BKHPN(K - 1)", "2QHP(KQ + 3KE - 3E)", r"2 E H P \max\left(0, K - 2\right)",
+              r"\tfrac{1}{2}BKQH(Q + 1)", "BSNE(S + 1)", "SN(S + 1)(C + 2R)", "3BS(2D + 1)"]
+    body = "\n".join(rf"{{\{size}\settowidth{{\w}}{{${s}$}}\typeout{{W{size}{k}=\the\w}}}}"
+                     for size in PT_PER_EM for k, s in enumerate(counts))
+    tex = ("\\documentclass[10pt]{article}\\usepackage{lmodern}\\usepackage[T1]{fontenc}"
+           "\\usepackage{amsmath}\\newlength\\w\\begin{document}\n" + body + "\nx\\end{document}\n")
+    _, log = compile_pdf_log(tex, "counts")
+    real = {(size, int(k)): float(v) for size, k, v in re.findall(r"W([a-z]+)(\d+)=([\d.]+)pt", log)}
+    assert len(real) == len(counts) * len(PT_PER_EM)
+    for (size, k), pt in real.items():
+        estimate = width(counts[k]) * PT_PER_EM[size]
+        assert pt <= estimate <= 1.4 * pt, (size, counts[k], estimate, pt)

@@ -41,9 +41,9 @@ LINE_PT = 483.69
 #: Points per em of :func:`~.layout.width` in the tables' fonts, from
 #: pdflatex's widths of counts and formulas in the sheet's Latin Modern
 #: (10 pt document): the small optical sizes set capitals wider than 11 pt
-#: does, so a count's estimate is up to 1.34 times short at 8 pt and 1.26
+#: does, so a count's estimate is up to 1.34 times short at 8 pt and 1.30
 #: times at 9 pt (tests/test_layout.py checks that it is never short).
-PT_PER_EM = {"small": 9.0 * 1.28, "footnotesize": 8.0 * 1.36}
+PT_PER_EM = {"small": 9.0 * 1.32, "footnotesize": 8.0 * 1.36}
 
 #: A formula's estimate is closer (sums and subscripts: about 1.12 times
 #: short, against a count's capitals at 1.36): the part of ``PT_PER_EM`` a
