@@ -19,6 +19,7 @@ from .derivations import derivation_lines, function_items, reduction_lines
 from .environment import Format
 from .recurrences import recurrence_items
 from .solves import solve_items
+from .tables import backward_table, forward_table
 from .front import FrontContext, front_context
 from .teach import TeachingContext, teaching_context
 from .words import role_words
@@ -107,6 +108,9 @@ class SheetContext(TeachingContext):
     #: a hybrid model's state-space and attention layers per token, and their crossing
     #: length (symflops.sheets.hybrid); None for other layers
     hybrid: dict[str, Any] | None
+    #: a long layer's forward and backward tables on the LaTeX page: their
+    #: column widths and cells set to fit (symflops.sheets.tables); None otherwise
+    tables: dict[str, Any] | None
 
 
 #: Beyond this many ops the forward pass is one table (a model's sheet stays short).
@@ -341,6 +345,8 @@ def sheet_context(derivation: Derivation, counts: SheetCounts, fmt: Format) -> S
         windows=window_context(derivation, counts, m, esc),
         devices=devices_context(derivation, counts, m, esc, code),
         hybrid=hybrid_context(derivation, counts, m, esc),
+        tables=({"forward": forward_table(forward, unit), "backward": backward_table(backward, unit)}
+                if compact and fmt == "tex" else None),
     )
 
 
