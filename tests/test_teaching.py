@@ -299,3 +299,16 @@ def test_a_product_without_a_summed_letter_names_its_activations() -> None:
             r"($\mathit{Bm}$ and $X$), no weight") in text
     for md in sorted((ROOT / "build").glob("*.md")):
         assert "activations ()" not in md.read_text(), md.name
+
+
+def test_a_product_taken_with_a_minus_sign_is_written_without_a_one() -> None:
+    """The loop's rule dW = -G_N S_prev^T (the new values subtract W S) has the
+    coefficient -1; its matrix form printed it as "-1\\, G_N S_prev^T"."""
+    from symflops.core.records import MatrixProduct
+    from symflops.sheets.printing import PolyPrinter, matrix_product
+
+    minus = MatrixProduct("dW", sympy.Integer(-1), (("G", False), ("S", True)))
+    assert matrix_product(minus, PolyPrinter(())) == r"-G\, S^\top"
+    assert r"dW = -G_{\text{N}}\, S_{\text{prev}}^\top" in sheet("deltanet_chunk")
+    for path in sorted((ROOT / "build").glob("*.md")) + sorted((ROOT / "build").glob("*.tex")):
+        assert not re.search(r"= -1\\, ", path.read_text(encoding="utf-8")), path.name

@@ -395,9 +395,10 @@ def matrix_product(m: MatrixProduct, poly: PolyPrinter,
     (see :class:`~symflops.core.records.MatrixProduct`)."""
     parts = [tensor_name(name, tensors) + (r"^\top" if transposed else "")
              for name, transposed in m.factors]
-    coefficient = "" if m.coefficient == 1 else poly(m.coefficient) + r"\, "
+    sign = "-" if m.coefficient == -1 else ""   # -G S^T, where it printed -1\, G S^T
+    coefficient = "" if m.coefficient in (1, -1) else poly(m.coefficient) + r"\, "
     total = rf"\sum_{{{_letters(m.summed)}}} " if m.summed else ""
-    return total + coefficient + r"\, ".join(parts) + matrix_note(m)
+    return sign + total + coefficient + r"\, ".join(parts) + matrix_note(m)
 
 
 def _letters(letters: Sequence[str]) -> str:
