@@ -33,7 +33,7 @@ from .base import Access, Unit
 from .einsum.cost import _joins, einsum_elementwise, term_cost
 from .einsum.numeric import extents_at, run_einsum
 from .einsum.rules import contraction_rules
-from .loop import Loop, joined, step_einsum, step_values, steps_run
+from .loop_steps import LoopOp, joined, step_einsum, step_values, steps_run
 from .recurrence import total_name
 
 
@@ -50,7 +50,7 @@ class Contribution:
     last: bool
 
 
-def _renamed(op: Loop, e: Einsum) -> Einsum:
+def _renamed(op: LoopOp, e: Einsum) -> Einsum:
     """``e`` with each loop tensor's gradient replaced by its total ``G_T`` (the
     output's total is its gradient)."""
     names = {grad_name(f.tensor): total_name(f.tensor) for f in op.outs
@@ -59,12 +59,12 @@ def _renamed(op: Loop, e: Einsum) -> Einsum:
         dataclasses.replace(f, tensor=names.get(f.tensor, f.tensor)) for f in e.operands))
 
 
-def _totals(op: Loop) -> frozenset[str]:
+def _totals(op: LoopOp) -> frozenset[str]:
     """The names of the totals, ``G_N``, ``G_S``."""
     return frozenset(total_name(f.tensor) for f in op.outs if f.tensor != op.output)
 
 
-def _skips(op: Loop, e: Einsum, target: str) -> tuple[bool, bool]:
+def _skips(op: LoopOp, e: Einsum, target: str) -> tuple[bool, bool]:
     """A backward product skips the first step when it reads the zero state
     or is its gradient, and the last when it reads the state's total there."""
     reads = {f.tensor for f in e.operands}
@@ -73,7 +73,7 @@ def _skips(op: Loop, e: Einsum, target: str) -> tuple[bool, bool]:
 
 
 @functools.lru_cache(maxsize=256)
-def contributions(op: Loop) -> tuple[Contribution, ...]:
+def contributions(op: LoopOp) -> tuple[Contribution, ...]:
     """The reverse loop's products, statement by statement."""
     out = []
     for k, s in enumerate(op.statements):
@@ -89,7 +89,7 @@ def contributions(op: Loop) -> tuple[Contribution, ...]:
     return tuple(out)
 
 
-def reverse_loop(op: Loop, env: Mapping[str, Any], dims: Mapping[str, int] | None
+def reverse_loop(op: LoopOp, env: Mapping[str, Any], dims: Mapping[str, int] | None
                  ) -> dict[str, np.ndarray]:
     """Every total ``G_T`` over all steps, and ``S_prev``, from ``env``'s
     forward values and the output's gradient."""
@@ -132,7 +132,7 @@ def reverse_loop(op: Loop, env: Mapping[str, Any], dims: Mapping[str, int] | Non
     return values
 
 
-def reverse_cost(op: Loop, unit: Unit) -> OpCost:
+def reverse_cost(op: LoopOp, unit: Unit) -> OpCost:
     """The reverse loop: each product over the steps it runs, and the
     additions joining the contributions to each total."""
     dims, total = op.dims(), op.steps
@@ -158,7 +158,7 @@ class LoopRule(Rule):
     module doc); it evaluates (:meth:`evaluate`) and counts (:meth:`own_cost`)
     itself, which the evaluators and the cost model ask of a rule."""
 
-    loop: Loop | None = None
+    loop: LoopOp | None = None
     counted: bool = False
 
     @property
@@ -214,7 +214,7 @@ class LoopRule(Rule):
         return OpCost(sympy.expand(flops), sympy.expand(elementwise))
 
 
-def rule_access(op: Loop, rule: Rule) -> Access:
+def rule_access(op: LoopOp, rule: Rule) -> Access:
     """What a rule reads (its products' layer tensors, the state for
     ``S_prev``; the counted rule also what the reverse loop reads, its totals
     staying on chip; the others read the totals back) and writes."""
@@ -231,7 +231,7 @@ def rule_access(op: Loop, rule: Rule) -> Access:
     return Access(tuple(reads), tuple(writes))
 
 
-def _steps(op: Loop) -> tuple[Step, ...]:
+def _steps(op: LoopOp) -> tuple[Step, ...]:
     """The shift and the substitution, as :func:`.recurrence._scan_steps` records them."""
     prev = Factor(op.previous_name, next(s.out for s in op.statements
                                          if s.output == op.state).indices)
@@ -251,7 +251,7 @@ def _steps(op: Loop) -> tuple[Step, ...]:
     )
 
 
-def loop_rules(op: Loop, number: int, targets: tuple[str, ...]) -> tuple[Rule, ...]:
+def loop_rules(op: LoopOp, number: int, targets: tuple[str, ...]) -> tuple[Rule, ...]:
     """The rules of ``targets`` (inputs of the loop), each the machinery's
     rule of a statement reading it, over the totals; the first counts the
     reverse loop."""
