@@ -21,7 +21,7 @@ Where the norms sit (:class:`Layout`):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Callable, Literal, Sequence
 
 from .attention import Attention, attention
 from .emit import Block, Declaration
@@ -167,3 +167,33 @@ def _ffn(blk: Block, kind: Kind, x: str, xn: str, out: str, layout: Layout) -> l
         blk.op(f"{out}[b,s,d] = " + " + ".join(terms),
                "the k experts' sum" + (", the residual" if x else ""))
     return [*outs, out]
+
+
+def kinds_as_blocks(d: Declaration, order: Sequence[tuple[str, str]], plan: Sequence[tuple[str, str]],
+                    title: str, label: Callable[[str, str], str],
+                    fill: Callable[[Block, str, str], None], source: str) -> None:
+    """A hybrid's layers as one block per kind of layer, in ``order`` (a
+    (mixer, feed-forward) pair each), repeated as often as ``plan`` (the
+    kind of each layer) has it, one after the other on the residual stream
+    (no count depends on the layers' order): ``fill`` writes a block's ops,
+    ``label`` names a kind, ``source`` the keys its repeat comes from.  A
+    block after the first has its own tensors renamed ``_i``."""
+    previous = "X0"
+    for i, (mix, ff) in enumerate(order):
+        words = label(mix, ff)
+        name = "layer" if len(order) == 1 else f"layer_{mix}_{ff}"
+        blk = d.block(name, f"{title} layer ({words})")
+        blk.label = words
+        blk.tensor("X", ["B", "S", "D"], "input", "the layer's input (the residual stream)")
+        fill(blk, mix, ff)
+        count = plan.count((mix, ff))
+        repeat = d.dim("L" if len(order) == 1 else f"L_{mix}_{ff}",
+                       "layers (decoder blocks)" if len(order) == 1 else
+                       f"{words} (no count depends on the layers' order)", count, source)
+        nxt = "XL" if i == len(order) - 1 else f"X{i + 1}"
+        binding = {"X": previous, "Y": nxt}
+        if i:
+            binding.update({t: f"{t}_{i}" for t in blk.own() if t not in ("X", "Y")})
+        d.model.include(blk.name, repeat, binding, None if len(order) == 1 else
+                        f"the {count} {words}" + (f" (their tensors renamed _{i})" if i else ""))
+        previous = nxt

@@ -22,6 +22,7 @@ from ..attention import Attention, attention
 from ..config import Config
 from ..emit import Block, Declaration
 from ..experts import Moe, moe, moe_dims
+from ..layers import kinds_as_blocks
 from ..mamba import Mamba1, mamba1
 from ..parts import Mlp, Norm, mlp, model_head, norm, rotary_embedding
 from .common import Family, Options, dropout, routed_experts, sized_decoder
@@ -89,27 +90,12 @@ def build(c: Config, o: Options) -> Declaration:
               modules=("router.weight", "experts.gate_up_proj", "experts.down_proj"))
     rotary_embedding(d, note="Jamba has no positional signal")
     kinds = list(dict.fromkeys(plan))
-    previous = "X0"
-    for i, (mix, ff) in enumerate(kinds):
-        label = ("Mamba" if mix == "mamba" else "attention") + " layers with " + \
-            ("routed experts" if ff == "moe" else "an MLP")
-        name = "layer" if len(kinds) == 1 else f"layer_{mix}_{ff}"
-        blk = d.block(name, f"{TITLE} layer ({label})")
-        blk.label = label
-        blk.tensor("X", ["B", "S", "D"], "input", "the layer's input (the residual stream)")
-        _layer(d, blk, mix, ff, attn, mixer, ffn, activation)
-        count = plan.count((mix, ff))
-        repeat = d.dim("L" if len(kinds) == 1 else f"L_{mix}_{ff}",
-                       "layers (decoder blocks)" if len(kinds) == 1 else
-                       f"{label} (no count depends on the layers' order)", count,
-                       "attn_layer_period/offset, expert_layer_period/offset")
-        nxt = "XL" if i == len(kinds) - 1 else f"X{i + 1}"
-        binding = {"X": previous, "Y": nxt}
-        if i:
-            binding.update({t: f"{t}_{i}" for t in blk.own() if t not in ("X", "Y")})
-        d.model.include(blk.name, repeat, binding, None if len(kinds) == 1 else
-                        f"the {count} {label}" + (f" (their tensors renamed _{i})" if i else ""))
-        previous = nxt
+    kinds_as_blocks(
+        d, kinds, plan, TITLE,
+        lambda mix, ff: ("Mamba" if mix == "mamba" else "attention") + " layers with "
+        + ("routed experts" if ff == "moe" else "an MLP"),
+        lambda blk, mix, ff: _layer(d, blk, mix, ff, attn, mixer, ffn, activation),
+        "attn_layer_period/offset, expert_layer_period/offset")
     model_head(d, Norm("rmsnorm", module="final_layernorm"),
                c.flag("tie_word_embeddings", False), "tie_word_embeddings")
     return d

@@ -37,6 +37,7 @@ from ..config import BY_HAND, Config
 from ..deltanet import DeltaNet, deltanet
 from ..emit import Block, Declaration
 from ..experts import Moe, moe, moe_dims
+from ..layers import kinds_as_blocks
 from ..parts import Mlp, Norm, mlp, model_head, norm, rotary_embedding
 from .common import Family, Options, dropout, partial_rotary, rope_keys, rotary_fraction, \
     sized_decoder
@@ -133,28 +134,13 @@ def build(c: Config, o: Options) -> Declaration:
     rotary_embedding(d, note="partial: E_r entries of a head" if partial else "")
     # the DeltaNet blocks first (no count depends on the blocks' order)
     order = sorted(dict.fromkeys(plan), key=lambda kind: kind[0] != "linear")
-    previous = "X0"
-    for i, (mix, ff) in enumerate(order):
-        label = ("gated DeltaNet" if mix == "linear" else "full-attention") + " layers with " + \
-            ("routed experts" if ff == "moe" else "an MLP")
-        name = "layer" if len(order) == 1 else f"layer_{mix}_{ff}"
-        blk = d.block(name, f"{title} layer ({label})")
-        blk.label = label
-        blk.tensor("X", ["B", "S", "D"], "input", "the layer's input (the residual stream)")
-        _layer(d, blk, mix, ff, attn, mixer, ffn, activation)
-        count = plan.count((mix, ff))
-        repeat = d.dim("L" if len(order) == 1 else f"L_{mix}_{ff}",
-                       "layers (decoder blocks)" if len(order) == 1 else
-                       f"{label} (no count depends on the layers' order)", count,
-                       "layer_types or full_attention_interval" + (
-                           ", mlp_only_layers, decoder_sparse_step" if t == "qwen3_next" else ""))
-        nxt = "XL" if i == len(order) - 1 else f"X{i + 1}"
-        binding = {"X": previous, "Y": nxt}
-        if i:
-            binding.update({n_: f"{n_}_{i}" for n_ in blk.own() if n_ not in ("X", "Y")})
-        d.model.include(blk.name, repeat, binding, None if len(order) == 1 else
-                        f"the {count} {label}" + (f" (their tensors renamed _{i})" if i else ""))
-        previous = nxt
+    kinds_as_blocks(
+        d, order, plan, title,
+        lambda mix, ff: ("gated DeltaNet" if mix == "linear" else "full-attention")
+        + " layers with " + ("routed experts" if ff == "moe" else "an MLP"),
+        lambda blk, mix, ff: _layer(d, blk, mix, ff, attn, mixer, ffn, activation),
+        "layer_types or full_attention_interval"
+        + (", mlp_only_layers, decoder_sparse_step" if t == "qwen3_next" else ""))
     model_head(d, Norm("rmsnorm", unit_offset=True, module="norm"),
                c.flag("tie_word_embeddings", False), "tie_word_embeddings")
     if "linear" in kinds:
