@@ -327,6 +327,19 @@ def test_mutated_shipped_declaration_is_a_clear_error(fuzz_dir, text):
     assert_clean(*run_cli(fuzz_dir, text)[::2])
 
 
+def test_a_class_letter_of_extent_one_derives_and_verifies(tmp_path):
+    """Found by the test above: lm_loss with its vocabulary axis declared as a
+    literal 1.  The softmax's guard says ``v' == 0``, which always holds when
+    ``v`` runs over 0 .. 0.  With one class the softmax is 1 and the loss is
+    0 whatever Z is: dZ = softmax - onehot = 0; finite differences of the
+    numeric forward are the oracle (verify)."""
+    text = next(p for p in SHIPPED if p.stem == "lm_loss").read_text()
+    one = text.replace("shape: [D, V]", "shape: [D, 1]")
+    assert one != text
+    status, out, err = run_cli(str(tmp_path), one, "verify")
+    assert status == 0 and "result: pass" in out, out + err
+
+
 VALID = """\
 dims: {B: batch, D: width, F: hidden}
 tensors:

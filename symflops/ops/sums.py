@@ -25,7 +25,13 @@ Letters = tuple[sympy.Symbol, ...]
 def _relation_truth(rel: sympy.core.relational.Relational,
                     extents: Mapping[sympy.Symbol, sympy.Expr]) -> bool | None:
     """Whether an inequality holds for every (True), no (False) or some (None)
-    value of its index in ``0 .. extent - 1``."""
+    value of its index in ``0 .. extent - 1``.  An equality holds where both
+    ``>=`` and ``<=`` do (an index of extent 1 is always 0)."""
+    if isinstance(rel, (sympy.Eq, sympy.Ne)):
+        both = [_relation_truth(op(rel.lhs, rel.rhs, evaluate=False), extents)
+                for op in (sympy.Ge, sympy.Le)]
+        equal = False if False in both else (True if both == [True, True] else None)
+        return equal if equal is None or isinstance(rel, sympy.Eq) else not equal
     if not isinstance(rel, (sympy.Ge, sympy.Gt, sympy.Le, sympy.Lt)):
         return None
     gap = sympy.expand(rel.gts - rel.lts)  # the relation says gap >= 0 (or > 0)
