@@ -59,9 +59,10 @@ def hf_counts(config: Mapping[str, Any], seq: int = 32) -> tuple[int, int]:
 def symflops_counts(config: Mapping[str, Any], seq: int = 32, attention: str = "full-square",
                     tmp_path: Any = None) -> tuple[int, int]:
     """(parameters, training FLOPs) of the declaration symflops imports."""
+    from symflops.core.ir import substitute
     from symflops.count.cost import costs
     from symflops.count.evaluate import number
-    from symflops.count.summary import summary
+    from symflops.count.summary import whole_model
     from symflops.derive.backward import derive
     from symflops.hf.importer import import_data
     from symflops.planner.model import imported_layer
@@ -71,10 +72,13 @@ def symflops_counts(config: Mapping[str, Any], seq: int = 32, attention: str = "
     imported = import_data(json.loads(text), "config.json", text, attention)
     layer = imported_layer(imported)
     d = derive(layer)
-    s = summary(d, costs(d, choice="minimum"))
+    # the two figures of the summary ``derive`` prints (summary.summary: the whole
+    # model's part, defined dims substituted), without its other quantities
+    model, subs = whole_model(d, costs(d, choice="minimum")), layer.substitutions
     at = {k: sympy.Integer(v) for k, v in {**imported.dims, "B": 1, "S": seq}.items()}
-    total = sympy.expand(s.model.per_token.flops.total * layer.tokens)  # per token x B S
-    return number(s.model.parameters.total, at), number(total, at)
+    total = sympy.expand(model.per_token.flops.total * layer.tokens)  # per token x B S
+    return (number(substitute(model.parameters.total, subs), at),
+            number(substitute(total, subs), at))
 
 
 def imported(config: Mapping[str, Any], attention: str = "full-square") -> Any:

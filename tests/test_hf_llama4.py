@@ -67,7 +67,7 @@ def counts(config, seq, attention="full-square", experts="model"):
     imp = import_data(json.loads(text), "config.json", text, attention, experts)
     layer = imported_layer(imp)
     d = derive(layer)
-    s = summary(d, costs(d, choice="minimum"))
+    s = summary(d, costs(d, choice="minimum"), quantities=False)  # the model part only
     at = {k: sympy.Integer(v) for k, v in {**imp.dims, "B": 1, "S": seq}.items()}
     return (number(s.model.parameters.total, at),
             number(sympy.expand(s.model.per_token.flops.total * layer.tokens), at))
