@@ -22,7 +22,8 @@ from symflops.derive.patterns import with_patterns
 from symflops.sheets.context import sheet_context
 from symflops.sheets.equations import Equation, Part, Printer, chain, grouped, side
 from symflops.sheets.printing import PolyPrinter
-from symflops.sheets.render import render
+
+from committed import committed_sheet
 
 ROOT = Path(__file__).resolve().parents[1]
 SHEETS = sorted(p.name for p in (ROOT / "derivations").glob("*.yaml"))
@@ -38,7 +39,7 @@ def _context(name: str, fmt: str):
 def test_every_displayed_equality_holds(name: str) -> None:
     d, counts, ctx = _context(name, "md")
     assert ctx["equations"], "a sheet displays at least its totals"
-    text = render(d, counts, "md")
+    text = committed_sheet(name)
     for eq in ctx["equations"]:
         for a, b in eq.links():
             assert sympy.expand(a - b) == 0, f"{name}: {a} != {b} in {eq}"
@@ -87,7 +88,7 @@ def test_derived_quantities_take_no_declared_name(name: str) -> None:
     """The parameter count is never called P (the softmax's P) or N (heads), and
     the loss is never L (layers)."""
     d, counts, ctx = _context(name, "md")
-    text = render(d, counts, "md")
+    text = committed_sheet(name)
     assert "$P = " not in text and "$N = " not in text and "$6N = " not in text
     assert r"\partial L " not in text and r"\partial L}" not in text
     assert r"N_{\text{param}}" in ctx["P"]
@@ -107,8 +108,7 @@ def test_printer_shows_products_sums_and_named_counts() -> None:
 
 
 def _md(name: str) -> str:
-    d = with_patterns(symflops.derive(symflops.load(str(ROOT / "derivations" / name))))
-    return render(d, explain(d, costs(d), ()), "md")
+    return committed_sheet(name)
 
 
 def test_a_gradient_with_several_contributions_is_shown_as_their_sum() -> None:

@@ -22,6 +22,8 @@ from symflops.sheets.layout import break_points, lay_out, parse, split_right, wi
 from symflops.sheets.notation import step_note
 from symflops.sheets.render import render
 
+from committed import committed_sheet
+
 ROOT = Path(__file__).resolve().parent.parent
 DERIVATIONS = sorted((ROOT / "derivations").glob("*.yaml"))
 NEEDS_PDF = os.environ.get("CI") == "true"  # CI installs TeX Live; there the PDF check must run
@@ -43,13 +45,10 @@ def sheets(path):
 
 
 def committed(path):
-    """A shipped declaration's committed sheets, ``build/NAME.md`` and ``.tex``:
-    tests/test_render.py's ``test_committed_sheets_are_fresh`` proves each
-    equal to what the engine renders, so the layout is checked on them
-    without rendering every sheet again."""
-    build = ROOT / "build"
-    return ((build / f"{path.stem}.md").read_text(encoding="utf-8"),
-            (build / f"{path.stem}.tex").read_text(encoding="utf-8"))
+    """A shipped declaration's committed sheets, ``build/NAME.md`` and ``.tex``
+    (tests/committed.py), so the layout is checked on them without rendering
+    every sheet again."""
+    return committed_sheet(path.stem, "md"), committed_sheet(path.stem, "tex")
 
 
 def overfull(log):

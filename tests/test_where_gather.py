@@ -240,12 +240,9 @@ def test_lookup_table_sizes_must_agree():
 # ------------------------------------------------------------------- sheets --
 
 def _sheet(name, fmt="md"):
-    from symflops.count.explain import explain
-    from symflops.derive.patterns import with_patterns
-    from symflops.sheets.render import render
+    from committed import committed_sheet
 
-    d = with_patterns(symflops.derive(symflops.load(ROOT / "derivations" / f"{name}.yaml")))
-    return render(d, explain(d, costs(d)), fmt)
+    return committed_sheet(name, fmt)
 
 
 @pytest.mark.parametrize("fmt", ["md", "tex"])

@@ -1,0 +1,21 @@
+"""The committed sheets of the shipped declarations, ``build/NAME.md`` and
+``build/NAME.tex``.
+
+``tests/test_render.py::test_committed_sheets_are_fresh`` proves each equal
+to what the engine renders now (``with_patterns(derive(load(path)))``,
+``explain(d, costs(d), ())``, ``render``), so a test that reads a shipped
+sheet reads it here instead of rendering it again; a stale file fails that
+test by name.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+BUILD = Path(__file__).resolve().parent.parent / "build"
+
+
+def committed_sheet(name: str, fmt: str = "md") -> str:
+    """The committed sheet of ``derivations/NAME.yaml`` (``name`` with or without
+    its ``.yaml``) in ``fmt``."""
+    return (BUILD / f"{Path(name).stem}.{fmt}").read_text(encoding="utf-8")
