@@ -18,14 +18,26 @@ ROOT = Path(__file__).resolve().parent.parent
 SMALL = ["attention_scores", "dropout", "embedding", "ffn"]  # quick to derive
 
 
-@pytest.fixture
-def built(tmp_path):
-    src, out = tmp_path / "src", tmp_path / "out"
+@pytest.fixture(scope="module")
+def first_build(tmp_path_factory):
+    """SMALL built once for the module (the tests below each get a copy)."""
+    root = tmp_path_factory.mktemp("built")
+    src, out = root / "src", root / "out"
     src.mkdir()
     for name in SMALL:
         shutil.copy(ROOT / "derivations" / f"{name}.yaml", src / f"{name}.yaml")
     result = build(str(src), str(out), pdf=False)
     assert not result.failed and len(result.written) == 2 * len(SMALL)
+    return src, out
+
+
+@pytest.fixture
+def built(first_build, tmp_path):
+    """A finished build of SMALL in this test's directory: its sources, its
+    output folder, and the output's bytes."""
+    src, out = tmp_path / "src", tmp_path / "out"
+    shutil.copytree(first_build[0], src)
+    shutil.copytree(first_build[1], out)
     return src, out, snapshot(out)
 
 

@@ -140,7 +140,7 @@ def test_jobs_far_beyond_the_machine_from_the_command_line(tmp_path):
     src.mkdir()
     shutil.copy(FFN, src)
     shutil.copy(DROPOUT, src)
-    result = run("build", "--src", src, "--out", tmp_path / "out", "--no-pdf", "-j", "10000")
+    result = run("build", "--src", src, "--out", tmp_path / "out", "--format", "md", "-j", "10000")
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "out" / "ffn.md").exists() and (tmp_path / "out" / "dropout.md").exists()
 

@@ -184,7 +184,7 @@ def test_build_refuses_a_sheet_path_that_is_a_fifo_and_builds_the_rest(tmp_path,
     for name in ("ffn", "dropout"):
         shutil.copy(ROOT / "derivations" / f"{name}.yaml", src)
     os.mkfifo(out / "dropout.md")
-    code, _, err = main(["build", "--src", src, "--out", out, "--no-pdf"], capsys)
+    code, _, err = main(["build", "--src", src, "--out", out, "--format", "md"], capsys)
     assert code == 2 and "dropout.md: is a FIFO" in err, err
     assert stat.S_ISFIFO(os.lstat(out / "dropout.md").st_mode)
     assert (out / "ffn.md").read_text().startswith("# Transformer feed-forward block")
@@ -659,7 +659,7 @@ def test_user_text_in_terminal_reports_is_shown_escaped(tmp_path):
     src = tmp_path / "src"
     src.mkdir()
     shutil.copy(FFN, src / "a\nb.yaml")
-    build = clean(run("build", "--src", src, "--out", tmp_path / "out", "--no-pdf"))
+    build = clean(run("build", "--src", src, "--out", tmp_path / "out", "--format", "md"))
     assert build.returncode == 0 and f"wrote {tmp_path / 'out'}/a\\nb.md\n" in build.stdout
     for out in (derive.stdout, plan.stdout, markdown, build.stdout):
         assert "\x1b" not in out and "\x07" not in out
@@ -747,7 +747,7 @@ def _src(tmp_path, bad):
 @pytest.mark.parametrize("jobs", ["1", "2"])
 def test_a_recursive_alias_does_not_stop_the_build(tmp_path, jobs):
     src = _src(tmp_path, "a: &a [*a]\n")
-    result = clean(run("build", "--src", src, "--out", tmp_path / "out", "--no-pdf", "-j", jobs,
+    result = clean(run("build", "--src", src, "--out", tmp_path / "out", "--format", "md", "-j", jobs,
                        timeout=900))
     assert result.returncode == 2, result.stderr
     assert re.search(r"bad\.yaml:\d+:\d+: error: ", result.stderr), result.stderr
@@ -760,7 +760,7 @@ def test_a_huge_configuration_does_not_stop_the_build(tmp_path):
     with 1000 digits is typeset as 10^999), or it is refused cleanly; the
     rest of the build goes on either way."""
     src = _src(tmp_path, "a: &a [*a]\n")
-    result = clean(run("build", "--src", src, "--out", tmp_path / "out", "--no-pdf",
+    result = clean(run("build", "--src", src, "--out", tmp_path / "out", "--format", "md",
                        "--at", "B=10**999,D=1,F=1", timeout=900))
     assert result.returncode == 2, result.stderr
     assert "internal error" not in result.stderr

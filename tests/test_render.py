@@ -195,11 +195,11 @@ def test_build_keeps_old_files_of_a_failing_declaration(tmp_path):
     src.mkdir()
     shutil.copy(ROOT / "derivations" / "ffn.yaml", src / "ffn.yaml")
     shutil.copy(ROOT / "derivations" / "ffn.yaml", src / "other.yaml")
-    assert run_cli("build", "--src", src, "--out", out, "--no-pdf").returncode == 0
+    assert run_cli("build", "--src", src, "--out", out, "--format", "md").returncode == 0
     before = (out / "other.md").read_text()
     (src / "other.yaml").write_text("dims: {B: b}\ntensors: {}\nops:\n  - Y[b] = Z[b]\n")
     (out / "ffn.md").write_text("old")
-    result = run_cli("build", "--src", src, "--out", out, "--no-pdf")
+    result = run_cli("build", "--src", src, "--out", out, "--format", "md")
     assert result.returncode == 2
     assert "other.yaml:4:12: error: unknown tensor 'Z'" in result.stderr
     assert (out / "other.md").read_text() == before      # untouched
@@ -239,9 +239,9 @@ def test_numbers_table_of_a_layer_with_a_defined_dim(tmp_path):
     src = tmp_path / "src"
     src.mkdir()
     (src / "llama_block.yaml").write_text(open("derivations/llama_block.yaml").read())
-    assert main(["build", "--src", str(src), "--out", str(tmp_path / "b"), "--no-pdf",
+    assert main(["build", "--src", str(src), "--out", str(tmp_path / "b"), "--format", "md",
                  "--at", "B=1,S=8,D=64,N=32,G=8,E=2,F=16"]) == 0
     assert "$13{,}440$" in (tmp_path / "b" / "llama_block.md").read_text()
     # G = 5 makes R = 6.4: refused, naming the declaration, not silently left out
-    assert main(["build", "--src", str(src), "--out", str(tmp_path / "c"), "--no-pdf",
+    assert main(["build", "--src", str(src), "--out", str(tmp_path / "c"), "--format", "md",
                  "--at", "B=1,S=8,D=64,N=32,G=5,E=2,F=16"]) == 2
