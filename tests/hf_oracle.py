@@ -57,8 +57,9 @@ def hf_counts(config: Mapping[str, Any], seq: int = 32) -> tuple[int, int]:
 
 
 def symflops_counts(config: Mapping[str, Any], seq: int = 32, attention: str = "full-square",
-                    tmp_path: Any = None) -> tuple[int, int]:
-    """(parameters, training FLOPs) of the declaration symflops imports."""
+                    tmp_path: Any = None, experts: str = "model") -> tuple[int, int]:
+    """(parameters, training FLOPs) of the declaration symflops imports
+    (``experts``: import-hf's --experts)."""
     from symflops.core.ir import substitute
     from symflops.count.cost import costs
     from symflops.count.evaluate import number
@@ -69,7 +70,7 @@ def symflops_counts(config: Mapping[str, Any], seq: int = 32, attention: str = "
     import sympy
 
     text = json.dumps(dict(config), indent=1)
-    imported = import_data(json.loads(text), "config.json", text, attention)
+    imported = import_data(json.loads(text), "config.json", text, attention, experts)
     layer = imported_layer(imported)
     d = derive(layer)
     # the two figures of the summary ``derive`` prints (summary.summary: the whole

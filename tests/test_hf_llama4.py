@@ -12,11 +12,9 @@ import subprocess
 import sys
 
 import pytest
-import sympy
 
 from symflops.core.errors import SymflopsError
 from symflops.hf.importer import import_data
-from symflops.planner.model import imported_layer
 
 from hf_oracle import hf_counts, imported, symflops_counts
 
@@ -58,19 +56,7 @@ MAVERICK = {
 
 def counts(config, seq, attention="full-square", experts="model"):
     """(parameters, training matrix FLOPs) of the declaration for ``experts``."""
-    from symflops.count.cost import costs
-    from symflops.count.evaluate import number
-    from symflops.count.summary import summary
-    from symflops.derive.backward import derive
-
-    text = json.dumps(config)
-    imp = import_data(json.loads(text), "config.json", text, attention, experts)
-    layer = imported_layer(imp)
-    d = derive(layer)
-    s = summary(d, costs(d, choice="minimum"), quantities=False)  # the model part only
-    at = {k: sympy.Integer(v) for k, v in {**imp.dims, "B": 1, "S": seq}.items()}
-    return (number(s.model.parameters.total, at),
-            number(sympy.expand(s.model.per_token.flops.total * layer.tokens), at))
+    return symflops_counts(config, seq, attention, experts=experts)
 
 
 # two layers: a chunked layer with rotary positions and a NoPE layer, both MoE (Scout);
