@@ -28,6 +28,7 @@ and :mod:`symflops.ops.einsum.cost`.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Sequence, get_args
 
@@ -124,6 +125,12 @@ class Costs:
     @property
     def activations(self) -> sympy.Expr:
         return sympy.expand(sum((s.total for s in self.saved), sympy.Integer(0)))
+
+    def at(self, precision: Precision) -> Costs:
+        """The same counts under another precision policy: a policy turns
+        elements into bytes and adds optimizer state, read off ``precision``
+        when asked (:meth:`memory`); it changes no polynomial held here."""
+        return dataclasses.replace(self, precision=precision)
 
     def per_param(self, flops: sympy.Expr) -> sympy.Expr | None:
         """``flops / params`` when that is a polynomial (e.g. 6*B for 12*B*D*F

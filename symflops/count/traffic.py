@@ -43,6 +43,8 @@ sum (three elements moved per addition).
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from dataclasses import dataclass
 from typing import Callable, Literal, Mapping
 
@@ -50,7 +52,7 @@ import sympy
 
 from ..core.errors import SymflopsError
 from ..core.ir import Layer, Tensor, substitute
-from ..core.records import Derivation
+from ..core.records import Derivation, OpCost
 from .access import decoded, elements_of, part, touched, union
 from .cost import Costs
 from .precision import Precision
@@ -154,8 +156,14 @@ class Traffic:
 
     def total(self, what: str) -> sympy.Expr:
         """``bytes``, ``flops``, ``elementwise`` or ``work`` over every run."""
-        return sympy.expand(sum((getattr(e, what) * e.copies for e in self.entries),
-                                sympy.Integer(0)))
+        return _total(self.entries, what)
+
+
+@functools.lru_cache(maxsize=256)
+def _total(entries: tuple[Moved, ...], what: str) -> sympy.Expr:
+    """:meth:`Traffic.total`, once per entries: the summaries of one layer under
+    policies of the same widths share their entries (:func:`_entries`)."""
+    return sympy.expand(sum((getattr(e, what) * e.copies for e in entries), sympy.Integer(0)))
 
 
 def sequence_dim(layer: Layer) -> sympy.Symbol:
@@ -229,8 +237,23 @@ def _decode_work(cost: sympy.Expr, op: object, seq: sympy.Symbol,
 def traffic(derivation: Derivation, costs: Costs, phase: Phase = "forward",
             convention: Convention = "naive", w: Widths | None = None) -> Traffic:
     """The bytes each op (and rule) of ``phase`` moves under ``convention``."""
-    layer = derivation.layer
     w = w or widths(costs.precision)
+    # The entries depend on the policy only through its widths (as numbers), and
+    # on the costs only through the ops' and rules' counts and runs.
+    entries, resident, seq = _entries(derivation, costs.forward, costs.backward,
+                                      costs.forward_copies, costs.backward_copies,
+                                      phase, convention, dataclasses.replace(w, text=""))
+    return Traffic(phase, convention, w, entries, resident, seq)
+
+
+@functools.lru_cache(maxsize=64)
+def _entries(derivation: Derivation, forward: tuple[OpCost, ...], backward: tuple[OpCost, ...],
+             forward_copies: tuple[sympy.Expr, ...], backward_copies: tuple[sympy.Expr, ...],
+             phase: Phase, convention: Convention, w: Widths
+             ) -> tuple[tuple[Moved, ...], tuple[str, ...], str | None]:
+    """:func:`traffic`'s entries, the tensors kept on chip, the decoding step's
+    sequence dim; counted once for every policy of the same widths."""
+    layer = derivation.layer
     subs = layer.substitutions
     seq = sequence_dim(layer) if phase == "decode" else None
     ops = [k for k, op in enumerate(layer.ops)
@@ -249,18 +272,16 @@ def traffic(derivation: Derivation, costs: Costs, phase: Phase = "forward",
         op = layer.ops[k]
         reads, writes = _touches(op.moved(), op.dims(), layer, w, resident, op.span, seq,
                                  phase == "decode")
-        cost = costs.forward[k]
-        flops, elementwise = cost.flops, cost.elementwise
+        flops, elementwise = forward[k].flops, forward[k].elementwise
         if phase == "decode":
             flops = _decode_work(flops, op, seq, subs)  # type: ignore[arg-type]
             elementwise = _decode_work(elementwise, op, seq, subs)  # type: ignore[arg-type]
         entries.append(Moved("forward", k, op.output, op.statement(), op.kind, reads, writes,
-                             flops, elementwise, costs.forward_copies[k]))
+                             flops, elementwise, forward_copies[k]))
     if phase == "training":
-        entries += _backward(derivation, costs, w)
-    entries = [_substituted(e, subs) for e in entries]
-    return Traffic(phase, convention, w, tuple(entries), tuple(sorted(resident)),
-                   None if seq is None else seq.name)
+        entries += _backward(derivation, backward, backward_copies, w)
+    return (tuple(_substituted(e, subs) for e in entries), tuple(sorted(resident)),
+            None if seq is None else seq.name)
 
 
 def source(derivation: Derivation, costs: Costs) -> Callable[[str, str], Traffic | None]:
@@ -281,7 +302,8 @@ def source(derivation: Derivation, costs: Costs) -> Callable[[str, str], Traffic
     return get
 
 
-def _backward(derivation: Derivation, costs: Costs, w: Widths) -> list[Moved]:
+def _backward(derivation: Derivation, backward: tuple[OpCost, ...],
+              backward_copies: tuple[sympy.Expr, ...], w: Widths) -> list[Moved]:
     layer = derivation.layer
     tensors = layer.tensor_map
     out: list[Moved] = []
@@ -290,10 +312,10 @@ def _backward(derivation: Derivation, costs: Costs, w: Widths) -> list[Moved]:
         op = layer.ops[rule.op]
         reads, writes = _touches(op.moved(rule), rule.dims(), layer, w, set(), op.span,
                                  None, False)
-        cost = costs.backward[j]
+        cost = backward[j]
         out.append(Moved("backward", j, rule.grad, rule.statement, "rule", reads, writes,
-                         cost.flops, cost.elementwise, costs.backward_copies[j]))
-        contributions.setdefault(rule.wrt, []).append(costs.backward_copies[j])
+                         cost.flops, cost.elementwise, backward_copies[j]))
+        contributions.setdefault(rule.wrt, []).append(backward_copies[j])
     for name, runs in contributions.items():
         n = tensors[name].elements
         if layer.sharing(name):   # every run of every rule adds into the one gradient

@@ -168,8 +168,9 @@ def live_data(layer: Layer, macs: bool = False,
             d = derivation if derivation is not None else derive(layer)
         else:
             d = derive(full_square(layer))
-        for p in POLICIES:
-            qs = summary(d, count_costs(d, unit, p)).quantities  # type: ignore[arg-type]
+        counted = count_costs(d, unit)  # type: ignore[arg-type]
+        for p in POLICIES:  # a policy changes a count's bytes, never its polynomials
+            qs = summary(d, counted.at(POLICIES[p])).quantities
             conventions[f"{a}|{p}"] = {n: fn(v) for n, v in qs.items()}
             names += [n for n in qs if n not in names]
     subs = layer.substitutions
