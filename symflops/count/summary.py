@@ -62,6 +62,15 @@ def summary(derivation: Derivation, costs: Costs, *, quantities: bool = True
     return map_formulas(data, lambda e: substitute(e, subs)) if subs else data
 
 
+def model_part(derivation: Derivation, costs: Costs) -> WholeModel[Formula]:
+    """:func:`summary`'s ``model`` alone, with defined dims substituted: what
+    the planner reads, without the per-op entries, notes and named
+    quantities it does not (most of a summary's time for a large model)."""
+    subs = derivation.layer.substitutions
+    data = whole_model(derivation, costs)
+    return map_formulas(data, lambda e: substitute(e, subs)) if subs else data
+
+
 def _per(expr: sympy.Expr, tokens: sympy.Expr | None) -> sympy.Expr | None:
     return None if tokens is None else sympy.expand(quotient(expr, tokens))
 

@@ -30,7 +30,7 @@ from .compiled import Compiled, Tree
 from ..count.precision import Precision
 from ..declaration.reader import load, loads
 from ..count.records import formula_text
-from ..count.summary import summary
+from ..count.summary import model_part
 
 SEQ, BATCH = "S", "B"
 
@@ -90,8 +90,8 @@ def _parts(layer: Layer, file: str, dims: Mapping[str, Any], recompute: str,
            precision: Precision) -> _Parts:
     d = derive(layer)
     counted = costs(d, precision=precision, choice="minimum")
-    s = summary(d, counted, quantities=False)   # the plan reads no named quantity
-    per = s.model.per_token
+    model = model_part(d, counted)   # the plan reads only the summary's model part
+    per = model.per_token
     if per is None:
         raise SymflopsError(f"{file}: the declaration declares no 'tokens:'",
                             hint="add e.g. 'tokens: B*S' so that FLOPs per token are defined")
@@ -110,7 +110,7 @@ def _parts(layer: Layer, file: str, dims: Mapping[str, Any], recompute: str,
     for name in dims:
         check_dim_name(layer, name)
     check_all_given(layer, dims, exempt=(BATCH, SEQ))
-    policies = s.model.recompute.policies
+    policies = model.recompute.policies
     if recompute == "fused_attention" and recompute not in policies:
         raise SymflopsError(f"{layer.name} has no attention core to fuse (a product of two "
                             "activations, a softmax, and its product with another activation)",
@@ -121,12 +121,13 @@ def _parts(layer: Layer, file: str, dims: Mapping[str, Any], recompute: str,
                                  "or use --recompute none|full")
     fixed = {k: _value(v) for k, v in dims.items()}
     policy = policies[recompute]
-    inf = s.model.inference
+    inf = model.inference
     return _Parts(
         layer=layer, file=file, recompute=recompute, fixed=fixed, per=per,
         executed=sympy.expand(policy.flops_executed / layer.tokens),
-        activations=policy.activation_bytes, buffers=s.memory.buffers,
-        parameters=s.model.parameters,
+        activations=policy.activation_bytes,
+        buffers=substitute(counted.buffers, layer.substitutions),
+        parameters=model.parameters,
         cache=None if inf is None else sympy.expand(inf.cache_bytes_per_sequence
                                                     / dim_symbol(SEQ)),
         engine=(layer, d, counted, dict(fixed)))
