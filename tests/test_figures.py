@@ -368,7 +368,9 @@ def test_the_component_bars_are_the_front_table_rows_and_add_up():
 def test_the_graph_is_drawn_the_same_whatever_python_s_hash_seed():
     """The HTML sheet's graph (SVG) and the LaTeX sheet's (PDF) are the same
     bytes in two interpreters with different hash seeds: the nodes were drawn
-    in the order of a set of names, which changes with the seed."""
+    in the order of a set of names, which changes with the seed.  llama's graph
+    spans pages, and a page draws the nodes of the pages before it that it
+    reads in a row of their own (in the order of a set, at seeds 4 and 5)."""
     import os
     import sys
 
@@ -378,13 +380,13 @@ def test_the_graph_is_drawn_the_same_whatever_python_s_hash_seed():
             "from symflops.count.cost import costs\n"
             "from symflops.sheets.graph import computation_graph\n"
             "from symflops.sheets.plots import graph_figure, graph_svgs\n"
-            f"d = derive(load({str(DERIVATIONS / 'llama_block.yaml')!r}))\n"
+            f"d = derive(load({str(DERIVATIONS / 'llama.yaml')!r}))\n"
             "g = computation_graph(d, costs(d))\n"
             "data = b''.join(graph_svgs(g)) + graph_figure(g)\n"
             "print(hashlib.sha256(data).hexdigest())\n")
     root = str(Path(__file__).resolve().parent.parent)
     digests = set()
-    for seed in ("1", "2", "3"):
+    for seed in ("3", "4", "5"):
         env = {**os.environ, "PYTHONHASHSEED": seed,
                "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
         run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,

@@ -161,10 +161,11 @@ def _page(graph: Graph, page: GraphPage, names: Mapping[str, str], colours: Mapp
     kinds = {"forward"} if page.half == "forward" else {"backward"} if page.half == "backward" \
         else {"forward", "backward"}
     edges = [e for e in graph.edges if e.kind in kinds and e.dst in inside and e.src in pos]
-    ghosts = sorted({e.src for e in edges if e.src not in inside}, key=lambda n: pos[n][0])
+    # in the columns' order, then the levels' (two may share a column, and take
+    # its slot in turn): a set's order changes with Python's hash seed, and with
+    # it where the nodes are drawn in the SVG and PDF
+    ghosts = sorted({e.src for e in edges if e.src not in inside}, key=lambda n: pos[n])
     top = page.first - (1 if ghosts else 0)
-    # in the columns' order: a set's order changes with Python's hash seed,
-    # and with it the order the nodes are drawn in the SVG and PDF
     at = {n: (SX * pos[n][0], -(pos[n][1] - top)) for n in pos if n in inside}
     used: set[float] = set()
     for n in ghosts:  # the earlier bands' nodes, one row above this band
