@@ -425,3 +425,30 @@ def test_a_mixer_cost_with_a_term_in_the_inverse_length():
     # 2 S^2 - 10 S + 8 = 2 (S - 1)(S - 4): the larger root; none when there is no real one
     assert _largest_root((sympy.Integer(2), sympy.Integer(-10), sympy.Integer(8))) == 4
     assert _largest_root((sympy.Integer(1), sympy.Integer(0), sympy.Integer(1))) is None
+
+
+@pytest.mark.parametrize("types", [["mamba", "mamba"], MIXED])
+def test_decoding_counts_no_cache_of_the_ssd_chunks(tmp_path, capsys, types):
+    """A Mamba-2 layer decodes from its state (heads x head width x state size, the
+    same at every context), not from keys of its chunks.  The SSD splits a sequence
+    into Nk chunks of Qc and its products pair an offset m with a later l inside a
+    chunk (and a chunk c with a later z), which the cache rule took for positions: at
+    two Mamba layers it gave 18,944 bytes per token of context, per layer the
+    elements of Bv (Gm Nm = 128), Xv (Rm Ph = 48 x 64 = 3,072) and the chunk states
+    St (Rm Ph Nm / Qc = 393,216 / 256 = 1,536) per position, 4,736 x 2 layers x 2
+    bytes.  The plan says the cache is not counted, and why, rather than give it; a
+    model with an attention layer too is refused alike, since a figure for its
+    attention layers alone would leave out the states."""
+    from symflops.cli import main
+
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(at_layers(GRANITE_H_TINY, len(types), layer_types=types)))
+    args = ["plan", "--hf-config", str(path), "--seq", "4096", "--accelerator", "h100-sxm",
+            "--decode-batch", "1"]
+    assert main([*args, "--json"]) == 0
+    decoding = json.loads(capsys.readouterr().out)["inference"]
+    assert decoding["kv_cache_bytes_per_token"] is None and decoding["kv_cache_bytes"] is None
+    assert decoding["bytes_per_token"] == decoding["weights_bytes_read"]
+    assert main(args) == 0
+    line = next(l for l in capsys.readouterr().out.splitlines() if "KV cache" in l)
+    assert "not counted: the layer splits a sequence's positions into Nk chunks of Qc" in line

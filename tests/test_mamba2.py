@@ -125,3 +125,31 @@ def test_scan_passes_verify(capsys):
     status = cli.main(["verify", str(SCAN), "--at", "B=2,T=5,H=1,P=3,N=4"])
     out = capsys.readouterr().out
     assert status == 0, out
+
+
+def test_ssd_has_no_key_value_cache_and_its_sheet_says_why():
+    """Decoding a Mamba-2 layer keeps its state, H P N per sequence whatever the
+    context; the chunked form reads Bm and X at an earlier offset s <= l of a chunk
+    and St at an earlier chunk c < z, which are not positions of the sequence (it
+    has K Q of them).  No cache is counted (the sheet taught 2KH(QP + QN + PN)
+    bytes per sequence, a whole sequence of Bm, X and St), and the sheet says so."""
+    from symflops.commands.build import render_file
+    from symflops.count.summary import summary
+
+    d = symflops.derive(symflops.load(SSD))
+    assert summary(d, costs(d), quantities=False).model.inference is None
+    sheet = render_file(str(SSD), "md")
+    assert "Decoding keeps" not in sheet
+    assert ("The key/value cache is not counted: the layer splits a sequence's positions "
+            "into K chunks of Q") in sheet
+
+
+def test_a_causal_layer_over_a_subset_of_positions_keeps_its_cache():
+    """Mixture-of-Depths attends among the C routed tokens of a sequence (letters
+    over C, not S): no tensor splits the S positions into chunks, so K and V are
+    its cache, B C N E elements each (mod_block.yaml)."""
+    from symflops.count.inference import cached_tensors, uncached
+
+    layer = symflops.load(ROOT / "derivations" / "mod_block.yaml")
+    assert uncached(layer) is None
+    assert cached_tensors(symflops.derive(layer)) == ("K", "V")

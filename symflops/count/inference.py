@@ -30,7 +30,7 @@ import sympy
 
 from .cost import Costs
 from ..core.records import Derivation
-from ..core.ir import comparison
+from ..core.ir import comparison, substitute
 from .precision import Precision
 
 
@@ -85,9 +85,15 @@ def cached_windows(derivation: Derivation) -> dict[str, tuple[int, sympy.Expr] |
     Only a plain bound (``t <= s``) says which position is the earlier one; a
     window's bound (``s - t < W``, that is ``s <= t + W - 1``) caps it at
     ``W`` keys per query, so decoding keeps the last ``W``: ``min(S, W)``."""
-    layer = derivation.layer
+    return {name: (axis, sympy.Min(*widths)) if widths else None
+            for name, (axis, _, widths) in _earlier(derivation.layer).items()}
+
+
+def _earlier(layer: Any) -> dict[str, tuple[int, str, list[sympy.Expr]]]:
+    """Each tensor read at an earlier position than the one computed: the axis
+    of that position, its letter, and the widths of the windows bounding it."""
     tensors = layer.tensor_map
-    found: dict[str, tuple[int, sympy.Expr] | None] = {}
+    found: dict[str, tuple[int, str, list[sympy.Expr]]] = {}
     for op in layer.ops:
         for term in op.terms:
             bounds = [comparison(f) for f in term.operands if f.is_comparison]
@@ -99,8 +105,7 @@ def cached_windows(derivation: Derivation) -> dict[str, tuple[int, sympy.Expr] |
                             or tensors[f.tensor].role in ("index", "buffer")):
                         continue
                     if bound.low in f.indices and bound.high not in f.indices and f.tensor not in found:
-                        found[f.tensor] = (f.indices.index(bound.low), sympy.Min(*widths)) \
-                            if widths else None
+                        found[f.tensor] = (f.indices.index(bound.low), bound.low, widths)
     return found
 
 
@@ -123,8 +128,48 @@ def uncached(layer: Any) -> str | None:
     """Why ``layer``'s decoding cache is not counted, or None: a layer with a
     loop (:mod:`symflops.ops.loop`) keeps its state from one token to the
     next, not the keys of its chunks, which the rule above would take for a
-    cache (the causal pairs inside a chunk)."""
-    return NO_CACHE_OF_A_LOOP if any(op.kind == "loop" for op in layer.ops) else None
+    cache (the causal pairs inside a chunk); so does a layer whose earlier
+    position runs over a part of the sequence (:func:`_within_chunks`)."""
+    if any(op.kind == "loop" for op in layer.ops):
+        return NO_CACHE_OF_A_LOOP
+    return _within_chunks(layer)
+
+
+def _within_chunks(layer: Any) -> str | None:
+    """Why the rule above does not apply to a layer that views a sequence's
+    positions as (chunk, offset) pairs (a tensor with two axes whose extents
+    multiply to the positions: Mamba-2's SSD, a chunked DeltaNet, Llama 4's
+    chunked attention counted exactly) and reads a tensor at an earlier chunk
+    or offset rather than at an earlier position: decoding keeps a state, or
+    the current chunk's keys, not that tensor's elements per position of
+    context, which the rule counts."""
+    if layer.tokens is None or layer.sequences is None:
+        return None
+    subs = layer.substitutions
+    positions = sympy.expand(substitute(layer.tokens / layer.sequences, subs))
+
+    def extents(shape: Any) -> list[sympy.Expr]:
+        return [sympy.expand(substitute(a, subs)) for a in shape]
+
+    tensors = layer.tensor_map
+    partial = [(name, letter, tensors[name].shape[axis])
+               for name, (axis, letter, _) in _earlier(layer).items()
+               if extents([tensors[name].shape[axis]])[0] != positions]
+    if not partial:
+        return None
+    for t in layer.tensors:
+        sizes = extents(t.shape)
+        pairs = [(a, b) for i, a in enumerate(t.shape) for j, b in enumerate(t.shape)
+                 if i < j and 1 not in (sizes[i], sizes[j])
+                 and sympy.expand(sizes[i] * sizes[j] - positions) == 0]
+        if pairs:
+            (chunks, length), (name, letter, extent) = pairs[0], partial[0]
+            return (f"not counted: the layer splits a sequence's positions into {chunks} "
+                    f"chunks of {length} ({t.name}'s axes), and reads {name} at an earlier "
+                    f"{letter}, which runs over {extent}, not over the whole sequence: decoding "
+                    "keeps a state or the current chunk's keys, while the cache here counts "
+                    "tensors per token of context")
+    return None
 
 
 def inference(derivation: Derivation, costs: Costs, read: sympy.Expr | None) -> Inference | None:

@@ -24,6 +24,7 @@ from ..count.cost import Costs
 from ..count.explain import ConditionNote, SheetCounts
 from ..count.facts import TokenSum
 from ..count.growth import degree, dim_kind, model_dims, sequence_dim
+from ..count.inference import uncached
 from ..count.records import WholeModel
 from ..core.ir import Layer, substitute
 from ..core.polynomial import quotient
@@ -171,11 +172,12 @@ def _share(layer: Layer, exact: sympy.Expr, full: sympy.Expr, esc: Escape) -> st
     return esc(f": the exact count tends to {q} of it as {dim} grows{half}")
 
 
-def cache_sentence(model: WholeModel | None, m: Math, esc: Escape,
+def cache_sentence(layer: Layer, model: WholeModel | None, m: Math, esc: Escape,
                    poly: Callable[[sympy.Expr], str]) -> str | None:
     inf = model.inference if model is not None else None
     if inf is None:
-        return None
+        why = uncached(layer)
+        return None if why is None else esc(f"The key/value cache is {why}.")
     per_seq = inf.cache_bytes_per_sequence is not None
     text = (esc("Decoding keeps, for every position already seen, ") + names(
         [f"${m.t(c)}$" for c in inf.cache], esc) + esc(" (the key/value cache): ")
@@ -196,5 +198,5 @@ def scale_context(layer: Layer, costs: Costs, counts: SheetCounts, model: WholeM
         "parallel": dp_sentence(layer, costs, sums, m, esc, poly),
         "recompute": recompute_sentences(layer, costs, model, m, esc, poly, policies),
         "attention": attention_sentence(layer, counts, parts, m, esc, poly),
-        "cache": cache_sentence(model, m, esc, poly),
+        "cache": cache_sentence(layer, model, m, esc, poly),
     }
