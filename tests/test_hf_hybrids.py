@@ -452,3 +452,22 @@ def test_decoding_counts_no_cache_of_the_ssd_chunks(tmp_path, capsys, types):
     assert main(args) == 0
     line = next(l for l in capsys.readouterr().out.splitlines() if "KV cache" in l)
     assert "not counted: the layer splits a sequence's positions into Nk chunks of Qc" in line
+
+
+def test_jambas_cache_is_its_attention_and_says_what_it_leaves_out(tmp_path, capsys):
+    """Jamba v0.1's cache per token of context is its attention layers' keys and
+    values: layers 4, 12, 20, 28 of 32 (offset 4, period 8), 2 x 8 key/value heads
+    x 128 (4096 / 32) x 2 bytes each, 4 x 4,096 = 16,384 bytes.  Its Mamba layers
+    decode from a state the same size at every context, which is not in that
+    figure; the row says so, since the bytes per token then leave it out."""
+    from symflops.cli import main
+
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(JAMBA_V01))
+    args = ["plan", "--hf-config", str(path), "--seq", "4096", "--accelerator", "h100-sxm",
+            "--decode-batch", "1"]
+    assert main([*args, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["inference"]["kv_cache_bytes_per_token"] == 16_384
+    assert main(args) == 0
+    line = next(l for l in capsys.readouterr().out.splitlines() if "KV cache per token" in l)
+    assert "the state each recurrence" in line and "not in the cache" in line

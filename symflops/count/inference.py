@@ -172,6 +172,18 @@ def _within_chunks(layer: Any) -> str | None:
     return None
 
 
+def states_left_out(layer: Any) -> str | None:
+    """What a counted cache leaves out, or None: a recurrence (a scan along
+    the positions, Mamba's) carries a state from one token to the next whose
+    size does not grow with the context, and the cache counts what does."""
+    scans = [op.output for op in layer.ops if op.kind == "recurrence"]
+    if not scans:
+        return None
+    return (f"the state each recurrence ({', '.join(scans)}) carries from one position to "
+            "the next, the same size at every context, is not in the cache: the bytes read "
+            "per token are a lower bound")
+
+
 def inference(derivation: Derivation, costs: Costs, read: sympy.Expr | None) -> Inference | None:
     """The cache of a causal layer and the bytes a decoded token reads (``read``:
     the parameter elements one token reads); None when nothing is causal, or

@@ -24,7 +24,7 @@ from ..count.cost import Costs
 from ..count.explain import ConditionNote, SheetCounts
 from ..count.facts import TokenSum
 from ..count.growth import degree, dim_kind, model_dims, sequence_dim
-from ..count.inference import uncached
+from ..count.inference import states_left_out, uncached
 from ..count.records import WholeModel
 from ..core.ir import Layer, substitute
 from ..core.polynomial import quotient
@@ -187,7 +187,8 @@ def cache_sentence(layer: Layer, model: WholeModel | None, m: Math, esc: Escape,
         text += (esc("; each decoded token reads the weights it uses and that cache once, ")
                  + f"${poly(inf.bytes_per_decoded_token)}$"
                  + esc(" bytes, so memory bandwidth, not FLOPs, bounds the decode rate"))
-    return text + esc(".")
+    left_out = states_left_out(layer)
+    return text + esc(f"; {left_out}." if left_out else ".")
 
 
 def scale_context(layer: Layer, costs: Costs, counts: SheetCounts, model: WholeModel | None,
