@@ -305,6 +305,21 @@ def test_chunked_attention_against_a_hand_count():
     assert sympy.expand(c.flops_backward - (16 * N * C * D * H * E + 8 * H * E * pairs)) == 0
 
 
+def test_chunked_attention_counts_no_cache_of_every_chunk():
+    """A token of a chunked layer attends to its own chunk only, so decoding keeps
+    at most C positions of keys and values, not the N C of the whole sequence:
+    the sheet taught 4NCHE bytes (K and V of every chunk, bf16).  The layer
+    declares one sequence of N C tokens; it reads K at an earlier offset u of a
+    chunk, which the cache rule cannot count, and the sheet says so."""
+    from symflops.count.inference import uncached
+    from committed import committed_sheet
+
+    assert "N chunks of C" in uncached(symflops.load(CHUNKED))
+    sheet = committed_sheet("attention_chunked", "md")
+    assert "Decoding keeps" not in sheet and "(the key/value cache): $4NCHE$" not in sheet
+    assert "The key/value cache is not counted: the layer splits a sequence's positions" in sheet
+
+
 @pytest.mark.parametrize("s,t,k", [(5, 7, 3), (7, 5, 3), (4, 4, 9), (6, 3, 1)])
 def test_wait_k_cross_attention_against_an_enumeration(s, t, k):
     T_, K = dim_symbol("T"), dim_symbol("K")
