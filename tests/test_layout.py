@@ -22,7 +22,7 @@ from symflops.sheets.layout import break_points, lay_out, parse, split_right, wi
 from symflops.sheets.notation import step_note
 from symflops.sheets.render import render
 
-from committed import committed_sheet
+from committed import committed_pdf, committed_sheet
 
 ROOT = Path(__file__).resolve().parent.parent
 DERIVATIONS = sorted((ROOT / "derivations").glob("*.yaml"))
@@ -87,8 +87,7 @@ def test_every_shipped_pdf_compiles_with_no_line_in_the_margin(path):
     """Each committed sheet compiles (one pdflatex run per sheet in the suite:
     the PDF and the log this reads), no line runs into the margin, and
     pdflatex asks for no rerun."""
-    _, tex = committed(path)
-    pdf, log = compile_pdf_log(tex, path.stem)
+    tex, pdf, log = committed_pdf(path.stem)
     assert pdf.startswith(b"%PDF")
     lines = tex.splitlines()
     bad = [f"{path.stem}.tex:{line}: {pt}pt too wide: {lines[line - 1][:120]}"

@@ -17,12 +17,7 @@ from pathlib import Path
 import pytest
 
 import pdfpages
-import symflops
-from symflops.commands.pdf import compile_pdf_log
-from symflops.count.cost import costs
-from symflops.count.explain import explain
-from symflops.derive.patterns import with_patterns
-from symflops.sheets.render import render
+from committed import committed_pdf
 
 ROOT = Path(__file__).resolve().parents[1]
 NEEDS_PDF = os.environ.get("CI") == "true"
@@ -34,10 +29,8 @@ BODY_PAGES = {"ffn": 3, "llama": 6, "moe": 8}
 
 
 def compiled(name: str) -> tuple[str, bytes, str]:
-    d = with_patterns(symflops.derive(symflops.load(str(ROOT / "derivations" / f"{name}.yaml"))))
-    tex = render(d, explain(d, costs(d)), "tex")
-    pdf, log = compile_pdf_log(tex, name)
-    return tex, pdf, log
+    """The committed sheet (tests/committed.py), compiled once per process."""
+    return committed_pdf(name)
 
 
 @needs_pdflatex
