@@ -9,7 +9,10 @@ declared context ``S``) times the copies of its block, so grouped-query
 attention's smaller ``K`` and ``V`` give a smaller cache without any special
 case.  A sliding window (``t <= s, s - t < W``) reads at most ``W`` earlier
 positions, so decoding keeps the last ``W``: the cached axis counts
-``min(S, W)`` positions.
+``min(S, W)`` positions.  A layer whose earlier position is not a position
+of the sequence (a loop over chunks; an offset inside a chunk, or a chunk,
+where a tensor splits the positions into both) gets no cache, and says why
+(:func:`uncached`): decoding keeps a state, or the current chunk's keys.
 
 Decoding one token of one sequence reads the weights that token reads (the
 parameter elements :mod:`symflops.count.params` counts per token as ``read``:
