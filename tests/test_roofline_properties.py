@@ -2,7 +2,8 @@
 
 Hypothesis draws random contractions (1 to 3 operands; letters over a few
 dims, so that two letters may share a dim; diagonals; a tensor sometimes read
-twice; sometimes a where-clause between two letters over one dim) and random
+twice; sometimes a where-clause, ``<=`` or ``<``, between two letters over one
+dim) and random
 sizes.  The naive convention's bytes of the op must equal a brute-force count:
 every index tuple of the op's domain enumerated, the distinct elements of each
 tensor read and of the output written collected in sets, 2 bytes each (bf16).
@@ -55,7 +56,7 @@ def contractions(draw):
     pairs = [(a, b) for a in used for b in used if a < b and dim_of[a] == dim_of[b]]
     if pairs and draw(st.booleans()):
         a, b = draw(st.sampled_from(pairs))
-        where = f" where {a} <= {b}"
+        where = f" where {a} {draw(st.sampled_from(['<=', '<']))} {b}"
     sizes = {d: draw(st.integers(1, 4)) for d in DIMS}
     text = f"Y[{','.join(output)}] = " + " ".join(f"{t}[{','.join(i)}]" for t, i in refs) + where
     return dim_of, tensors, refs, output, where, text, sizes
@@ -78,8 +79,8 @@ def _brute_force(dim_of, refs, output, where, sizes):
     for values in itertools.product(*(range(sizes[dim_of[x]]) for x in letters)):
         at = dict(zip(letters, values))
         if where:
-            a, b = where.split()[1], where.split()[3]
-            if not at[a] <= at[b]:
+            _, a, op, b = where.split()
+            if not (at[a] <= at[b] if op == "<=" else at[a] < at[b]):
                 continue
         for name, idx in refs:
             touched.setdefault(name, set()).add(tuple(at[x] for x in idx))
@@ -98,6 +99,9 @@ def test_bytes_equal_the_distinct_elements_read_and_written(case):
         assume("touches different parts" not in str(exc) or not where)
         assume(False)
         return
+    # The counts assume the op's domain is not empty: a strict bound over a dim of
+    # 1 admits no tuple, and a tensor that lacks both of its letters is counted whole.
+    assume(_brute_force(dim_of, refs, output, where, sizes) > 0)
     at = {dim_symbol(d): v for d, v in sizes.items()}
     assert int(sympy.sympify(entry.bytes).xreplace(at)) == \
         _brute_force(dim_of, refs, output, where, sizes), text
@@ -170,3 +174,23 @@ def test_one_part_read_under_different_letters_is_counted_once():
                                   "where t <= s, u <= s"])
     touches = {t.tensor: t.elements for t in _entry(layer).reads}
     assert sympy.expand(touches["P"] - dim_symbol("S") * (dim_symbol("S") + 1) / 2) == 0
+
+
+def test_a_strict_bound_reads_all_but_one_row_of_each_side():
+    """``Kk[l,m] = A[l,e] B[m,e] where m < l`` (the gated DeltaNet's key products
+    inside a chunk): row l of A has a partner m < l for l = 1 .. Q - 1, row m of B
+    one for m = 0 .. Q - 2, so each reads (Q - 1) E elements, and Kk is written at
+    the Q (Q - 1) / 2 pairs: 2 [2 (Q - 1) E + Q (Q - 1) / 2] = (Q - 1)(4E + Q)
+    bytes in bf16.  It was refused ("which elements of the tensor indexed by l
+    are read is not proved"), and with it the roofline of deltanet_chunk."""
+    dim_of = {"l": "Q", "m": "Q", "e": "P"}
+    tensors = {"A": {"shape": ["Q", "P"], "role": "input"},
+               "B": {"shape": ["Q", "P"], "role": "input"}}
+    text = "Kk[l,m] = A[l,e] B[m,e] where m < l"
+    entry = _entry(_layer(dim_of, tensors, text))
+    Q, E = dim_symbol("Q"), dim_symbol("P")
+    assert sympy.expand(entry.bytes - (Q - 1) * (4 * E + Q)) == 0
+    refs = [("A", "le"), ("B", "me")]
+    for q, e in [(2, 1), (3, 2), (5, 3)]:
+        assert entry.bytes.xreplace({Q: q, E: e}) == \
+            _brute_force(dim_of, refs, "lm", " where m < l", {"Q": q, "P": e})

@@ -13,7 +13,11 @@ over; the elements of ``X`` it touches are those tuples' projections onto
   (``K[t,e]`` under ``t <= s``) removes nothing when every value of the
   factor's letter has a partner: proved when the linked letters range over
   one extent and each condition holds with the letters equal (the diagonal is
-  a witness); otherwise the count is refused, naming the op.
+  a witness).  Under one strict condition ``m < l`` between two letters of
+  one extent ``E``, and no other on the factor's letter, ``E - 1`` of its
+  values have one (``l >= 1``, ``m <= E - 2``).  Otherwise the count is
+  refused, naming the op.  The counts assume the op's domain is not empty
+  (a strict condition over an extent of 1 admits no tuple).
 * **Lookups** (``E[tok[b], d]``): one row per index entry (``B·D``), the
   rows a gather fetches; exact when the entries name distinct rows, an upper
   bound on the distinct rows when they repeat one.
@@ -108,9 +112,28 @@ def projection(letters: frozenset[str], term: Einsum, extents: Extents,
     bounds = bounds_of(term)
     inside = [b for b in bounds if b.letters <= letters]
     linking = [b for b in bounds if not b.letters <= letters]
+    ranges = dict(extents)
     for component in _components(linking):
+        one = _one_strict(component, letters, extents)
+        if one is not None and not any(one in b.letters for b in inside):
+            ranges[one] = extents[one] - 1
+            continue
         _witnessed(component, letters, extents, span)
-    return size(set(letters), extents, inside)
+    return size(set(letters), ranges, inside)
+
+
+def _one_strict(bounds: list[Bound], letters: frozenset[str], extents: Extents) -> str | None:
+    """The factor's letter, when the only condition linking it to a letter it
+    lacks is ``m < l`` between two letters of one extent ``E``: ``l`` has a
+    partner for ``l = 1 .. E - 1`` and ``m`` for ``m = 0 .. E - 2``, so ``E - 1``
+    of its values are read (the diagonal is no witness: it is excluded)."""
+    if len(bounds) != 1 or not bounds[0].strict or bounds[0].offset != 0:
+        return None
+    b = bounds[0]
+    inner = b.letters & letters
+    if len(inner) != 1 or sympy.expand(extents[b.low] - extents[b.high]) != 0:
+        return None
+    return next(iter(inner))
 
 
 def _components(bounds: list[Bound]) -> list[list[Bound]]:
