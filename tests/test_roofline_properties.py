@@ -194,3 +194,30 @@ def test_a_strict_bound_reads_all_but_one_row_of_each_side():
     for q, e in [(2, 1), (3, 2), (5, 3)]:
         assert entry.bytes.xreplace({Q: q, E: e}) == \
             _brute_force(dim_of, refs, "lm", " where m < l", {"Q": q, "P": e})
+
+
+SOLVE = """name: solve
+dims: {B: batch, L: rows, V: columns}
+tensors:
+  X: {shape: [B, L, V], role: input}
+  T: {shape: [B, L, L], role: input}
+ops:
+  - U[b,l,v] = X[b,l,v] - T[b,l,m] U[b,m,v] where m < l
+"""
+
+
+def test_a_triangular_solve_counts_its_forward_and_refuses_its_back_substitution():
+    """The forward substitution reads X once per element and T at its pairs m < l,
+    and writes U (its own earlier rows are not read again: the op's convention):
+    2 [B L V + B L (L - 1) / 2 + B L V] = B L (L + 4V - 1) bytes in bf16.  The
+    back substitution's reads are not stated by its terms; training's bytes are
+    refused by name.  Once the strict condition was counted, that rule stopped
+    with an internal error (KeyError: 'm': its letter m had no extent)."""
+    layer = symflops.loads(SOLVE, "solve.yaml")
+    d = symflops.derive(layer)
+    c = costs(d)
+    B, L, V = (dim_symbol(x) for x in "BLV")
+    (entry,) = traffic(d, c, "forward", "naive").entries
+    assert sympy.expand(entry.bytes - B * L * (L + 4 * V - 1)) == 0
+    with pytest.raises(SymflopsError, match="back substitution of the triangular solve U"):
+        traffic(d, c, "training", "naive")

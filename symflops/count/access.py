@@ -109,6 +109,11 @@ def touched(f: Factor, term: Einsum, extents: Extents, tensors: Mapping[str, Ten
 def projection(letters: frozenset[str], term: Einsum, extents: Extents,
                span: Span | None = None) -> sympy.Expr:
     """Tuples of ``letters`` that some tuple of ``term``'s domain extends."""
+    missing = sorted(x for x in letters | {y for b in bounds_of(term) for y in b.letters}
+                     if x not in extents)
+    if missing:
+        raise _refuse(f"the letter {missing[0]} has no extent in {term}", span,
+                      "report this declaration (a bug)")
     bounds = bounds_of(term)
     inside = [b for b in bounds if b.letters <= letters]
     linking = [b for b in bounds if not b.letters <= letters]

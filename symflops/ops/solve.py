@@ -122,14 +122,16 @@ class TriangularSolve:
         return (Einsum(self.out, (self.drive,)), Einsum(self.out, (self.matrix, self.bound)))
 
     def moved(self, rule: Rule | None = None) -> Access:
+        """The forward pass's reads and writes, and a rule's from its terms; the
+        back substitution (a :class:`SolveRule`) reads its system's triangle
+        and its own earlier rows, which no product of its terms states: its
+        bytes are refused, not guessed."""
         if not isinstance(rule, SolveRule):
             return accesses(self, rule)  # type: ignore[arg-type]
-        read = [self.matrix, Factor(grad_name(self.output), self.out.indices)]
-        if rule.product is not None:
-            read.append(Factor(self.output, self.earlier.indices))
-        out = rule.terms[0].output
-        term = Einsum(out, tuple(read))
-        return Access((term,), (Einsum(out, term.operands),))
+        raise SymflopsError(f"cannot count the bytes moved: the back substitution of the "
+                            f"triangular solve {self.output} (a rule of the backward pass) is "
+                            "not counted", self.span,
+                            "count the forward pass (symflops roofline --phase forward)")
 
     def formula(self) -> None:
         return None
