@@ -112,8 +112,9 @@ def projection(letters: frozenset[str], term: Einsum, extents: Extents,
     missing = sorted(x for x in letters | {y for b in bounds_of(term) for y in b.letters}
                      if x not in extents)
     if missing:
-        raise _refuse(f"the letter {missing[0]} has no extent in {term}", span,
-                      "report this declaration (a bug)")
+        product = " ".join(str(f) for f in term.operands)
+        raise _refuse(f"the letter {missing[0]} has no extent in {term.output} = {product}",
+                      span, "report this declaration (a bug)")
     bounds = bounds_of(term)
     inside = [b for b in bounds if b.letters <= letters]
     linking = [b for b in bounds if not b.letters <= letters]
