@@ -60,10 +60,9 @@ def symflops_counts(config: Mapping[str, Any], seq: int = 32, attention: str = "
                     tmp_path: Any = None, experts: str = "model") -> tuple[int, int]:
     """(parameters, training FLOPs) of the declaration symflops imports
     (``experts``: import-hf's --experts)."""
-    from symflops.core.ir import substitute
     from symflops.count.cost import costs
     from symflops.count.evaluate import number
-    from symflops.count.summary import whole_model
+    from symflops.count.summary import model_part
     from symflops.derive.backward import derive
     from symflops.hf.importer import import_data
     from symflops.planner.model import imported_layer
@@ -73,13 +72,12 @@ def symflops_counts(config: Mapping[str, Any], seq: int = 32, attention: str = "
     imported = import_data(json.loads(text), "config.json", text, attention, experts)
     layer = imported_layer(imported)
     d = derive(layer)
-    # the two figures of the summary ``derive`` prints (summary.summary: the whole
-    # model's part, defined dims substituted), without its other quantities
-    model, subs = whole_model(d, costs(d, choice="minimum")), layer.substitutions
+    # the two figures of the summary ``derive`` prints (its model part, defined
+    # dims substituted), without its other quantities
+    model = model_part(d, costs(d, choice="minimum"))
     at = {k: sympy.Integer(v) for k, v in {**imported.dims, "B": 1, "S": seq}.items()}
     total = sympy.expand(model.per_token.flops.total * layer.tokens)  # per token x B S
-    return (number(substitute(model.parameters.total, subs), at),
-            number(substitute(total, subs), at))
+    return number(model.parameters.total, at), number(total, at)
 
 
 def imported(config: Mapping[str, Any], attention: str = "full-square") -> Any:

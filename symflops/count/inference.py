@@ -187,6 +187,12 @@ def states_left_out(layer: Any) -> str | None:
             "per token are a lower bound")
 
 
+def cache_note(layer: Any, counted: bool) -> str | None:
+    """What is said beside the cache: what a counted one leaves out
+    (:func:`states_left_out`), or why none is counted (:func:`uncached`)."""
+    return states_left_out(layer) if counted else uncached(layer)
+
+
 def inference(derivation: Derivation, costs: Costs, read: sympy.Expr | None) -> Inference | None:
     """The cache of a causal layer and the bytes a decoded token reads (``read``:
     the parameter elements one token reads); None when nothing is causal, or

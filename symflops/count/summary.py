@@ -51,23 +51,26 @@ def summary(derivation: Derivation, costs: Costs, *, quantities: bool = True
             ) -> Summary[Formula]:
     """Everything ``symflops derive`` reports, with defined dims substituted.
     ``quantities=False`` leaves the named quantities out (an empty mapping):
-    the planner reads none of them, and they are a third of a summary's time."""
-    subs = derivation.layer.substitutions
+    they are a third of a summary's time."""
     data = _summary(derivation, costs)
     if quantities:
         data = dataclasses.replace(data, quantities=frozen(names.values(names.Sources(
             data, attention(derivation, costs.unit, costs.forward_copies,
                             costs.backward_copies),
             traffic=traffic_source(derivation, costs)))))
-    return map_formulas(data, lambda e: substitute(e, subs)) if subs else data
+    return _defined(data, derivation.layer)
 
 
 def model_part(derivation: Derivation, costs: Costs) -> WholeModel[Formula]:
     """:func:`summary`'s ``model`` alone, with defined dims substituted: what
     the planner reads, without the per-op entries, notes and named
     quantities it does not (most of a summary's time for a large model)."""
-    subs = derivation.layer.substitutions
-    data = whole_model(derivation, costs)
+    return _defined(whole_model(derivation, costs), derivation.layer)
+
+
+def _defined(data: Any, layer: Layer) -> Any:
+    """``data``'s formulas with the layer's defined dims replaced by their formulas."""
+    subs = layer.substitutions
     return map_formulas(data, lambda e: substitute(e, subs)) if subs else data
 
 

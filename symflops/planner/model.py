@@ -22,7 +22,7 @@ from ..count.cost import costs
 from ..derive.backward import derive
 from ..core.errors import SymflopsError, printable
 from ..count.evaluate import check_all_given, check_definitions, check_dim_name, number
-from ..count.inference import states_left_out, uncached
+from ..count.inference import cache_note
 from .records import Formula, Model, TokenFlops
 from ..core.ir import Layer, dim_symbol, index_ranges, substitute
 from ..count.indices import index_widths
@@ -155,8 +155,7 @@ def _model_formulas(p: _Parts) -> dict[str, Formula]:
                                    "the parameters one token reads, derived by symflops"),
             "activation_bytes": Formula(text(p.activations), "", f"recompute: {p.recompute}"),
             **({"kv_cache_bytes_per_token": Formula("", "", why)}
-               if (why := uncached(p.layer) or (states_left_out(p.layer) if p.cache is not None
-                                                 else None)) is not None else {})}
+               if (why := cache_note(p.layer, p.cache is not None)) is not None else {})}
 
 
 def _model(p: _Parts) -> Model:

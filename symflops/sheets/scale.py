@@ -24,7 +24,7 @@ from ..count.cost import Costs
 from ..count.explain import ConditionNote, SheetCounts
 from ..count.facts import TokenSum
 from ..count.growth import degree, dim_kind, model_dims, sequence_dim
-from ..count.inference import states_left_out, uncached
+from ..count.inference import cache_note
 from ..count.records import WholeModel
 from ..core.ir import Layer, substitute
 from ..core.polynomial import quotient
@@ -175,9 +175,9 @@ def _share(layer: Layer, exact: sympy.Expr, full: sympy.Expr, esc: Escape) -> st
 def cache_sentence(layer: Layer, model: WholeModel | None, m: Math, esc: Escape,
                    poly: Callable[[sympy.Expr], str]) -> str | None:
     inf = model.inference if model is not None else None
+    note = cache_note(layer, inf is not None)
     if inf is None:
-        why = uncached(layer)
-        return None if why is None else esc(f"The key/value cache is {why}.")
+        return None if note is None else esc(f"The key/value cache is {note}.")
     per_seq = inf.cache_bytes_per_sequence is not None
     text = (esc("Decoding keeps, for every position already seen, ") + names(
         [f"${m.t(c)}$" for c in inf.cache], esc) + esc(" (the key/value cache): ")
@@ -187,8 +187,7 @@ def cache_sentence(layer: Layer, model: WholeModel | None, m: Math, esc: Escape,
         text += (esc("; each decoded token reads the weights it uses and that cache once, ")
                  + f"${poly(inf.bytes_per_decoded_token)}$"
                  + esc(" bytes, so memory bandwidth, not FLOPs, bounds the decode rate"))
-    left_out = states_left_out(layer)
-    return text + esc(f"; {left_out}." if left_out else ".")
+    return text + esc(f"; {note}." if note else ".")
 
 
 def scale_context(layer: Layer, costs: Costs, counts: SheetCounts, model: WholeModel | None,
