@@ -122,9 +122,10 @@ def _cached_elements(tensor: Any, window: tuple[int, sympy.Expr] | None) -> symp
 
 
 #: Why a layer with a loop over chunks gets no decoding figures.
-NO_CACHE_OF_A_LOOP = ("not counted: a loop over chunks (the gated DeltaNet's) decodes from its "
-                      "state, whose size does not grow with the context, and the cache here "
-                      "counts tensors per token of context")
+NO_CACHE_OF_A_LOOP = ("not counted: a loop over chunks (as in the gated DeltaNet) decodes from "
+                      "the state it carries from chunk to chunk, whose size does not grow with "
+                      "the context, while the cache counted here is what grows with every token "
+                      "of context")
 
 
 def uncached(layer: Any) -> str | None:
@@ -167,11 +168,14 @@ def _within_chunks(layer: Any) -> str | None:
                  and sympy.expand(sizes[i] * sizes[j] - positions) == 0]
         if pairs:
             (chunks, length), (name, letter, extent) = pairs[0], partial[0]
+            where = {length: "an earlier position of the same chunk",
+                     chunks: "an earlier chunk"}.get(extent, f"an earlier {letter}")
             return (f"not counted: the layer splits a sequence's positions into {chunks} "
-                    f"chunks of {length} ({t.name}'s axes), and reads {name} at an earlier "
-                    f"{letter}, which runs over {extent}, not over the whole sequence: decoding "
-                    "keeps a state or the current chunk's keys, while the cache here counts "
-                    "tensors per token of context")
+                    f"chunks of {length} ({t.name}'s axes) and reads {name} at {where} "
+                    f"({letter}, over {extent}), not at any earlier position of the sequence. "
+                    "Decoding such a layer keeps a running state, or the current chunk's keys; "
+                    "neither grows with every token of context, which is what the cache "
+                    "counted here holds")
     return None
 
 
