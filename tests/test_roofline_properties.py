@@ -196,6 +196,29 @@ def test_a_strict_bound_reads_all_but_one_row_of_each_side():
             _brute_force(dim_of, refs, "lm", " where m < l", {"Q": q, "P": e})
 
 
+def test_one_tensor_read_at_both_ends_of_a_strict_bound_is_refused_not_undercounted():
+    """``Y[] = T[i] T[k] where i < k`` reads T at i = 0 .. Q - 2 and at
+    k = 1 .. Q - 1: all Q elements together (Q >= 2), so 2 (Q + 1) bytes, 6 at
+    Q = 2 by brute force.  It was counted 2Q (4 bytes at Q = 2): each factor's
+    Q - 1 elements were taken for the same part of T, the first end's and the
+    last's alike.  The two factors touch different parts, which the count
+    refuses by name.  Read at the same end twice (``T[i]`` and ``T[j]`` with
+    ``j`` free), the free factor reads T whole: Q + Q (Q - 1) + (Q - 1)
+    elements for ``Y[k] = T[i] T[j] U[j,k] where i < k``, by brute force at
+    three sizes."""
+    dim_of = {"i": "Q", "j": "Q", "k": "Q"}
+    tensors = {"T": {"shape": ["Q"], "role": "input"}, "U": {"shape": ["Q", "Q"], "role": "input"}}
+    assert _brute_force(dim_of, [("T", "i"), ("T", "k")], "", " where i < k", {"Q": 2}) == 6
+    with pytest.raises(SymflopsError, match="touches different parts of T"):
+        _entry(_layer(dim_of, {"T": tensors["T"]}, "Y[] = T[i] T[k] where i < k"))
+    entry = _entry(_layer(dim_of, tensors, "Y[k] = T[i] T[j] U[j,k] where i < k"))
+    Q = dim_symbol("Q")
+    assert sympy.expand(entry.bytes - 2 * (Q + Q * (Q - 1) + Q - 1)) == 0
+    for q in (2, 3, 5):
+        assert entry.bytes.xreplace({Q: q}) == _brute_force(
+            dim_of, [("T", "i"), ("T", "j"), ("U", "jk")], "k", " where i < k", {"Q": q})
+
+
 SOLVE = """name: solve
 dims: {B: batch, L: rows, V: columns}
 tensors:

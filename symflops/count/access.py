@@ -199,11 +199,17 @@ def part(f: Factor, term: Einsum, extents: Extents) -> Part:
 
     own = set(names)
     # a condition that ties f's letter to one f lacks removes none of f's
-    # elements (touched() proves so, or refuses): only conditions among f's own
-    # letters shape its part
+    # elements, but for one strict m < l (touched() proves so, or refuses):
+    # that one removes the letter's last value (as m) or its first (as l), so
+    # which end f's letter is at is part of its part; the other letter is any
+    # letter over the same extent ("*")
+    conditions = [comparison(g) for g in term.operands if g.is_comparison]
     bounds = sorted((n(b.low), n(b.high), b.strict, sympy.srepr(b.offset))
-                    for b in (comparison(g) for g in term.operands if g.is_comparison)
-                    if b.letters <= own)
+                    for b in conditions if b.letters <= own)
+    bounds += sorted((n(b.low) if b.low in own else "*", n(b.high) if b.high in own else "*",
+                      b.strict, sympy.srepr(b.offset))
+                     for b in conditions
+                     if b.strict and b.offset == 0 and b.letters & own and not b.letters <= own)
     # a lookup, shift or place that chooses one of f's axes (touched() reads
     # them so); one that chooses another tensor's axis leaves f's part alone
     via = [g for g in term.operands
