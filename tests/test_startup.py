@@ -67,14 +67,16 @@ def test_reading_a_hf_config_needs_neither_sympy_nor_jinja2(tmp_path):
     assert run["modules"] == [] and run["out"].strip() == "32"  # writing the text is light too
 
 
-def test_derive_and_eval_need_no_numpy():
+def test_derive_and_eval_need_neither_numpy_nor_the_sheets():
     """NumPy serves the numeric forwards (verify, grads, sweep) only: a command
-    that derives and evaluates does not import it (about 0.1 s of start-up)."""
+    that derives and evaluates does not import it (about 0.1 s of start-up);
+    nor Jinja2 and matplotlib, which serve the sheets (render, build)."""
     run = loaded("from symflops.cli import main\n"
                  f"assert main(['eval', {str(ROOT / 'derivations' / 'ffn.yaml')!r}, "
                  "'B=2', 'D=4', 'F=8']) == 0\n"
                  f"assert main(['derive', {str(ROOT / 'derivations' / 'llama.yaml')!r}]) == 0")
     assert "numpy" not in run["modules"] and "sympy" in run["modules"]
+    assert "jinja2" not in run["modules"] and "matplotlib" not in run["modules"]
     # ffn at B=2, D=4, F=8: forward 2 x (2 B D F) = 2 x 128 = 256 FLOPs (hand count)
     assert "256" in run["out"]
 

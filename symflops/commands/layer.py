@@ -1,7 +1,8 @@
 """The commands that derive one layer, or every shipped one: ``derive``, ``eval``,
 ``render``, ``build`` and ``sweep`` (wired declaration -> derive -> cost ->
 evaluate -> output).  :mod:`symflops.cli` imports this module only when one of
-them runs: it needs SymPy (and Jinja2 for the sheets, NumPy for sweep).
+them runs: it needs SymPy; Jinja2 and the sheets are imported for render and
+build alone, NumPy for sweep alone.
 """
 
 from __future__ import annotations
@@ -18,8 +19,6 @@ from ..count.evaluate import (evaluate, example_config, find_example, parse_assi
 from ..count.summary import summary
 from ..declaration.reader import load
 from ..derive.backward import derive
-from ..sheets.escape import check_tex
-from .build import SHEET_FORMATS, build, render_layer
 from .output import STDOUT, write_file
 from .text import text_report
 
@@ -64,6 +63,10 @@ def _reference() -> str | None:
 
 
 def _run_sheet(args: argparse.Namespace) -> int:
+    # the sheets (Jinja2, the figures) are imported for render and build alone
+    from ..sheets.escape import check_tex
+    from .build import SHEET_FORMATS, build, render_layer
+
     configs = [parse_config(text) for text in args.at]
     unit = "MACs" if args.macs else "FLOPs"
     if args.templates and not os.path.isdir(args.templates):
