@@ -17,6 +17,7 @@ from .counts import (Row, domain_note, fresh_name, flops_story, memory_rows, mod
                      order_notes)
 from .derivations import derivation_lines, function_items, reduction_lines
 from .environment import Format
+from .loops import loop_items
 from .recurrences import recurrence_items
 from .solves import solve_items
 from .tables import backward_table, forward_table
@@ -65,6 +66,7 @@ class SheetContext(TeachingContext):
     generic: list[dict[str, Any]]
     normalizations: list[dict[str, Any]]
     recurrences: list[dict[str, Any]]
+    loops: list[dict[str, Any]]
     solves: list[dict[str, Any]]
     functions: list[dict[str, Any]]
     backward: list[dict[str, Any]]
@@ -297,6 +299,7 @@ def sheet_context(derivation: Derivation, counts: SheetCounts, fmt: Format) -> S
         generic=generic,
         normalizations=normalizations,
         recurrences=recurrence_items(derivation, costs, m, poly, fold),
+        loops=loop_items(derivation, costs, m, poly),
         solves=solve_items(derivation, costs, m, poly, fold),
         functions=function_items(layer, derivation, m),
         backward=backward,
