@@ -47,7 +47,7 @@ def test_the_totals_of_the_reverse_loop_by_hand():
            r"\sum_{l} Q_{c+1,l,e}\, dO_{c+1,l,p} + (G_{\text{S}})_{c+1,e,p}")
     lines = text.splitlines()
     assert g_n in lines and g_s in lines
-    assert "zero at the last step, $c = C - 1$" in text
+    assert "zero at the last step, $c = C - 1$, since no step follows it" in text
     # the reverse loop's products: -K^T G_N and Q^T dO at every step but the
     # first (step 0 has no previous state), K G_S at every step but the last,
     # each 2 L E P FLOPs a step: 3 x 2 L E P (C - 1)
@@ -58,7 +58,7 @@ def test_the_totals_of_the_reverse_loop_by_hand():
 def test_the_latex_sheet_has_the_same_lines():
     text = _sheet("tex")
     assert r"(G_{\text{S}})_{cep} &= -\sum_{l} K_{c+1,l,e}" in text
-    assert "which no step follows" in text
+    assert "since no step follows it" in text
 
 
 def test_the_reverse_loop_the_sheet_shows_passes_verify():
