@@ -276,8 +276,12 @@ def test_refused_by_the_cli_at_the_column(tmp_path, capsys):
 
 def test_a_single_statement_through_a_product_stays_refused():
     # a group needs two statements; one that reads itself is a recurrence, which
-    # takes a gate, not a product with a summed letter
-    with pytest.raises(symflops.SymflopsError):
+    # takes a gate, not a product with a summed letter.  The refusal names the
+    # construct (it used to say to write S[c,e,p] with c-1 for c, which would
+    # change what the statement computes)
+    with pytest.raises(symflops.SymflopsError,
+                       match="read through the summed letter 'f': a recurrence through a "
+                             "matrix is not supported in one statement"):
         symflops.declare("m", dims={"C": "c", "E": "e", "P": "p"}, tensors={
             "M": {"shape": ["C", "E", "E"], "role": "input"},
             "X": {"shape": ["C", "E", "P"], "role": "input"}},

@@ -23,6 +23,7 @@ from ..core.ir import Factor
 from .base import Scope
 from .prefix import PrefixSum, gateless
 from .prefix_statement import fresh_summed
+from .loop import EXAMPLE as LOOP_EXAMPLE
 from .recurrence import EXAMPLE, OFFSET, Recurrence, prev_name, total_name
 from .solve import TriangularSolve, lower_solve, solve_form
 
@@ -108,6 +109,15 @@ def lower_recurrence(st: Any, out: Factor, scope: Scope
         raise SymflopsError(f"{name}[...] read at {got} along {time!r}", at(column),
                             f"only the previous step, {time}-1, is supported: {example}")
     letters = tuple(time if j == k else i for j, i in enumerate(ref.indices))
+    summed = [i for i in letters if i not in out.indices]
+    if summed and len(letters) == len(out.indices):
+        # S[c,e,p] = M[c,e,f] S[c-1,f,p] + X[c,e,p]: the state through a matrix
+        raise SymflopsError(
+            f"the previous state {name} is read through the summed letter {summed[0]!r}: a "
+            "recurrence through a matrix is not supported in one statement", at(ref.column),
+            f"a linear recurrence multiplies its previous state by an elementwise gate, e.g. "
+            f"{example}; a state through a matrix is supported in a loop, a run of statements "
+            f"with an output of its own (docs/declarations.md), e.g. {LOOP_EXAMPLE}")
     if letters != out.indices:
         raise SymflopsError(f"the previous state {name} must carry the output's letters in order",
                             at(ref.column), f"write {name}[{','.join(out.indices)}] with "
