@@ -141,7 +141,7 @@ def test_ssd_has_no_key_value_cache_and_its_sheet_says_why():
     sheet = render_file(str(SSD), "md")
     assert "Decoding keeps" not in sheet
     assert ("The key/value cache is not counted: the layer splits a sequence's positions "
-            "into K chunks of Q") in sheet
+            "into $K$ chunks of $Q$") in sheet
 
 
 def test_a_causal_layer_over_a_subset_of_positions_keeps_its_cache():

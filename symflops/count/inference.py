@@ -27,7 +27,7 @@ compute it here.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import sympy
 
@@ -121,14 +121,34 @@ def _cached_elements(tensor: Any, window: tuple[int, sympy.Expr] | None) -> symp
     return sympy.expand(tensor.elements / extent * sympy.Min(extent, width))
 
 
+#: A piece of a sentence about the cache: words, or a symbol the sheet sets as
+#: math (a tensor's name, a dim's formula, an index letter).
+Piece = tuple[Literal["text", "tensor", "dim", "letter"], Any]
+
+
+@dataclass(frozen=True)
+class Said:
+    """A sentence that names symbols: ``plan`` prints it as text
+    (:meth:`text`), a sheet sets each symbol as math."""
+
+    pieces: tuple[Piece, ...]
+
+    def text(self) -> str:
+        return "".join(str(v) for _, v in self.pieces)
+
+
+def _said(*pieces: Piece | str) -> Said:
+    return Said(tuple(("text", p) if isinstance(p, str) else p for p in pieces))
+
+
 #: Why a layer with a loop over chunks gets no decoding figures.
-NO_CACHE_OF_A_LOOP = ("not counted: a loop over chunks (as in the gated DeltaNet) decodes from "
-                      "the state it carries from chunk to chunk, whose size does not grow with "
-                      "the context, while the cache counted here is what grows with every token "
-                      "of context")
+NO_CACHE_OF_A_LOOP = _said(
+    "not counted: a loop over chunks (as in the gated DeltaNet) decodes from the state it "
+    "carries from chunk to chunk, whose size does not grow with the context, while the cache "
+    "counted here is what grows with every token of context")
 
 
-def uncached(layer: Any) -> str | None:
+def uncached(layer: Any) -> Said | None:
     """Why ``layer``'s decoding cache is not counted, or None: a layer with a
     loop (:mod:`symflops.ops.loop`) keeps its state from one token to the
     next, not the keys of its chunks, which the rule above would take for a
@@ -139,7 +159,7 @@ def uncached(layer: Any) -> str | None:
     return _within_chunks(layer)
 
 
-def _within_chunks(layer: Any) -> str | None:
+def _within_chunks(layer: Any) -> Said | None:
     """Why the rule above does not apply to a layer that views a sequence's
     positions as (chunk, offset) pairs (a tensor with two axes whose extents
     multiply to the positions: Mamba-2's SSD, a chunked DeltaNet, Llama 4's
@@ -168,30 +188,35 @@ def _within_chunks(layer: Any) -> str | None:
                  and sympy.expand(sizes[i] * sizes[j] - positions) == 0]
         if pairs:
             (chunks, length), (name, letter, extent) = pairs[0], partial[0]
-            where = {length: "an earlier position of the same chunk",
-                     chunks: "an earlier chunk"}.get(extent, f"an earlier {letter}")
-            return (f"not counted: the layer splits a sequence's positions into {chunks} "
-                    f"chunks of {length} ({t.name}'s axes) and reads {name} at {where} "
-                    f"({letter}, over {extent}), not at any earlier position of the sequence. "
-                    "Decoding such a layer keeps a running state, or the current chunk's keys; "
-                    "neither grows with every token of context, which is what the cache "
-                    "counted here holds")
+            where: tuple[Piece | str, ...] = \
+                {length: ("an earlier position of the same chunk",),
+                 chunks: ("an earlier chunk",)}.get(extent, ("an earlier ", ("letter", letter)))
+            return _said(
+                "not counted: the layer splits a sequence's positions into ", ("dim", chunks),
+                " chunks of ", ("dim", length), " (", ("tensor", t.name), "'s axes) and reads ",
+                ("tensor", name), " at ", *where, " (", ("letter", letter), ", over ",
+                ("dim", extent), "), not at any earlier position of the sequence. Decoding such "
+                "a layer keeps a running state, or the current chunk's keys; neither grows with "
+                "every token of context, which is what the cache counted here holds")
     return None
 
 
-def states_left_out(layer: Any) -> str | None:
+def states_left_out(layer: Any) -> Said | None:
     """What a counted cache leaves out, or None: a recurrence (a scan along
     the positions, Mamba's) carries a state from one token to the next whose
     size does not grow with the context, and the cache counts what does."""
     scans = [op.output for op in layer.ops if op.kind == "recurrence"]
     if not scans:
         return None
-    return (f"the state each recurrence ({', '.join(scans)}) carries from one position to "
-            "the next, the same size at every context, is not in the cache: the bytes read "
-            "per token are a lower bound")
+    names: list[Piece | str] = []
+    for k, name in enumerate(scans):
+        names += [", "] * (k > 0) + [("tensor", name)]
+    return _said("the state each recurrence (", *names, ") carries from one position to the "
+                 "next, the same size at every context, is not in the cache: the bytes read "
+                 "per token are a lower bound")
 
 
-def cache_note(layer: Any, counted: bool) -> str | None:
+def cache_note(layer: Any, counted: bool) -> Said | None:
     """What is said beside the cache: what a counted one leaves out
     (:func:`states_left_out`), or why none is counted (:func:`uncached`)."""
     return states_left_out(layer) if counted else uncached(layer)

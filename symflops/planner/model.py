@@ -154,7 +154,7 @@ def _model_formulas(p: _Parts) -> dict[str, Formula]:
             "params_read": Formula(text(par.read_per_token), "",
                                    "the parameters one token reads, derived by symflops"),
             "activation_bytes": Formula(text(p.activations), "", f"recompute: {p.recompute}"),
-            **({"kv_cache_bytes_per_token": Formula("", "", why)}
+            **({"kv_cache_bytes_per_token": Formula("", "", why.text())}
                if (why := cache_note(p.layer, p.cache is not None)) is not None else {})}
 
 

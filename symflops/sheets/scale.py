@@ -18,6 +18,7 @@ from typing import Any, Callable, Sequence
 import sympy
 
 from .notation import Math
+from .printing import index_list
 from .words import DEGREE, Escape, dim_phrase, names
 from ..count.beyond import BeyondPart
 from ..count.cost import Costs
@@ -175,9 +176,13 @@ def _share(layer: Layer, exact: sympy.Expr, full: sympy.Expr, esc: Escape) -> st
 def cache_sentence(layer: Layer, model: WholeModel | None, m: Math, esc: Escape,
                    poly: Callable[[sympy.Expr], str]) -> str | None:
     inf = model.inference if model is not None else None
-    note = cache_note(layer, inf is not None)
+    said = cache_note(layer, inf is not None)
+    note = None if said is None else "".join(
+        esc(v) if kind == "text" else f"${m.t(v)}$" if kind == "tensor"
+        else f"${poly(v)}$" if kind == "dim" else f"${index_list([v])}$"
+        for kind, v in said.pieces)
     if inf is None:
-        return None if note is None else esc(f"The key/value cache is {note}.")
+        return None if note is None else esc("The key/value cache is ") + note + esc(".")
     per_seq = inf.cache_bytes_per_sequence is not None
     text = (esc("Decoding keeps, for every position already seen, ") + names(
         [f"${m.t(c)}$" for c in inf.cache], esc) + esc(" (the key/value cache): ")
@@ -187,7 +192,7 @@ def cache_sentence(layer: Layer, model: WholeModel | None, m: Math, esc: Escape,
         text += (esc("; each decoded token reads the weights it uses and that cache once, ")
                  + f"${poly(inf.bytes_per_decoded_token)}$"
                  + esc(" bytes, so memory bandwidth, not FLOPs, bounds the decode rate"))
-    return text + esc(f"; {note}." if note else ".")
+    return text + (esc("; ") + note + esc(".") if note else esc("."))
 
 
 def scale_context(layer: Layer, costs: Costs, counts: SheetCounts, model: WholeModel | None,
