@@ -23,6 +23,7 @@ from ..ops.loop_rules import contributions, reverse_cost
 from ..ops.recurrence import total_name
 from .backward import relabel
 from .notation import Math
+from .recurrences import at_letter
 
 
 def _line(m: Math, lhs: Factor, terms: list[Einsum], time: str,
@@ -39,10 +40,7 @@ def _line(m: Math, lhs: Factor, terms: list[Einsum], time: str,
         if k in later:
             for f in t.operands:
                 if time in f.indices and not f.is_indicator:
-                    letters = ",".join(f"{i}+1" if i == time else i for i in f.indices)
-                    name = m.t(f.tensor)
-                    rhs = rhs.replace(m.ix(f), f"{'(' + name + ')' if '_' in name else name}"
-                                               f"_{{{letters}}}")
+                    rhs = rhs.replace(m.ix(f), at_letter(m, f, time, time + "+1"))
         if k and rhs.startswith("-"):
             text += " - " + rhs[1:].lstrip()
         else:
@@ -62,9 +60,6 @@ def loop_items(derivation: Derivation, costs: Costs, m: Math,
             continue
         time, state = op.time, op.state
         prev = next(s.out for s in op.statements if s.output == state)
-        back = ",".join(f"{i}-1" if i == time else i for i in prev.indices)
-        name = m.t(state)
-        shifted = f"({name})" if "_" in name else name
         by_target: dict[str, list[Einsum]] = {}
         for c in contributions(op):
             by_target.setdefault(c.target, []).append(c.term)
@@ -86,8 +81,8 @@ def loop_items(derivation: Derivation, costs: Costs, m: Math,
             "time": time,
             "steps": m.poly(op.steps),
             "previous": f"{m.ix(Factor(op.previous_name, prev.indices))} = "
-                        f"{shifted}_{{{back}}}",
-            "state": name,
+                        f"{at_letter(m, prev, time, time + '-1')}",
+            "state": m.t(state),
             "names": m.ts([total_name(f.tensor) for f in op.outs if f.tensor != op.output]),
             "totals": totals,
             "last": f"{time} = {m.poly(op.steps - 1)}",

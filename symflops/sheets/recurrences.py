@@ -24,7 +24,7 @@ from .derivations import derivation_lines
 from .notation import Math
 
 
-def _at(m: Math, f: Factor, time: str, at: str) -> str:
+def at_letter(m: Math, f: Factor, time: str, at: str) -> str:
     """``H_{b,s-1,d}``: a factor with ``at`` in place of its time letter, in the
     sheet's style (``(G_{\\text{H}})_{b,s+1,d}`` for a name with its own subscript)."""
     letters = ",".join(at if i == time else i for i in f.indices)
@@ -71,14 +71,14 @@ def recurrence_items(derivation: Derivation, costs: Costs, m: Math,
         scan = parallel_scan(op, unit)
         items.append({
             "op": op.latex(m),
-            "previous": f"{m.ix(prev)} = {_at(m, out, time, time + '-1')}",
-            "zero": _at(m, out, time, "-1") + " = 0",
+            "previous": f"{m.ix(prev)} = {at_letter(m, out, time, time + '-1')}",
+            "zero": at_letter(m, out, time, "-1") + " = 0",
             "unrolled": f"{m.ix(out)} = " + " + ".join(m.einsum_rhs(t) for t in unrolled.terms),
             "lines": fold(derivation_lines([op.previous_rule(k)], m)),
             "total": m.ix(g),
             "scan": (f"{m.ix(g)} = {m.ix(Factor(grad_name(op.output), out.indices))} + "
-                     f"{_at(m, gate, time, time + '+1')}\\, {_at(m, g, time, time + '+1')}"),
-            "end": _at(m, g, time, m.poly(op.dims()[time])) + " = 0",
+                     f"{at_letter(m, gate, time, time + '+1')}\\, {at_letter(m, g, time, time + '+1')}"),
+            "end": at_letter(m, g, time, m.poly(op.dims()[time])) + " = 0",
             "dstate": m.t(grad_name(op.output)),
             "rules": rule_lines,
             "forward": poly(op.cost(unit).elementwise),
