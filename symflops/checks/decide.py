@@ -32,6 +32,7 @@ from ..core.ir import dim_symbol
 from ..core.sizes import NEGATIVE, NONNEGATIVE, NONPOSITIVE, POSITIVE, UNKNOWN, ZERO, sign  # noqa: F401
 from ..count.evaluate import number
 from .claim import Claim
+from ..core import factoring
 
 #: The relative tolerance of '≈' when none is given (--rtol, or 'rtol:' in a claims file).
 DEFAULT_RTOL = sympy.Rational(1, 20)
@@ -274,9 +275,9 @@ def region(gap: sympy.Expr, dims: Sequence[sympy.Symbol], prefer: Sequence[sympy
         a, b = num.coeff(x, 1), num.coeff(x, 0)
         sa = sign(a, dims)
         if sa == POSITIVE:    # a x + b >= 0  <=>  x >= -b/a
-            bound, rel = sympy.factor(sympy.cancel(-b / a)), ">" if strict else ">="
+            bound, rel = factoring.factor(sympy.cancel(-b / a)), ">" if strict else ">="
         elif sa == NEGATIVE:  # x <= b/(-a)
-            bound, rel = sympy.factor(sympy.cancel(b / -a)), "<" if strict else "<="
+            bound, rel = factoring.factor(sympy.cancel(b / -a)), "<" if strict else "<="
         else:
             continue
         return f"{x} {rel} {sympy.sstr(bound)}"

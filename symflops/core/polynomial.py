@@ -18,6 +18,7 @@ import math
 from typing import Callable, Sequence
 
 import sympy
+from . import factoring
 
 Monomial = dict[sympy.Expr, int]  # {symbol: power}
 
@@ -283,7 +284,7 @@ def less_than(a: sympy.Expr, b: sympy.Expr, dims: Sequence[sympy.Symbol]) -> sym
         sign = _sign(sympy.expand(outside * slope))
         if sign == 0:
             continue
-        threshold = sympy.factor(-intercept / slope)
+        threshold = factoring.factor(-intercept / slope)
         return _integer(x, threshold, below=sign > 0)
     # Factors that are positive at every size (numbers, powers of dims) do not change the sign.
     kept = [f for f in sympy.Mul.make_args(difference)

@@ -37,6 +37,7 @@ from ..core.hardware import Compute, preset
 from ..core.ir import dim_symbol
 from .evaluate import number
 from .traffic import Moved, Traffic
+from ..core import factoring
 
 Bound = Literal["compute", "memory"]
 
@@ -85,7 +86,7 @@ def intensity(work: sympy.Expr, moved: sympy.Expr) -> sympy.Expr | None:
     """FLOPs per byte, as a rational function in lowest terms (None: no bytes)."""
     if sympy.expand(moved) == 0:
         return None
-    return sympy.factor(sympy.cancel(sympy.expand(work) / sympy.expand(moved)))
+    return factoring.factor(sympy.cancel(sympy.expand(work) / sympy.expand(moved)))
 
 
 # ------------------------------------------------------------- thresholds --
@@ -148,7 +149,7 @@ def symbolic(condition: sympy.Expr, x: sympy.Symbol
     c1, c0 = (sympy.expand(c) for c in p.all_coeffs())
     if c0 == 0:   # c1 * x > 0 with x > 0
         return f"for every {x} when {_positive(c1)}, for none otherwise", sympy.Integer(0), c1
-    edge = sympy.factor(sympy.cancel(-c0 / c1))
+    edge = factoring.factor(sympy.cancel(-c0 / c1))
     top, bottom = sympy.fraction(edge)
     if top.could_extract_minus_sign():
         top, bottom = -top, -bottom
@@ -168,7 +169,7 @@ def _wrapped(e: sympy.Expr) -> str:
 def _drop_positive(e: sympy.Expr) -> sympy.Expr:
     """``e`` without its positive factors (dims, numbers, sums of them): the
     sign is the same."""
-    factored = sympy.factor(sympy.expand(e))
+    factored = factoring.factor(sympy.expand(e))
     kept = [f for f in sympy.Mul.make_args(factored) if not f.is_positive]
     return sympy.expand(sympy.Mul(*kept))
 
@@ -179,17 +180,17 @@ def _split(e: sympy.Expr, ridge: str = "I_acc") -> str:
     e = sympy.expand(e)
     ridges = [s for s in e.free_symbols if s.name.startswith(ridge)]
     if len(ridges) != 1 or sympy.degree(e, ridges[0]) != 1:
-        return sympy.sstr(sympy.factor(e))
+        return sympy.sstr(factoring.factor(e))
     r = ridges[0]
     k = e.coeff(r)
     rest = sympy.expand(e - k * r)
     sign, k = ("-", -k) if k.could_extract_minus_sign() else ("+", k)
-    times = sympy.sstr(r * sympy.factor(k))
+    times = sympy.sstr(r * factoring.factor(k))
     if rest == 0:
         return times if sign == "+" else f"-{times}"
     if rest.is_number:
         return f"{'' if sign == '+' else '-'}{times} {'+' if rest > 0 else '-'} {abs(rest)}"
-    return f"{sympy.sstr(sympy.factor(rest))} {sign} {times}"
+    return f"{sympy.sstr(factoring.factor(rest))} {sign} {times}"
 
 
 def _positive(c: sympy.Expr) -> str:
@@ -199,7 +200,7 @@ def _positive(c: sympy.Expr) -> str:
     terms = sympy.Add.make_args(c)
     plus = sympy.Add(*(t for t in terms if not t.could_extract_minus_sign()))
     minus = -sympy.Add(*(t for t in terms if t.could_extract_minus_sign()))
-    return f"{sympy.sstr(sympy.factor(plus))} > {sympy.sstr(sympy.factor(minus))}"
+    return f"{sympy.sstr(factoring.factor(plus))} > {sympy.sstr(factoring.factor(minus))}"
 
 
 @functools.lru_cache(maxsize=4096)
@@ -274,7 +275,7 @@ def limit(value: sympy.Expr, x: sympy.Symbol) -> tuple[sympy.Expr | None, tuple[
     found = sympy.limit(value.xreplace({o: t for o in others}), t, sympy.oo)
     if found.has(sympy.oo, -sympy.oo, sympy.zoo, sympy.nan) or found.has(sympy.AccumBounds):
         return None, tuple(o.name for o in others)
-    return sympy.factor(found), tuple(o.name for o in others)
+    return factoring.factor(found), tuple(o.name for o in others)
 
 
 def threshold(label: str, work: sympy.Expr, moved: sympy.Expr, dim: str,

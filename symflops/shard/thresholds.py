@@ -31,6 +31,7 @@ from ..core.hardware import Accelerator
 from ..count.precision import Precision
 from .analysis import Analysis
 from .timing import FACTOR, bandwidth_symbol, need_bytes
+from ..core import factoring
 
 C = sympy.Symbol("C", positive=True)
 
@@ -64,7 +65,7 @@ class Optimum:
 
 
 def _monomial(e: sympy.Expr) -> bool:
-    num, den = sympy.fraction(sympy.factor(e))
+    num, den = sympy.fraction(factoring.factor(e))
     return all(isinstance(x, (sympy.Mul, sympy.Pow, sympy.Symbol, sympy.Integer, sympy.Rational))
                and not isinstance(x, sympy.Add) and not x.has(sympy.Add) for x in (num, den))
 
@@ -72,7 +73,7 @@ def _monomial(e: sympy.Expr) -> bool:
 def _solve(ratio: sympy.Expr, bound: sympy.Expr, dims: list[sympy.Symbol]) -> sympy.Basic | None:
     """``ratio > bound`` solved for the first dim with a positive power, when
     ``ratio`` is one term (a monomial over a monomial)."""
-    ratio = sympy.factor(ratio)
+    ratio = factoring.factor(ratio)
     if not _monomial(ratio):
         return None
     powers = ratio.as_powers_dict()
@@ -100,7 +101,7 @@ def conditions(analysis: Analysis, precision: Precision, dims: list[sympy.Symbol
                                      sympy.Integer(0)))
             if moved == 0:
                 continue
-            ratio = sympy.factor(sympy.cancel(compute / moved))
+            ratio = factoring.factor(sympy.cancel(compute / moved))
             out.append(Condition(phase, axis, compute, moved, ratio,
                                  _solve(ratio, C / bandwidth_symbol(axis), dims)))
     return tuple(out)

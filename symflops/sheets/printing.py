@@ -25,6 +25,8 @@ from ..ops.functions import FUNCTIONS, Y
 from ..core.factors import RECIPROCAL, Apply, offset_terms, quotient
 from ..core.ir import Factor
 from ..core.polynomial import by_exponents, common_factor, monomials
+from ..core import factoring
+
 
 @functools.lru_cache(maxsize=4096)
 def readable(value: sympy.Expr) -> sympy.Expr:
@@ -56,7 +58,7 @@ def _factored(rest: sympy.Expr) -> sympy.Expr:
     coefficients), else ``rest``."""
     if not isinstance(rest, sympy.Add) or not 4 <= len(rest.args) <= FACTOR_TERMS:
         return rest
-    f = sympy.factor(rest)
+    f = factoring.factor(rest)
     parts = [p for p in sympy.Mul.make_args(f) if not p.is_number]
     if len(parts) < 2 or any(p.as_base_exp()[0].is_Symbol for p in parts) \
             or sympy.expand(f - rest) != 0:

@@ -22,6 +22,7 @@ from ..count.cost import Costs
 from ..ops.recurrence import parallel_scan, total_name
 from .derivations import derivation_lines
 from .notation import Math
+from ..core import factoring
 
 
 def at_letter(m: Math, f: Factor, time: str, at: str) -> str:
@@ -41,7 +42,7 @@ class _Log2(sympy.Function):
 
 def _with_log2(expr: sympy.Expr, size: sympy.Expr) -> str:
     """A parallel-scan count, ``log(S)/log(2)`` printed ``\\log_2 S``, factored."""
-    return sympy.latex(sympy.factor(sympy.expand(
+    return sympy.latex(factoring.factor(sympy.expand(
         expr.subs(sympy.log(size), sympy.log(2) * _Log2(size)))))
 
 

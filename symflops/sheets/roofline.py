@@ -37,6 +37,7 @@ from ..count.explain import SheetCounts
 from ..count.roofline import Solved, roof
 from ..count.roofline_analysis import LAYER, Analysis, analyse, default_dim
 from ..count.traffic import widths
+from ..core import factoring
 
 #: The roofs a sheet is drawn against: the two accelerators of the scaling
 #: book's roofline chapter (its B > 240 and B > 295).
@@ -182,7 +183,7 @@ def _thresholds(a: Analysis, r: SheetRoofline, esc: Any) -> list[dict[str, Any]]
     poly = PolyPrinter(r.dims)
 
     def show(e: sympy.Expr) -> str:
-        top, bottom = sympy.fraction(sympy.factor(e))
+        top, bottom = sympy.fraction(factoring.factor(e))
         return poly(top) if bottom == 1 else rf"\frac{{{poly(top)}}}{{{poly(bottom)}}}"
 
     groups: dict[tuple[Any, ...], list[str]] = {}
