@@ -21,6 +21,7 @@ from typing import Literal, Sequence
 
 import sympy
 
+from ..core.polynomial import monomials
 from ..core.ir import Layer, substitute
 
 #: What a dim is to a run: part of the tokens of a step (``tokens: B*S``), the
@@ -56,6 +57,9 @@ def degree(expr: sympy.Expr, symbol: sympy.Symbol) -> int:
              for a in expr.atoms(sympy.Min, sympy.Max)}
     if inner:
         return degree(expr.xreplace(inner), symbol)
+    terms = monomials(expr, negative=True)
+    if terms:  # a sum of terms with dims to whole powers: the largest power (together is slow)
+        return max(powers.get(symbol, 0) for _, powers in terms)
     num, den = sympy.fraction(sympy.together(expr))
     return int(sympy.degree(sympy.expand(num), symbol) - sympy.degree(sympy.expand(den), symbol))
 
