@@ -137,3 +137,13 @@ def test_a_sums_degree_is_its_numerators_less_its_denominators(expr, x):
         return
     num, den = sympy.fraction(sympy.together(expr))
     assert degree(expr, x) == sympy.degree(sympy.expand(num), x) - sympy.degree(sympy.expand(den), x)
+
+
+@settings(max_examples=100, deadline=None)
+@given(polynomials(terms=6, lowest=-1), polynomials(terms=4, lowest=-1), polynomials(terms=2))
+def test_a_ratio_is_factored_as_sympy_factors_it_cancelled(a, b, common):
+    """``factor_ratio(e)`` is ``sympy.factor(sympy.cancel(e))``: a ratio of
+    two sums with a common factor, as a roofline's FLOPs over bytes."""
+    e = sympy.expand(a * common) / sympy.expand(b * common)
+    ours, theirs = factoring.factor_ratio(e), sympy.factor(sympy.cancel(e))
+    assert sympy.srepr(ours) == sympy.srepr(theirs), (e, ours, theirs)

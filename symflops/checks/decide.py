@@ -275,9 +275,9 @@ def region(gap: sympy.Expr, dims: Sequence[sympy.Symbol], prefer: Sequence[sympy
         a, b = num.coeff(x, 1), num.coeff(x, 0)
         sa = sign(a, dims)
         if sa == POSITIVE:    # a x + b >= 0  <=>  x >= -b/a
-            bound, rel = factoring.factor(sympy.cancel(-b / a)), ">" if strict else ">="
+            bound, rel = factoring.factor_ratio(-b / a), ">" if strict else ">="
         elif sa == NEGATIVE:  # x <= b/(-a)
-            bound, rel = factoring.factor(sympy.cancel(b / -a)), "<" if strict else "<="
+            bound, rel = factoring.factor_ratio(b / -a), "<" if strict else "<="
         else:
             continue
         return f"{x} {rel} {sympy.sstr(bound)}"

@@ -41,19 +41,56 @@ def factor(expr: Any) -> sympy.Expr:
     expr = sympy.sympify(expr)
     if flint is None or not isinstance(expr, sympy.Expr) or hasattr(expr, "_eval_factor"):
         return sympy.factor(expr)
-    out = _over_a_monomial(expr)
+    out = _product(expr)
     if out is None:
         out = _factored(sympy.together(expr))
     return sympy.factor(expr) if out is None else out
 
 
-def _over_a_monomial(expr: sympy.Expr) -> sympy.Expr | None:
-    """A sum of terms ``c * x**e * ...`` (fractions ``c``, dims ``x``, whole
-    ``e``, negative ones too, as a roofline's bytes per op have) factored
-    without ``together``, which takes seconds over a hundred terms: as a
+def factor_ratio(expr: Any) -> sympy.Expr:
+    """``sympy.factor(sympy.cancel(expr))``, the same expression: where
+    :func:`factor` takes ``expr`` itself, the cancelling is the factoring's
+    (a fraction's factors are its value's, common ones gone), and ``cancel``,
+    seconds for a ratio of two long sums, is not needed."""
+    expr = sympy.sympify(expr)
+    if flint is not None and isinstance(expr, sympy.Expr) and not hasattr(expr, "_eval_factor"):
+        out = _product(expr)
+        if out is not None:
+            return out
+    return sympy.factor(sympy.cancel(expr))
+
+
+def _product(expr: sympy.Expr) -> sympy.Expr | None:
+    """``expr``, a product of numbers and of sums of terms ``c * x**e * ...``
+    (fractions ``c``, dims ``x``, whole ``e``, negative ones too, as a
+    roofline's bytes per op have) to whole powers, factored without
+    ``together``, which takes seconds over a hundred terms: each sum as a
     polynomial over a monomial, the polynomial factored.  The factors of a
     fraction of polynomials are those of its value, whatever its form, so
     this is what ``factor`` makes of ``together(expr)``.  None for anything else."""
+    coeff: sympy.Expr = sympy.Integer(1)
+    factors: list[tuple[sympy.Expr, int]] = []
+    for arg in sympy.Mul.make_args(expr):
+        if arg.is_Rational:
+            coeff *= arg
+            continue
+        base, exp = arg.as_base_exp() if arg.is_Pow else (arg, sympy.Integer(1))
+        if not exp.is_Integer or not isinstance(base, (sympy.Add, sympy.Symbol)):
+            base, exp = arg, sympy.Integer(1)   # a monomial, e.g. 1/(B*D), as a sum of one term
+        found = _over_a_monomial(base)
+        if found is None:
+            return None
+        c, fs = found
+        coeff *= c ** exp
+        factors += [(f, k * int(exp)) for f, k in fs]
+    return _keep_coeff(coeff, sympy.Mul(*[f ** k for f, k in factors]))
+
+
+def _over_a_monomial(expr: sympy.Expr
+                     ) -> tuple[sympy.Rational, list[tuple[sympy.Expr, int]]] | None:
+    """A sum of terms ``c * x**e * ...`` as the number in front and its
+    factors, each with its power (the monomial's dims to negative ones);
+    None when it is not such a sum."""
     terms = []
     for term in sympy.Add.make_args(expr):
         c, rest = term.as_coeff_Mul()
@@ -76,8 +113,8 @@ def _over_a_monomial(expr: sympy.Expr) -> sympy.Expr | None:
     shifted = [(c, {x: powers.get(x, 0) - low.get(x, 0) for x in every
                     if powers.get(x, 0) != low.get(x, 0)}) for c, powers in terms]
     present = {x for _, powers in shifted for x in powers}
-    if not present:
-        return None
+    if not present:   # a number over a monomial
+        return _number_over(terms, low)
     gens = sympy.Poly(sympy.Add(*present)).gens   # SymPy's order of them
     scale = math.lcm(*(int(c.q) for c, _ in shifted))
     whole: dict[tuple[int, ...], int] = {}
@@ -86,10 +123,15 @@ def _over_a_monomial(expr: sympy.Expr) -> sympy.Expr | None:
         whole[m] = whole.get(m, 0) + int(c.p) * (scale // int(c.q))
     whole = {m: c for m, c in whole.items() if c}
     if not whole:
-        return sympy.Integer(0)
+        return sympy.Integer(0), []
     coeff, factors = _integer_factors(whole, gens)
-    factors += [(x, e) for x, e in low.items() if e]
-    return _keep_coeff(coeff / scale, sympy.Mul(*[f ** k for f, k in factors]))
+    return coeff / scale, factors + [(x, e) for x, e in low.items() if e]
+
+
+def _number_over(terms: list, low: dict) -> tuple[sympy.Rational, list[tuple[sympy.Expr, int]]]:
+    """A sum whose terms share one monomial (``3/B``): its number, and the monomial's dims."""
+    return (sum((c for c, _ in terms), sympy.Integer(0)),
+            [(x, e) for x, e in low.items() if e])
 
 
 def _factored(expr: sympy.Expr) -> sympy.Expr | None:

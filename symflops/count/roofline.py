@@ -86,7 +86,7 @@ def intensity(work: sympy.Expr, moved: sympy.Expr) -> sympy.Expr | None:
     """FLOPs per byte, as a rational function in lowest terms (None: no bytes)."""
     if sympy.expand(moved) == 0:
         return None
-    return factoring.factor(sympy.cancel(sympy.expand(work) / sympy.expand(moved)))
+    return factoring.factor_ratio(sympy.expand(work) / sympy.expand(moved))
 
 
 # ------------------------------------------------------------- thresholds --
@@ -149,7 +149,7 @@ def symbolic(condition: sympy.Expr, x: sympy.Symbol
     c1, c0 = (sympy.expand(c) for c in p.all_coeffs())
     if c0 == 0:   # c1 * x > 0 with x > 0
         return f"for every {x} when {_positive(c1)}, for none otherwise", sympy.Integer(0), c1
-    edge = factoring.factor(sympy.cancel(-c0 / c1))
+    edge = factoring.factor_ratio(-c0 / c1)
     top, bottom = sympy.fraction(edge)
     if top.could_extract_minus_sign():
         top, bottom = -top, -bottom

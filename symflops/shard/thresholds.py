@@ -101,7 +101,7 @@ def conditions(analysis: Analysis, precision: Precision, dims: list[sympy.Symbol
                                      sympy.Integer(0)))
             if moved == 0:
                 continue
-            ratio = factoring.factor(sympy.cancel(compute / moved))
+            ratio = factoring.factor_ratio(compute / moved)
             out.append(Condition(phase, axis, compute, moved, ratio,
                                  _solve(ratio, C / bandwidth_symbol(axis), dims)))
     return tuple(out)

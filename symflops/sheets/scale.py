@@ -150,7 +150,7 @@ def attention_sentence(layer: Layer, counts: SheetCounts, parts: Sequence[Beyond
         ops.append(p.output)
     if not ops:
         return None
-    exact, full = sympy.expand(exact), factoring.factor(sympy.cancel(full))
+    exact, full = sympy.expand(exact), factoring.factor_ratio(full)
     if not full.is_polynomial() or sympy.expand(exact - full) == 0:
         return None
     return (esc("The attention products (") + names([f"${m.t(o)}$" for o in ops], esc)
