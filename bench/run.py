@@ -427,6 +427,11 @@ def section_targets(repeats: int) -> None:
         print(f"  {figure:<58} wall {wall:7.2f} s  CPU {cpu:7.2f} s  target {target:g} s  "
               f"{_against(wall, target)}", flush=True)
 
+    # the machine, for comparing figures taken on different ones: SymPy's import
+    # alone, a fixed amount of work
+    sympy_import = min(wall_and_cpu(command("-c", "import sympy")) for _ in range(5))
+    print(f"  machine reference: python -c 'import sympy', best of 5: wall "
+          f"{sympy_import[0]:.2f} s, CPU {sympy_import[1]:.2f} s", flush=True)
     with tempfile.TemporaryDirectory(prefix="symflops-bench-") as tmp:
         # an empty cache of imported models: the first run derives and keeps
         # the model, the later ones read it (symflops.planner.compiled)
