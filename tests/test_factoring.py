@@ -49,7 +49,7 @@ def products(draw) -> sympy.Expr:
     return sympy.expand(expr) if draw(st.booleans()) else expr
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(products())
 def test_the_same_expression_as_sympy(expr):
     same(expr)
@@ -69,7 +69,7 @@ def test_terms_over_different_dims_share_one_denominator():
         same(expr)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=25, deadline=None)
 @given(products(), products())
 def test_a_sum_of_fractions_is_the_same(a, b):
     x, y = PLAIN[:2]
