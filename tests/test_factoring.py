@@ -107,6 +107,7 @@ def test_a_whole_models_condition_and_its_sides():
     PLAIN[0] ** sympy.Rational(1, 2) * (PLAIN[1] ** 2 - 1),
     sympy.floor(DIMS[0] / 2) * DIMS[1] + DIMS[1],
     sympy.Eq(PLAIN[0] ** 2, 1),
+    sympy.Symbol("A", commutative=False) * sympy.Symbol("Bn", commutative=False) + PLAIN[0],
 ]))
 def test_what_factor_leaves_to_sympy_is_still_the_same(expr):
     if isinstance(expr, sympy.Expr):

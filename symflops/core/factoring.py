@@ -39,7 +39,8 @@ except ImportError:  # pragma: no cover - exercised by hand
 def factor(expr: Any) -> sympy.Expr:
     """``sympy.factor(expr)``, the same expression, faster for large polynomials."""
     expr = sympy.sympify(expr)
-    if flint is None or not isinstance(expr, sympy.Expr) or hasattr(expr, "_eval_factor"):
+    if (flint is None or not isinstance(expr, sympy.Expr) or hasattr(expr, "_eval_factor")
+            or not expr.is_commutative):
         return sympy.factor(expr)
     out = _product(expr)
     if out is None:
@@ -53,7 +54,8 @@ def factor_ratio(expr: Any) -> sympy.Expr:
     (a fraction's factors are its value's, common ones gone), and ``cancel``,
     seconds for a ratio of two long sums, is not needed."""
     expr = sympy.sympify(expr)
-    if flint is not None and isinstance(expr, sympy.Expr) and not hasattr(expr, "_eval_factor"):
+    if (flint is not None and isinstance(expr, sympy.Expr) and not hasattr(expr, "_eval_factor")
+            and expr.is_commutative):
         out = _product(expr)
         if out is not None:
             return out
