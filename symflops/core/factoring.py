@@ -8,18 +8,20 @@ sides of its inequality).  FLINT's sparse multivariate factoring
 (python-flint's ``fmpz_mpoly.factor``) takes milliseconds for the same
 polynomial.
 
-:func:`factor` gives exactly the expression ``sympy.factor`` gives.  It
-takes the expression apart as SymPy does (over a common denominator, a
-product of numbers and of polynomials to whole powers), makes each
-polynomial the ``Poly`` SymPy would make of it, and asks FLINT for that
-polynomial's irreducible factors instead of SymPy.  The factors of a
-polynomial over the integers are unique but for their signs; each is given
-the sign SymPy gives it (a positive leading coefficient in the ``Poly``'s
+:func:`factor` gives exactly the expression ``sympy.factor`` gives.  A
+fraction's irreducible factors, and the number in front of them, are its
+value's, whatever form it is written in, but for their signs; each factor is
+given the sign SymPy gives it (a positive leading coefficient in SymPy's
 order of its variables), the number in front takes the rest, and the product
-is built as SymPy builds it.  Anything else (a coefficient that is not a
-fraction, a power that is not whole, a function SymPy factors its own way),
-or a machine without python-flint, goes to ``sympy.factor`` itself.
-``tests/test_factoring.py`` holds the two to the same expression.
+is built as SymPy builds it.  So the expression is taken apart wherever that
+is cheap: a product of sums of terms (fractions times dims to whole powers,
+negative ones too), each sum as a polynomial over a monomial; else as SymPy
+does, over a common denominator, each polynomial the ``Poly`` SymPy would
+make of it.  FLINT factors the polynomials.  Anything else (a coefficient
+that is not a fraction, a power that is not whole, a function SymPy factors
+its own way, a symbol that does not commute), or a machine without
+python-flint, goes to ``sympy.factor`` itself.  ``tests/test_factoring.py``
+holds the two to the same expression.
 """
 
 from __future__ import annotations
