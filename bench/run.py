@@ -445,6 +445,16 @@ def section_targets(repeats: int) -> None:
             row(f"plan --hf-config {name}, first run (derived)", *runs[0], target)
             row(f"plan --hf-config {name}, best of {len(runs) - 1} (kept model)",
                 *min(runs[1:]), target)
+        # a whole hybrid model's sheet (no target: the roofline's thresholds of a
+        # model with twenty dims, the factoring that python-flint took over)
+        path = os.path.join(tmp, "granite-4.0-h-tiny", "config.json")
+        os.makedirs(os.path.dirname(path))
+        with open(path, "w") as fh:
+            json.dump(_hf_config("GRANITE_H_TINY"), fh)
+        wall, cpu = wall_and_cpu(command("-m", "symflops", "render", "--hf-config", path, "-o",
+                                         os.path.join(tmp, "granite.md")))
+        print(f"  {'render --hf-config granite-4.0-h-tiny (Markdown)':<58} wall {wall:7.2f} s  "
+              f"CPU {cpu:7.2f} s  (no target)", flush=True)
         row(f"build, cold, with PDFs, default jobs ({cores} workers)",
             *wall_and_cpu(command("-m", "symflops", "build", "--src", str(DERIVATIONS), "--out",
                                   os.path.join(tmp, "build"))), BUILD_TARGET)
