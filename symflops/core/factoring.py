@@ -27,7 +27,7 @@ holds the two to the same expression.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Callable
 
 import sympy
 from sympy.core.mul import _keep_coeff
@@ -36,6 +36,9 @@ try:  # a dependency; without it every expression goes to SymPy, as slowly as ev
     import flint
 except ImportError:  # pragma: no cover - exercised by hand
     flint = None
+
+#: The number in front of a polynomial and its factors, each with its power.
+Listed = tuple[sympy.Rational, list[tuple[sympy.Expr, int]]]
 
 
 def factor(expr: Any) -> sympy.Expr:
@@ -69,29 +72,40 @@ def _product(expr: sympy.Expr) -> sympy.Expr | None:
     (fractions ``c``, dims ``x``, whole ``e``, negative ones too, as a
     roofline's bytes per op have) to whole powers, factored without
     ``together``, which takes seconds over a hundred terms: each sum as a
-    polynomial over a monomial, the polynomial factored.  The factors of a
-    fraction of polynomials are those of its value, whatever its form, so
-    this is what ``factor`` makes of ``together(expr)``.  None for anything else."""
+    polynomial over a monomial, the polynomial factored.  None for anything else."""
+    def sum_to_a_power(arg: sympy.Expr) -> tuple[sympy.Expr, sympy.Expr] | None:
+        base, exp = arg.as_base_exp() if arg.is_Pow else (arg, sympy.Integer(1))
+        if not exp.is_Integer or not isinstance(base, (sympy.Add, sympy.Symbol)):
+            base, exp = arg, sympy.Integer(1)   # a monomial, e.g. 1/(B*D), as a sum of one term
+        return base, exp
+
+    return _multiplied(expr, sum_to_a_power, _over_a_monomial)
+
+
+def _multiplied(expr: sympy.Expr,
+                power: Callable[[sympy.Expr], tuple[sympy.Expr, sympy.Expr] | None],
+                factors_of: Callable[[sympy.Expr], Listed | None]) -> sympy.Expr | None:
+    """The product of the factors of ``expr``'s multiplicands, built as SymPy
+    builds it: each number goes in front, each other multiplicand is a base
+    to a whole power (``power``: None for one SymPy must take), and
+    ``factors_of(base)`` lists the base's factors (None: SymPy must)."""
     coeff: sympy.Expr = sympy.Integer(1)
     factors: list[tuple[sympy.Expr, int]] = []
     for arg in sympy.Mul.make_args(expr):
         if arg.is_Rational:
             coeff *= arg
             continue
-        base, exp = arg.as_base_exp() if arg.is_Pow else (arg, sympy.Integer(1))
-        if not exp.is_Integer or not isinstance(base, (sympy.Add, sympy.Symbol)):
-            base, exp = arg, sympy.Integer(1)   # a monomial, e.g. 1/(B*D), as a sum of one term
-        found = _over_a_monomial(base)
+        split = power(arg)
+        found = None if split is None else factors_of(split[0])
         if found is None:
             return None
-        c, fs = found
+        (c, fs), exp = found, int(split[1])
         coeff *= c ** exp
-        factors += [(f, k * int(exp)) for f, k in fs]
+        factors += [(f, k * exp) for f, k in fs]
     return _keep_coeff(coeff, sympy.Mul(*[f ** k for f, k in factors]))
 
 
-def _over_a_monomial(expr: sympy.Expr
-                     ) -> tuple[sympy.Rational, list[tuple[sympy.Expr, int]]] | None:
+def _over_a_monomial(expr: sympy.Expr) -> Listed | None:
     """A sum of terms ``c * x**e * ...`` as the number in front and its
     factors, each with its power (the monomial's dims to negative ones);
     None when it is not such a sum."""
@@ -132,35 +146,25 @@ def _over_a_monomial(expr: sympy.Expr
     return coeff / scale, factors + [(x, e) for x, e in low.items() if e]
 
 
-def _number_over(terms: list, low: dict) -> tuple[sympy.Rational, list[tuple[sympy.Expr, int]]]:
+def _number_over(terms: list, low: dict) -> Listed:
     """A sum whose terms share one monomial (``3/B``): its number, and the monomial's dims."""
     return (sum((c for c, _ in terms), sympy.Integer(0)),
             [(x, e) for x, e in low.items() if e])
 
 
 def _factored(expr: sympy.Expr) -> sympy.Expr | None:
-    """The product of ``expr``'s factors; None for what is left to SymPy."""
-    coeff: sympy.Expr = sympy.Integer(1)
-    factors: list[tuple[sympy.Expr, sympy.Integer]] = []
-    for arg in sympy.Mul.make_args(expr):
-        if arg.is_Rational:
-            coeff *= arg
-            continue
+    """The product of ``expr``'s factors (``expr`` over a common denominator,
+    as SymPy takes it apart); None for what is left to SymPy."""
+    def poly_to_a_power(arg: sympy.Expr) -> tuple[sympy.Expr, sympy.Expr] | None:
         if hasattr(arg, "_eval_factor") or arg.is_number:
             return None
         base, exp = arg.as_base_exp() if arg.is_Pow else (arg, sympy.Integer(1))
-        if not exp.is_Integer or base.is_number:
-            return None
-        listed = factor_list(base)
-        if listed is None:
-            return None
-        c, fs = listed
-        coeff *= c ** exp
-        factors.extend((f, k * exp) for f, k in fs)
-    return _keep_coeff(coeff, sympy.Mul(*[f ** k for f, k in factors]))
+        return None if not exp.is_Integer or base.is_number else (base, exp)
+
+    return _multiplied(expr, poly_to_a_power, factor_list)
 
 
-def factor_list(expr: sympy.Expr) -> tuple[sympy.Rational, list[tuple[sympy.Expr, int]]] | None:
+def factor_list(expr: sympy.Expr) -> Listed | None:
     """``Poly(expr).factor_list()`` as expressions: the number in front and
     each irreducible factor with its multiplicity; None when ``expr`` is not
     a polynomial with fractions for coefficients."""
@@ -177,8 +181,7 @@ def factor_list(expr: sympy.Expr) -> tuple[sympy.Rational, list[tuple[sympy.Expr
     return coeff / int(denominator), factors
 
 
-def _integer_factors(whole: dict[tuple[int, ...], int], gens: tuple[sympy.Expr, ...]
-                     ) -> tuple[sympy.Rational, list[tuple[sympy.Expr, int]]]:
+def _integer_factors(whole: dict[tuple[int, ...], int], gens: tuple[sympy.Expr, ...]) -> Listed:
     """FLINT's factors of the polynomial ``{exponents of gens: integer}``, each
     with SymPy's sign, and the number in front."""
     ctx = flint.fmpz_mpoly_ctx.get(tuple(f"x{i}" for i in range(len(gens))), "lex")
