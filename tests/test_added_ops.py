@@ -9,8 +9,6 @@ finite differences and PyTorch.
 """
 
 import math
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +19,7 @@ import symflops
 from symflops.core.ir import Apply
 from symflops.count.cost import costs
 from symflops.ops import functions as F
+import forked
 
 ROOT = Path(__file__).resolve().parent.parent
 B, D, FF = sympy.symbols("B D F", positive=True, integer=True)
@@ -35,9 +34,7 @@ def derived(name):
 def verify_passes(name):
     """``symflops verify`` on a shipped declaration: finite differences,
     autograd, FLOPs against PyTorch's counter, saved tensors."""
-    run = subprocess.run([sys.executable, "-m", "symflops", "verify",
-                          str(ROOT / "derivations" / f"{name}.yaml")],
-                         capture_output=True, text=True, cwd=ROOT)
+    run = forked.run("verify", str(ROOT / "derivations" / f"{name}.yaml"), cwd=ROOT)
     assert run.returncode == 0, run.stdout + run.stderr
     assert "result: pass" in run.stdout and "torch.autograd" in run.stdout, run.stdout
 
@@ -292,8 +289,7 @@ ops:
   - U[b,f] = X[b,d] W[d,f]
   - Y[b,f] = square(U[b,f]) + abs(U[b,f])
 """)
-    run = subprocess.run([sys.executable, "-m", "symflops", "verify", str(path)],
-                         capture_output=True, text=True, cwd=ROOT)
+    run = forked.run("verify", str(path), cwd=ROOT)
     assert run.returncode == 0 and "result: pass" in run.stdout, run.stdout + run.stderr
 
 
@@ -302,8 +298,7 @@ def test_an_unknown_function_lists_every_call_kind(tmp_path):
     path = tmp_path / "unk.yaml"
     path.write_text("name: unk\ndims: {B: batch, D: width}\ntensors:\n"
                     "  X: {shape: [B, D], role: input}\nops:\n  - Y[b,d] = lg(X[b,d])\n")
-    run = subprocess.run([sys.executable, "-m", "symflops", "derive", str(path)],
-                         capture_output=True, text=True, cwd=ROOT)
+    run = forked.run("derive", str(path), cwd=ROOT)
     assert run.returncode == 2
     for name in ("square", "abs", "softmax_i", "logsumexp_i", "cross_entropy_v"):
         assert name in run.stderr, name

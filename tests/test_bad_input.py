@@ -10,8 +10,6 @@ traceback, and write nothing to stdout.
 """
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -21,14 +19,14 @@ import symflops
 from symflops import cli
 from symflops.checks.check import check
 from symflops.lang.statement import MAX_FACTORS, MAX_LETTERS, MAX_TENSORS
+import forked
 
 BAD = Path(__file__).resolve().parent / "bad"
 CASES = sorted(BAD.glob("*.yaml"))
 
 
 def run_cli(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "symflops", *map(str, args)],
-                          capture_output=True, text=True, cwd=cwd)
+    return forked.run(*map(str, args), cwd=cwd)
 
 
 def header(path):

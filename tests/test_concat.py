@@ -8,8 +8,6 @@ for MLA (written out below, term by term), and positions counted in the
 declarations written here.
 """
 
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +19,7 @@ from symflops.checks.numeric import backward, forward
 from symflops.core.errors import SymflopsError
 from symflops.core.ir import substitute
 from symflops.count.cost import costs
+import forked
 
 ROOT = Path(__file__).resolve().parent.parent
 S, D, N, Q, L, C, R, F = sympy.symbols("S D N Q L C R F", positive=True, integer=True)
@@ -105,8 +104,7 @@ def test_verify_the_joined_parts(tmp_path):
     pytest.importorskip("torch")
     path = tmp_path / "joined.yaml"
     path.write_text(JOINED)
-    run = subprocess.run([sys.executable, "-m", "symflops", "verify", str(path)],
-                         capture_output=True, text=True, cwd=ROOT)
+    run = forked.run("verify", str(path), cwd=ROOT)
     assert run.returncode == 0, run.stdout + run.stderr
     assert "result: pass" in run.stdout
 

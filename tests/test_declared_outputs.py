@@ -10,8 +10,6 @@ an enumeration of the products that read inside the padded axes.
 """
 
 import itertools
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -21,6 +19,7 @@ import symflops
 from symflops.core.errors import SymflopsError
 from symflops.core.ir import substitute
 from symflops.count.cost import costs
+import forked
 
 ROOT = Path(__file__).resolve().parent.parent
 UNET = ROOT / "derivations" / "unet_up_block.yaml"
@@ -122,8 +121,7 @@ def test_padded_intermediate_is_counted_and_verified(tmp_path):
     # every (p, k), the K - 1 border taps included: 2 B O C P K, and each gradient too
     assert sympy.expand(c.flops_forward - 2 * Bs * O * C * P * K) == 0
     assert sympy.expand(c.flops_backward - 4 * Bs * O * C * P * K) == 0
-    run = subprocess.run([sys.executable, "-m", "symflops", "verify", str(tmp_path / "decl.yaml")],
-                         capture_output=True, text=True, cwd=ROOT)
+    run = forked.run("verify", str(tmp_path / "decl.yaml"), cwd=ROOT)
     assert run.returncode == 0, run.stdout + run.stderr
     assert "result: pass" in run.stdout
 

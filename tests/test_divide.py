@@ -10,8 +10,6 @@ derivatives' values, and ``symflops verify`` on small layers (tests/test_verify.
 """
 
 import math
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +26,7 @@ from symflops.count.cost import costs
 from symflops.lang.statement import parse_statement
 from symflops.ops import functions as F
 from symflops.sheets import printing
+import forked
 
 ROOT = Path(__file__).resolve().parent.parent
 S, E, H, FF = sympy.symbols("S E H F", positive=True, integer=True)
@@ -223,9 +222,7 @@ def test_grads_names_the_op_whose_argument_leaves_the_domain(tmp_path):
                     "tensors:\n  N: {shape: [S, F], role: input}\n  Z: {shape: [S], role: input}\n"
                     "ops:\n  - Y[s,f] = N[s,f] / Z[s]\n")
     np.savez(tmp_path / "in.npz", N=np.ones((2, 3)), Z=np.array([1.0, -2.0]))
-    run = subprocess.run([sys.executable, "-m", "symflops", "grads", str(path), "--inputs",
-                          str(tmp_path / "in.npz"), "--out", str(tmp_path / "out.npz")],
-                         capture_output=True, text=True)
+    run = forked.run("grads", str(path), "--inputs", str(tmp_path / "in.npz"), "--out", str(tmp_path / "out.npz"))
     assert run.returncode == 2, run.stderr
     assert f"{path}:6:5: error: op 1, 'Y[s,f] = N[s,f] / Z[s]', evaluates reciprocal outside " \
            "its domain x > 0: 1 of the 2 elements of Z are not positive in the arrays given" \

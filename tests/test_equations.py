@@ -24,6 +24,7 @@ from symflops.sheets.equations import Equation, Part, Printer, chain, grouped, s
 from symflops.sheets.printing import PolyPrinter
 
 from committed import committed_sheet
+import forked
 
 ROOT = Path(__file__).resolve().parents[1]
 SHEETS = sorted(p.name for p in (ROOT / "derivations").glob("*.yaml"))
@@ -217,11 +218,8 @@ def test_repeats_are_shown_in_the_body_not_only_in_the_summary() -> None:
 def test_render_at_a_named_configuration_of_a_model_with_defined_dims() -> None:
     """llama defines R = N / G: `render --at` with the free dims works (it
     exited 70 on the unbound R), and giving R too is refused with exit 2."""
-    import subprocess
-    import sys
     at = "L=32,V=32000,B=1,S=4096,D=4096,N=32,G=32,E=128,F=11008"
-    run = lambda *a: subprocess.run([sys.executable, "-m", "symflops", *a], capture_output=True,
-                                    text=True, cwd=ROOT)
+    run = lambda *a: forked.run(*a, cwd=ROOT)
     ok = run("render", "derivations/llama.yaml", "--at", at)
     assert ok.returncode == 0, ok.stderr
     # Llama-2-7B: 6,738,415,616 parameters (its published count)

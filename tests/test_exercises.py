@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import subprocess
-import sys
 from fractions import Fraction
 from pathlib import Path
 
@@ -18,6 +16,7 @@ import sympy
 import symflops
 from symflops.count.cost import costs
 from symflops.count.exercises import MOST, exercises
+import forked
 
 ROOT = Path(__file__).resolve().parents[1]
 GPT2_MLP = {"B": 1024, "D": 768, "F": 3072}
@@ -131,15 +130,11 @@ def test_a_rule_s_cost_is_its_brute_force_count(name: str, small: dict[str, int]
 
 
 def test_the_command_prints_questions_then_answers() -> None:
-    run = subprocess.run([sys.executable, "-m", "symflops", "exercises", "derivations/ffn.yaml",
-                          "--seed", "3"], capture_output=True, text=True, cwd=ROOT)
+    run = forked.run("exercises", "derivations/ffn.yaml", "--seed", "3", cwd=ROOT)
     assert run.returncode == 0, run.stderr
     head, _, answers = run.stdout.partition("\nanswers\n")
     assert head.count("?") >= 3 and ("FLOPs" in answers or "bytes" in answers)
-    out = json.loads(subprocess.run([sys.executable, "-m", "symflops", "exercises",
-                                     "derivations/ffn.yaml", "--json"], capture_output=True,
-                                    text=True, cwd=ROOT).stdout)
+    out = json.loads(forked.run("exercises", "derivations/ffn.yaml", "--json", cwd=ROOT).stdout)
     assert 3 <= len(out) <= MOST and all({"question", "answer", "values"} <= set(x) for x in out)
-    bad = subprocess.run([sys.executable, "-m", "symflops", "exercises", "no/such.yaml"],
-                         capture_output=True, text=True, cwd=ROOT)
+    bad = forked.run("exercises", "no/such.yaml", cwd=ROOT)
     assert bad.returncode == 2 and "Traceback" not in bad.stderr

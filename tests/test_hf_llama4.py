@@ -8,8 +8,6 @@ against the full square by hand; the published parameter counts; the view of
 positions as (chunk, offset) pairs; and the refusals."""
 
 import json
-import subprocess
-import sys
 
 import pytest
 
@@ -17,6 +15,7 @@ from symflops.core.errors import SymflopsError
 from symflops.hf.importer import import_data
 
 from hf_oracle import hf_counts, imported, symflops_counts
+import forked
 
 # meta-llama/Llama-4-Scout-17B-16E-Instruct config.json, its text_config (model_type
 # llama4_text; 16 experts, every layer MoE, every fourth layer NoPE).  attn_temperature_tuning
@@ -141,13 +140,11 @@ ops:
   - O[C*c+u,e] = Oc[c,u,e]
   - Y[s,f] = Q[s,e] W[e,f] + O[s,f]
 """)
-    ok = subprocess.run([sys.executable, "-m", "symflops", "eval", str(path), "S=64", "C=16",
-                         "E=4"], capture_output=True, text=True)
+    ok = forked.run("eval", str(path), "S=64", "C=16", "E=4")
     assert ok.returncode == 0, ok.stderr
     # the scores: 4 x 64 x 17 = 4,352 FLOPs (2 chunks x 136 pairs x 2 x 4)
     assert "A[c,u,w] = Qv[c,u,e] Kv[c,w,e] where w <= u    4,352" in ok.stdout
-    bad = subprocess.run([sys.executable, "-m", "symflops", "eval", str(path), "S=24", "C=16",
-                          "E=4"], capture_output=True, text=True)
+    bad = forked.run("eval", str(path), "S=24", "C=16", "E=4")
     assert bad.returncode == 2 and "Nc = S/C is 3/2" in bad.stderr
 
 
@@ -184,9 +181,7 @@ def test_layers_and_kinds_as_written():
 
 def test_plan_reports_the_executed_figure_beside(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps(SCOUT))
-    out = subprocess.run([sys.executable, "-m", "symflops", "plan", "--hf-config",
-                          str(tmp_path / "config.json"), "--seq", "8192", "--json"],
-                         capture_output=True, text=True)
+    out = forked.run("plan", "--hf-config", str(tmp_path / "config.json"), "--seq", "8192", "--json")
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
     other = data["declaration"]["other_experts"]

@@ -14,8 +14,6 @@ import io
 import os
 import shutil
 import socket
-import subprocess
-import sys
 import unicodedata
 from pathlib import Path
 
@@ -24,6 +22,7 @@ import pytest
 from symflops.commands import names
 from symflops.commands import pool as pool_module
 from symflops.commands.build import build
+import forked
 
 ROOT = Path(__file__).resolve().parent.parent
 FFN = ROOT / "derivations" / "ffn.yaml"
@@ -31,8 +30,7 @@ DROPOUT = ROOT / "derivations" / "dropout.yaml"
 
 
 def run(*args, timeout=600):
-    return subprocess.run([sys.executable, "-m", "symflops", *map(str, args)],
-                          capture_output=True, text=True, timeout=timeout)
+    return forked.run(*map(str, args), timeout=timeout)
 
 
 def _quiet_build(src, out, **kwargs):

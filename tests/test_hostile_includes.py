@@ -9,13 +9,12 @@ costs 2·T·D² forward (one multiply-add per (t, d, e)) and 4·T·D² backward
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
 from symflops import cli
 from symflops.declaration.reader import MAX_INCLUDE_DEPTH
+import forked
 
 BLOCK = ("dims: {T: tokens, D: width}\n"
          "tensors:\n  X: {shape: [T, D], role: input}\n  W: {shape: [D, D], role: param}\n"
@@ -96,8 +95,7 @@ def _chain(tmp_path, n):
 
 def test_a_chain_of_300_includes_is_refused_by_its_depth(tmp_path):
     top = _chain(tmp_path, 300)
-    result = subprocess.run([sys.executable, "-m", "symflops", "derive", str(top)],
-                            capture_output=True, text=True, timeout=300)
+    result = forked.run("derive", str(top), timeout=300)
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
     # refused where b31.yaml includes b32.yaml, the 33rd declaration of the chain
     assert (f"{tmp_path / 'b31.yaml'}:5:14: error: the includes nest more than 32 levels deep "

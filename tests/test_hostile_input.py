@@ -14,8 +14,6 @@ from __future__ import annotations
 import io
 import itertools
 import json
-import subprocess
-import sys
 import zipfile
 from fractions import Fraction
 from pathlib import Path
@@ -26,6 +24,7 @@ import sympy
 
 from symflops import cli
 from symflops.core.sizes import promised_quotient, size_problem
+import forked
 
 ROOT = Path(__file__).resolve().parent.parent
 FFN = ROOT / "derivations" / "ffn.yaml"
@@ -238,10 +237,7 @@ def test_grads_reads_a_dim_off_a_steep_axis_at_once(files):
     4 elements fits no B (1 + 1 = 2, 2**40 + 2 > 4).  Found by a search over
     the increasing size, not sympy.solve of a degree-40 equation (minutes)."""
     def grads(inputs):
-        return subprocess.run([sys.executable, "-m", "symflops", "grads",
-                               str(files / "steep_axis.yaml"), "--inputs", str(files / inputs),
-                               "--out", str(files / "steep_out.npz")],
-                              capture_output=True, text=True, timeout=900)
+        return forked.run("grads", str(files / "steep_axis.yaml"), "--inputs", str(files / inputs), "--out", str(files / "steep_out.npz"), timeout=900)
     ok = grads("steep2.npz")
     assert ok.returncode == 0, ok.stderr
     assert np.load(files / "steep_out.npz")["dX"].shape == (3, 2)
@@ -255,8 +251,7 @@ def test_limits_fail_fast_from_the_shell(tmp_path):
     laughs = ROOT / "tests" / "bad" / "billion_laughs.yaml"
     for argv in (["derive", laughs], ["check", FFN, "flops.total == (B+D)**100000"],
                  ["derive", ROOT / "tests" / "bad" / "axis_power_of_sum.yaml"]):
-        result = subprocess.run([sys.executable, "-m", "symflops", *map(str, argv)],
-                                capture_output=True, text=True, timeout=900)
+        result = forked.run(*map(str, argv), timeout=900)
         assert result.returncode == 2, result.stderr
         assert "Traceback" not in result.stderr
 
@@ -303,8 +298,6 @@ def test_grads_inputs_that_are_not_regular_files_are_never_opened(tmp_path):
     os.mkfifo(fifo)
     for inputs, fragment in ((fifo, "is a FIFO (named pipe), not a regular file"),
                              ("/dev/zero", "is a character device, not a regular file")):
-        result = subprocess.run([sys.executable, "-m", "symflops", "grads", "derivations/ffn.yaml",
-                                 "--inputs", str(inputs), "--out", str(tmp_path / "g.npz")],
-                                capture_output=True, text=True, timeout=900)
+        result = forked.run("grads", "derivations/ffn.yaml", "--inputs", str(inputs), "--out", str(tmp_path / "g.npz"), timeout=900)
         assert result.returncode == 2 and fragment in result.stderr, result.stderr
         assert "Traceback" not in result.stderr

@@ -32,6 +32,7 @@ from symflops import cli
 from symflops.commands import build as build_module
 from symflops.commands.build import build, pdflatex_available
 from symflops.sheets.escape import TEX_SETTABLE
+import forked
 
 ROOT = Path(__file__).resolve().parent.parent
 FFN = ROOT / "derivations" / "ffn.yaml"
@@ -43,6 +44,8 @@ def _limits():  # a runaway read must not take the machine's memory with it
 
 def run(*args, timeout=900, env=None, cwd=None, stdout=subprocess.PIPE):
     full_env = {**os.environ, **(env or {})}
+    if stdout == subprocess.PIPE:  # a process forked from one that has imported symflops
+        return forked.run(*args, timeout=timeout, env=full_env, cwd=cwd, address_space=3 << 30)
     return subprocess.run([sys.executable, "-m", "symflops", *map(str, args)],
                           stdout=stdout, stderr=subprocess.PIPE, text=True, timeout=timeout,
                           env=full_env, cwd=cwd, preexec_fn=_limits)

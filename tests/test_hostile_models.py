@@ -14,9 +14,9 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 
 import pytest
+import forked
 
 LLAMA = {"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2,
          "num_attention_heads": 4, "intermediate_size": 128, "vocab_size": 100,
@@ -57,8 +57,7 @@ ROWS = [
 
 
 def _plan(path: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "symflops", "plan", "--hf-config", path,
-                           "--seq", "128"], capture_output=True, text=True, timeout=900)
+    return forked.run("plan", "--hf-config", path, "--seq", "128", timeout=900)
 
 
 @pytest.mark.parametrize("contents, code, fragment", [r[1:] for r in ROWS],

@@ -19,7 +19,6 @@ import io
 import json
 import shutil
 import subprocess
-import sys
 from types import SimpleNamespace
 
 import pytest
@@ -27,6 +26,7 @@ import yaml
 
 from symflops.hf.importer import shell_word
 from test_hf_import import LLAMA32_1B
+import forked
 
 NAMES = [
     "x\nprecision: fp32-adam\n#",          # the brief's: a key after a line break
@@ -147,7 +147,6 @@ def test_a_path_that_is_not_utf8_is_imported(tmp_path):
     with open(folder + b"/config.json", "w") as fh:
         fh.write(json.dumps(LLAMA32_1B))
     for args in (["import-hf"], ["plan", "--seq", "128", "--tokens", "1e9", "--hf-config"]):
-        result = subprocess.run([sys.executable, "-m", "symflops", *args,
-                                 folder + b"/config.json"], capture_output=True, timeout=600)
+        result = forked.run(*args, folder + b"/config.json", timeout=600, text=False)
         assert result.returncode == 0 and b"Traceback" not in result.stderr, result.stderr
         assert b"bad\\udcffname" in result.stdout

@@ -12,8 +12,6 @@ import contextlib
 import io
 import json
 import re
-import subprocess
-import sys
 from fractions import Fraction
 from pathlib import Path
 
@@ -21,6 +19,7 @@ import pytest
 
 import browser
 from test_hf_import import QWEN25_05B
+import forked
 
 ROOT = Path(__file__).resolve().parent.parent
 WHY = browser.missing()
@@ -240,8 +239,7 @@ def test_every_sheet_of_a_build_loads_clean(driver, tmp_path):
     """``symflops build --format html``: every shipped declaration's page, the
     gallery and the reference's pages."""
     out = tmp_path / "build"
-    result = subprocess.run([sys.executable, "-m", "symflops", "build", "--out", str(out), "--format",
-                             "html", "-j", "2", "--docs", str(ROOT / "docs")], capture_output=True, text=True)
+    result = forked.run("build", "--out", str(out), "--format", "html", "-j", "2", "--docs", str(ROOT / "docs"))
     assert result.returncode == 0, result.stderr
     sheets = sorted(p for p in out.glob("*.html") if p.name != "index.html")
     assert len(sheets) == len(list((ROOT / "derivations").glob("*.yaml")))

@@ -6,12 +6,11 @@ tests/test_html_browser.py: no alert, no console error.)"""
 
 import json
 import re
-import subprocess
-import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+import forked
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -68,9 +67,7 @@ def hostile(tmp_path_factory):
     folder = tmp_path_factory.mktemp("hostile")
     (folder / "src").mkdir()
     (folder / "src" / f"{HOSTILE_FILE}.yaml").write_text(HOSTILE)
-    result = subprocess.run([sys.executable, "-m", "symflops", "build", "--src", folder / "src",
-                             "--out", folder / "out", "--format", "html"],
-                            capture_output=True, text=True)
+    result = forked.run("build", "--src", folder / "src", "--out", folder / "out", "--format", "html")
     assert result.returncode == 0, result.stderr
     return folder / "out"
 
@@ -115,8 +112,6 @@ def test_the_gallery_escapes_titles_and_links(hostile):
 def test_a_declaration_named_index_would_overwrite_the_gallery_and_is_refused(tmp_path):
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "Index.yaml").write_text((ROOT / "derivations" / "ffn.yaml").read_text())
-    result = subprocess.run([sys.executable, "-m", "symflops", "build", "--src", tmp_path / "src",
-                             "--out", tmp_path / "out", "--format", "html"],
-                            capture_output=True, text=True)
+    result = forked.run("build", "--src", tmp_path / "src", "--out", tmp_path / "out", "--format", "html")
     assert result.returncode == 2 and "the gallery of the build" in result.stderr, result.stderr
     assert "Index.html" not in [p.name for p in (tmp_path / "out").iterdir()]

@@ -16,6 +16,7 @@ import pytest
 from symflops.commands.build import build
 from symflops.core.errors import SymflopsError
 from symflops.sheets.site import reference_pages
+import forked
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -130,17 +131,13 @@ def test_the_working_directory_s_own_docs_are_not_the_reference(tmp_path):
     """A user building their own declarations in a project of theirs: its
     docs/ (here one whose link would be refused) is not read; the site's
     reference is symflops's own pages."""
-    import subprocess
-    import sys
 
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "notes.md").write_text("# My notes\n\n[away](../secret.txt)\n")
     src = tmp_path / "src"
     src.mkdir()
     shutil.copy(ROOT / "derivations" / "dropout.yaml", src)
-    result = subprocess.run([sys.executable, "-m", "symflops", "build", "--src", "src",
-                             "--out", "out", "--format", "html", "--no-pdf", "-j", "1"],
-                            cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    result = forked.run("build", "--src", "src", "--out", "out", "--format", "html", "--no-pdf", "-j", "1", cwd=tmp_path, timeout=900)
     assert result.returncode == 0, result.stderr
     pages = {p.name for p in (tmp_path / "out" / "docs").iterdir()}
     assert "notes.html" not in pages

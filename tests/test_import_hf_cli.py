@@ -5,15 +5,13 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 
 from test_hf_import import LLAMA32_1B, MIXTRAL_8X7B
+import forked
 
 
 def cli(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "symflops", *args], capture_output=True,
-                          text=True, cwd=cwd)
+    return forked.run(*args, cwd=cwd)
 
 
 def config(tmp_path, data=LLAMA32_1B, folder="Llama-3.2-1B"):

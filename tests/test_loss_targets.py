@@ -4,8 +4,7 @@ the fuzz test: `X: [1, D]` made `b` range over 1 in the logits and B in y)."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
+import forked
 
 
 def test_targets_whose_rows_differ_from_the_logits_are_refused(tmp_path):
@@ -20,8 +19,7 @@ ops:
 - Z[b,v] = X[b,d] W_u[d,v]
 - L[] = cross_entropy_v(Z[b,v], y[b])
 """)
-    run = subprocess.run([sys.executable, "-m", "symflops", "derive", str(path)],
-                         capture_output=True, text=True)
+    run = forked.run("derive", str(path))
     assert run.returncode == 2, run.stderr
     assert "loss.yaml:9:35: error: index 'b' ranges over 1 in Z but over B in y" in run.stderr
     assert "Traceback" not in run.stderr

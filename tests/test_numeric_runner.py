@@ -9,8 +9,6 @@ sizes ``verify`` draws.
   verify stopped with an internal error (exit 70) on a shape mismatch.
 """
 
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +16,7 @@ import sympy
 
 from symflops.core.ir import Affine, Einsum, Factor, SHIFT
 from symflops.ops.einsum.numeric import run_einsum
+import forked
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -85,8 +84,7 @@ ops:
   - K[b,t,e] = concat_t(K_mem[b,m,e], K_new[b,s,e])
   - A[b,t] = Qt[b,t,e] K[b,t,e]
 """)
-    run = subprocess.run([sys.executable, "-m", "symflops", "verify", str(path), "--no-torch"],
-                         capture_output=True, text=True, cwd=ROOT)
+    run = forked.run("verify", str(path), "--no-torch", cwd=ROOT)
     assert run.returncode == 0, run.stdout + run.stderr
     sizes = dict(item.split("=") for item in
                  next(line for line in run.stdout.splitlines()

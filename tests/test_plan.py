@@ -9,8 +9,6 @@ computed by hand in the test itself; never from the code under test.
 import contextlib
 import io
 import json
-import subprocess
-import sys
 from fractions import Fraction
 from pathlib import Path
 from types import SimpleNamespace
@@ -26,6 +24,7 @@ from symflops.planner.memory import inference, memory
 from symflops.planner.plan import make_plan, model_from_declaration, model_from_params
 from symflops.planner.records import Formula, Model, TokenFlops
 from symflops.count.precision import POLICIES
+import forked
 
 MIXED = POLICIES["mixed-adam"]
 DERIVATIONS = Path(__file__).resolve().parent.parent / "derivations"
@@ -342,8 +341,7 @@ def test_plot_of_a_model_with_attention(tmp_path):
 
 
 def cli(*args):
-    return subprocess.run([sys.executable, "-m", "symflops", "plan", *args],
-                          capture_output=True, text=True)
+    return forked.run("plan", *args)
 
 
 def plan(*args):
@@ -439,10 +437,7 @@ def test_hf_mixtral_decode_bytes_are_derive_s_bytes_per_decoded_token(tmp_path):
     out = json.loads(result.stdout)["inference"]
     assert out["weights_bytes_read"] == 2 * read
     assert out["bytes_per_token"] == 2 * read + cache
-    derived = subprocess.run(
-        [sys.executable, "-m", "symflops", "eval", str(DERIVATIONS / "moe.yaml"), f"L={L}",
-         f"D={D}", f"F={F}", f"M={M}", f"k={k}", f"V={V}", f"N={N}", f"G={G}", f"E={E}", "c=1", "B=1",
-         f"S={T}", "--json"], capture_output=True, text=True)
+    derived = forked.run("eval", str(DERIVATIONS / "moe.yaml"), f"L={L}", f"D={D}", f"F={F}", f"M={M}", f"k={k}", f"V={V}", f"N={N}", f"G={G}", f"E={E}", "c=1", "B=1", f"S={T}", "--json")
     assert derived.returncode == 0, derived.stderr
     assert json.loads(derived.stdout)["inference"]["bytes_per_decoded_token"] == 2 * read + cache
 

@@ -7,7 +7,6 @@ here by hand in the LaTeX the sheet uses.
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,6 +19,7 @@ from symflops.count.explain import explain
 from symflops.derive.patterns import with_patterns
 from symflops.sheets.escape import escape_md, escape_tex
 from symflops.sheets.render import render
+import forked
 
 ROOT = Path(__file__).resolve().parent.parent
 DERIVATIONS = sorted((ROOT / "derivations").glob("*.yaml"))
@@ -27,8 +27,7 @@ NEEDS_PDF = os.environ.get("CI") == "true"  # CI installs TeX Live; there the PD
 
 
 def run_cli(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "symflops", *map(str, args)],
-                          capture_output=True, text=True, cwd=cwd)
+    return forked.run(*map(str, args), cwd=cwd)
 
 
 def sheet(fmt, path=ROOT / "derivations" / "ffn.yaml", configs=()):

@@ -10,8 +10,6 @@ reaches c experts on average).
 """
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -22,6 +20,7 @@ from symflops.core.errors import SymflopsError
 from symflops.core.ir import substitute
 from symflops.count.cost import costs
 from symflops.count.summary import summary
+import forked
 
 ROOT = Path(__file__).resolve().parent.parent
 MOD = ROOT / "derivations" / "mod_block.yaml"
@@ -66,9 +65,7 @@ def test_mixture_of_depths_flops_per_token_by_hand():
 
 def test_mixture_of_depths_at_the_example():
     """GPT-2 small's block sizes, capacity 12.5 % (C = 1024 / 8 = 128)."""
-    run = subprocess.run([sys.executable, "-m", "symflops", "eval", str(MOD), "--example",
-                          "GPT-2 small sizes, capacity 12.5 %", "--json"],
-                         capture_output=True, text=True, cwd=ROOT)
+    run = forked.run("eval", str(MOD), "--example", "GPT-2 small sizes, capacity 12.5 %", "--json", cwd=ROOT)
     assert run.returncode == 0, run.stderr
     p = json.loads(run.stdout)["parameters"]
     # (4 * 768 * 12 * 64 + 2 * 768 * 3072) / 8 + 768

@@ -7,8 +7,6 @@ pass and the gradients, FlopCounterMode for GraphSAGE's products, and the
 count of the lookup it is the adjoint of (the README's Conventions).
 """
 
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +18,7 @@ from symflops.checks.numeric import backward, forward
 from symflops.core.errors import SymflopsError
 from symflops.count.cost import costs
 from symflops.lang.statement import parse_statement
+import forked
 
 ROOT = Path(__file__).resolve().parent.parent
 GRAPHSAGE = ROOT / "derivations" / "graphsage.yaml"
@@ -141,8 +140,7 @@ ops:
 
 def test_scatter_passes_verify(tmp_path):
     load_text(tmp_path, SCATTER)
-    run = subprocess.run([sys.executable, "-m", "symflops", "verify", str(tmp_path / "decl.yaml")],
-                         capture_output=True, text=True, cwd=ROOT)
+    run = forked.run("verify", str(tmp_path / "decl.yaml"), cwd=ROOT)
     assert run.returncode == 0, run.stdout + run.stderr
     assert "result: pass" in run.stdout
 

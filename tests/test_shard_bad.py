@@ -5,11 +5,11 @@ no traceback; never a figure computed on a layout that does not exist."""
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import forked
 
 DERIVATIONS = Path(__file__).resolve().parent.parent / "derivations"
 # ffn.yaml without its own strategies (each test below writes its own)
@@ -19,8 +19,7 @@ LINE = f":{FFN.count(chr(10)) + 1}:"  # the line a key appended to it stands on
 
 
 def run(*args):
-    return subprocess.run([sys.executable, "-m", "symflops", *map(str, args)],
-                          capture_output=True, text=True)
+    return forked.run(*map(str, args))
 
 
 def refused(result, *words):

@@ -35,6 +35,7 @@ import pytest
 import sympy
 
 from symflops.cli import run as cli_run
+import forked
 
 DERIVATIONS = Path(__file__).resolve().parent.parent / "derivations"
 B, S, D, N, E, F, t, h, a = sympy.symbols("B S D N E F t h a", positive=True)
@@ -186,11 +187,7 @@ def test_micro_batches_in_flight(capsys, tmp_path):
 
 
 def test_more_stages_than_layers_is_refused(tmp_path):
-    import subprocess
-    import sys
     path = stack(tmp_path)
-    r = subprocess.run([sys.executable, "-m", "symflops", "shard", str(path), "L=4", "B=1",
-                        "S=8", "D=8", "N=2", "E=4", "F=32", "--pp", "8"],
-                       capture_output=True, text=True)
+    r = forked.run("shard", str(path), "L=4", "B=1", "S=8", "D=8", "N=2", "E=4", "F=32", "--pp", "8")
     assert r.returncode == 2, r.stderr
     assert "8 pipeline stages for 4 layers" in r.stderr and "Traceback" not in r.stderr

@@ -4,8 +4,6 @@
 import csv
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -20,14 +18,14 @@ from symflops.declaration.reader import load
 from symflops.count.records import lookup
 from symflops.count.summary import summary
 from symflops.commands.sweep import Axis, BLOCK, blocks, parse_axes, parse_values, sweep
+import forked
 
 ROOT = Path(__file__).resolve().parent.parent
 FFN = ROOT / "derivations" / "ffn.yaml"
 
 
 def run_cli(*args):
-    return subprocess.run([sys.executable, "-m", "symflops", *map(str, args)],
-                          capture_output=True, text=True, cwd=ROOT)
+    return forked.run(*map(str, args), cwd=ROOT)
 
 
 def read_csv(path):

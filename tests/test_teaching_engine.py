@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -23,6 +22,7 @@ from symflops.count.growth import growth
 from symflops.count.indices import check_index_widths, index_widths, width_for
 from symflops.count.recompute import attention_chains, recompute
 from symflops.count.summary import summary
+import forked
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -33,8 +33,7 @@ def load(name: str):
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "symflops", *args], capture_output=True,
-                          text=True, cwd=ROOT)
+    return forked.run(*args, cwd=ROOT)
 
 
 def dims(d, names: str):

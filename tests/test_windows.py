@@ -13,8 +13,6 @@ W after), i.e. W(2S - W + 1)/2 for S >= W and S(S + 1)/2 for S <= W.
 from __future__ import annotations
 
 import itertools
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -35,6 +33,7 @@ from symflops.sheets.notation import Math
 from symflops.sheets.printing import PolyPrinter
 from symflops.sheets.windows import window_context
 from symflops.lang.statement import parse_statement
+import forked
 
 ROOT = Path(__file__).resolve().parent.parent
 SLIDING = ROOT / "derivations" / "attention_sliding_window.yaml"
@@ -186,9 +185,7 @@ def test_sliding_window_attention_against_a_hand_count():
 
 
 def test_eval_at_mistral_sizes_prints_exact_integers():
-    result = subprocess.run([sys.executable, "-m", "symflops", "eval", str(SLIDING),
-                             "--example", "Mistral-7B, one head, 32k context"],
-                            capture_output=True, text=True, cwd=ROOT)
+    result = forked.run("eval", str(SLIDING), "--example", "Mistral-7B, one head, 32k context", cwd=ROOT)
     assert result.returncode == 0, result.stderr
     s, d, h, w = 32768, 4096, 128, 4096
     pairs = window_by_hand(s, w)
@@ -345,8 +342,7 @@ def test_the_other_masks_verify(layer):
 
 @pytest.mark.parametrize("fmt", ["md", "tex"])
 def test_the_sheet_has_the_window_section(fmt):
-    result = subprocess.run([sys.executable, "-m", "symflops", "render", str(SLIDING),
-                             "--format", fmt], capture_output=True, text=True, cwd=ROOT)
+    result = forked.run("render", str(SLIDING), "--format", fmt, cwd=ROOT)
     assert result.returncode == 0, result.stderr
     assert "Sliding window of" in result.stdout
     assert "125{,}831{,}168" in result.stdout  # the exact pairs at the 32k example
