@@ -31,13 +31,10 @@ import atexit
 import io
 import os
 import pickle
-import select
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -70,7 +67,7 @@ except ImportError:
     pass
 
 
-def child(argv, cwd, env, stdin, out, err, address_space):
+def child(argv, cwd, env, stdin, out, err, address_space, timeout):
     if address_space is not None:
         import resource
         resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
@@ -118,15 +115,20 @@ while True:
             child(*request)
         finally:
             os._exit(70)
-    pickle.dump(pid, replies)
-    replies.flush()
+    timeout, stopped = request[-1], False
+    if timeout is not None:  # a hang: the child (not yet reaped, so its pid is its own) is killed
+        import select, signal
+        handle = os.pidfd_open(pid)
+        if not select.select([handle], [], [], timeout)[0]:
+            os.kill(pid, signal.SIGKILL)
+            stopped = True
+        os.close(handle)
     _, status = os.waitpid(pid, 0)
-    pickle.dump(os.waitstatus_to_exitcode(status), replies)
+    pickle.dump((os.waitstatus_to_exitcode(status), stopped), replies)
     replies.flush()
 """
 
 _server: subprocess.Popen | None = None
-_lock = threading.Lock()
 _started_env: dict[str, str] = {}
 
 
@@ -151,9 +153,9 @@ def _start_up(env: dict[str, str]) -> dict[str, str]:
 
 
 def run(*args: Any, cwd: Any = None, env: dict[str, str] | None = None,
-             input: str | bytes | None = None, text: bool = True, capture_output: bool = True,
-             timeout: float | None = None, address_space: int | None = None,
-             **others: Any) -> subprocess.CompletedProcess:
+        input: str | bytes | None = None, text: bool = True, capture_output: bool = True,
+        timeout: float | None = None, address_space: int | None = None,
+        **others: Any) -> subprocess.CompletedProcess:
     """``subprocess.run([sys.executable, "-m", "symflops", *args], capture_output=True,
     text=text, cwd=cwd, env=env, input=input, timeout=timeout)``, in a forked child
     where it can be (the module's docstring says where not).  ``timeout`` is a
@@ -164,6 +166,7 @@ def run(*args: Any, cwd: Any = None, env: dict[str, str] | None = None,
     environment = dict(os.environ if env is None else env)
     started = _started_env if _server is not None else dict(os.environ)
     if (others or not capture_output or not hasattr(os, "fork")
+            or (timeout is not None and not hasattr(os, "pidfd_open"))
             or _start_up(environment) != _start_up(started)):
         if address_space is not None:
             others["preexec_fn"] = lambda: _limit(address_space)
@@ -179,20 +182,14 @@ def run(*args: Any, cwd: Any = None, env: dict[str, str] | None = None,
                 fh.write(input.encode() if isinstance(input, str) else input)
         out, err = os.path.join(folder, "out"), os.path.join(folder, "err")
         request = ([os.fsdecode(a) for a in argv], os.fspath(cwd) if cwd is not None
-                   else os.getcwd(), environment, stdin, out, err, address_space)
-        with _lock:
-            server = _start()
-            assert server.stdin is not None and server.stdout is not None
-            pickle.dump(request, server.stdin)
-            server.stdin.flush()
-            pid = pickle.load(server.stdout)
-            ready = select.select([server.stdout], [], [], timeout)[0]
-            if not ready:  # a hang: the child is stopped, its status read all the same
-                os.kill(pid, signal.SIGKILL)
-            code = pickle.load(server.stdout)
-            if not ready:
-                raise subprocess.TimeoutExpired([sys.executable, "-m", "symflops", *argv],
-                                                timeout or 0)
+                   else os.getcwd(), environment, stdin, out, err, address_space, timeout)
+        server = _start()
+        assert server.stdin is not None and server.stdout is not None
+        pickle.dump(request, server.stdin)
+        server.stdin.flush()
+        code, stopped = pickle.load(server.stdout)
+        if stopped:
+            raise subprocess.TimeoutExpired([sys.executable, "-m", "symflops", *argv], timeout)
         stdout, stderr = Path(out).read_bytes(), Path(err).read_bytes()
     finally:
         shutil.rmtree(folder, ignore_errors=True)
