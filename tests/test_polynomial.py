@@ -130,6 +130,30 @@ def test_largest_keeps_the_maximum_at_random_points(candidates, rnd):
         assert max(a.xreplace(point) for a in kept_args) == max(values)
 
 
+@QUICK
+@given(polynomials(negative=False), polynomials(negative=False), st.lists(polynomials(), max_size=3),
+       st.booleans())
+def test_largest_drops_a_candidate_that_another_bounds_term_by_term(p, q, others, first):
+    """``p + q`` with every coefficient of ``q`` positive bounds ``p`` term by term,
+    so ``p`` is dropped whatever else is there (a quick comparison at a few
+    points must not keep it)."""
+    assume(p != q + p)
+    bigger = sympy.expand(p + q)
+    kept = largest([p, bigger, *others] if first else [*others, bigger, p])
+    kept_args = kept.args if isinstance(kept, sympy.Max) else (kept,)
+    assert p not in kept_args or p in others
+    assert bigger in kept_args or any(largest([bigger, o]) == o for o in others)
+
+
+def test_largest_drops_what_a_multiple_bounds_by_hand():
+    # B <= B*V and 3*B*S <= B*S*V + 2*B*S for every dim >= 1 (V >= 1); 2*B*D and
+    # B*D + B*S are not comparable (D = 1, S = 5 and D = 5, S = 1), so both stay.
+    B, D, S, V = (dim_symbol(n) for n in "BDSV")
+    assert largest([B, B * V]) == B * V
+    assert largest([3*B*S, B*S*V + 2*B*S]) == B*S*V + 2*B*S
+    assert set(largest([2*B*D, B*D + B*S]).args) == {2*B*D, B*D + B*S}
+
+
 def test_readable_pulls_common_factors_out_of_non_polynomials():
     # A strided count with a ceiling and a per-group count with 1/G, by hand:
     B, D, L, G = (dim_symbol(n) for n in "BDLG")

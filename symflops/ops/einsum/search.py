@@ -35,7 +35,7 @@ import sympy
 
 from ...core.offsets import proved_at_most
 from ...core.ir import Einsum, Factor, dim_symbol
-from ...core.polynomial import dominated, terms
+from ...core.polynomial import dominated, plain_terms, terms
 from ...core.records import Candidate, Tree
 from ..base import Unit
 from .orders import Pattern, _kept, _per, _step, candidate, pattern, size, written
@@ -144,9 +144,7 @@ def _cheapest(e: Einsum, index_extents: tuple[tuple[str, sympy.Expr], ...], unit
     bounded = frozenset(x for b in p.bounds for x in b.letters)
 
     def poly_of(expr: sympy.Expr) -> Poly | None:
-        found = terms(expr, gens)
-        return None if found is None else {m: int(c.p) if c.q == 1 else Fraction(int(c.p), int(c.q))
-                                           for m, c in found.items()}
+        return plain_terms(expr, gens)
 
     def span_poly(span: frozenset[str]) -> Poly | None:
         """The span's count as a polynomial: the product of its letters'
