@@ -8,6 +8,7 @@ sheet can show it.  Every record is frozen.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Sequence, Union
 
@@ -142,9 +143,10 @@ class Rule:
         clauses = tuple(dict.fromkeys(c for t in self.terms for c in t.where()))
         return f"{self.terms[0].output} = {text}" + (" where " + ", ".join(clauses) if clauses else "")
 
-    @property
+    @functools.cached_property
     def reads(self) -> tuple[str, ...]:
-        """Tensors the rule reads, in order of first appearance."""
+        """Tensors the rule reads, in order of first appearance (worked out once
+        per rule: the counts ask it of every rule for every saved tensor)."""
         return tuple(dict.fromkeys(f.tensor for t in self.terms for f in t.operands
                                    if f.reads_tensor))
 

@@ -29,6 +29,7 @@ and :mod:`symflops.ops.einsum.cost`.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
 from typing import Sequence, get_args
 
@@ -70,7 +71,7 @@ class SavedTensor:
 
 
 def _total(costs: tuple[OpCost, ...], copies: tuple[sympy.Expr, ...], kind: str) -> sympy.Expr:
-    return sympy.expand(sum((getattr(c, kind) * n for c, n in zip(costs, copies)), sympy.Integer(0)))
+    return sympy.expand(sympy.Add(*(getattr(c, kind) * n for c, n in zip(costs, copies))))
 
 
 @dataclass(frozen=True)
@@ -78,7 +79,8 @@ class Costs:
     """Every polynomial symflops reports for one layer.  ``forward`` and
     ``backward`` hold the cost of one copy of each op and rule; an op inside
     a repeated block runs ``forward_copies`` times (the product of the
-    repeats), and the totals count every copy."""
+    repeats), and the totals count every copy (each total is worked out
+    once, when first read)."""
 
     unit: Unit
     precision: Precision
@@ -101,28 +103,28 @@ class Costs:
         if not self.backward_copies:
             object.__setattr__(self, "backward_copies", (sympy.Integer(1),) * len(self.backward))
 
-    @property
+    @functools.cached_property
     def flops_forward(self) -> sympy.Expr:
         return _total(self.forward, self.forward_copies, "flops")
 
-    @property
+    @functools.cached_property
     def flops_backward(self) -> sympy.Expr:
         return _total(self.backward, self.backward_copies, "flops")
 
-    @property
+    @functools.cached_property
     def flops_total(self) -> sympy.Expr:
         return sympy.expand(self.flops_forward + self.flops_backward)
 
-    @property
+    @functools.cached_property
     def elementwise_forward(self) -> sympy.Expr:
         return _total(self.forward, self.forward_copies, "elementwise")
 
-    @property
+    @functools.cached_property
     def elementwise_backward(self) -> sympy.Expr:
         return sympy.expand(_total(self.backward, self.backward_copies, "elementwise")
                             + self.accumulate)
 
-    @property
+    @functools.cached_property
     def activations(self) -> sympy.Expr:
         return sympy.expand(sum((s.total for s in self.saved), sympy.Integer(0)))
 
