@@ -30,6 +30,7 @@ The sign proofs here are also those of ``symflops check``'s inequalities.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from fractions import Fraction
@@ -133,9 +134,14 @@ def _not_whole(p: sympy.Poly) -> dict[sympy.Symbol, int] | None | bool:
     return None
 
 
+@functools.lru_cache(maxsize=4096)
 def size_problem(expr: sympy.Expr) -> str | None:
     """Why ``expr`` is not a proved size (see the module doc), in words that
-    follow ``... is EXPR,``; None when it is one."""
+    follow ``... is EXPR,``; None when it is one.  Asked once per distinct
+    ``expr`` (a declaration's axes repeat the same few dims)."""
+    found = monomials(expr)
+    if found and all(c.is_Integer and c > 0 for c, _ in found):
+        return None  # whole coefficients, all positive: a size at once (the module doc)
     dims = sorted(expr.free_symbols, key=str)
     if not expr.is_polynomial(*dims):
         return "which is not a polynomial in the dims"
