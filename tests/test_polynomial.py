@@ -12,7 +12,7 @@ checked here against that call, or against brute force, on random input:
   product of sums;
 * ``largest`` drops a candidate only when a kept one is at least as large at
   random points with every dim >= 1, and keeps the true maximum there;
-* ``substituted(p, {dim: single term})`` is ``expand(p.xreplace(...))``,
+* ``substituted(p, {dim: a sum of terms})`` is ``expand(p.xreplace(...))``,
   structurally (the sheets print it), also when a value has negative powers.
 
 (The contraction-order search is tested against brute force in test_orders.py.)
@@ -70,6 +70,16 @@ EXTRA = [dim_symbol(n) for n in ("N", "G")]
 @given(polynomials(), single_terms(), single_terms())
 def test_substituted_is_expand_of_xreplace(p, s, v):
     mapping = {DIMS[3]: s, DIMS[4]: v}  # S and V are defined dims
+    fast = substituted(p, mapping)
+    slow = sympy.expand(p.xreplace(mapping))
+    assert fast == slow and sympy.srepr(fast) == sympy.srepr(slow)
+
+
+@QUICK
+@given(polynomials(), st.lists(single_terms(), min_size=1, max_size=3), single_terms())
+def test_substituted_is_expand_of_xreplace_when_a_value_is_a_sum(p, parts, v):
+    """``T = M + S`` or ``(N + 2)/G``: several terms, powers of either sign."""
+    mapping = {DIMS[3]: sympy.Add(*parts), DIMS[4]: v}
     fast = substituted(p, mapping)
     slow = sympy.expand(p.xreplace(mapping))
     assert fast == slow and sympy.srepr(fast) == sympy.srepr(slow)

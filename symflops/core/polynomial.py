@@ -125,28 +125,41 @@ def substitute_max(expr: sympy.Expr, substitute: Callable[[sympy.Expr], sympy.Ex
 
 
 def substituted(expr: sympy.Expr, mapping: dict[sympy.Symbol, sympy.Expr]) -> sympy.Expr:
-    """``sympy.expand(expr.xreplace(mapping))``, term by term when ``expr`` is
-    an expanded polynomial and every value is a single term (a defined dim
-    such as ``R = N/G``): no expansion of products is needed then."""
+    """``sympy.expand(expr.xreplace(mapping))``, multiplied out term by term on
+    Python numbers when ``expr`` is an expanded polynomial and every value a
+    sum of terms with whole powers (a defined dim such as ``R = N/G`` or
+    ``T = M + S``): the same canonical sum, without SymPy rebuilding and
+    expanding the whole expression."""
     top = monomials(expr)
     values = {s: monomials(v, negative=True) for s, v in mapping.items()}
-    if top is None or any(v is None or len(v) != 1 for v in values.values()):
+    if top is None or any(v is None for v in values.values()):
         return sympy.expand(expr.xreplace(mapping))
-    collected: dict[tuple, sympy.Rational] = {}
+    plain = {s: [(_number(c), p) for c, p in v] for s, v in values.items()}
+    collected: dict[tuple, Fraction | int] = {}
     for c, powers in top:
-        exponents: dict[sympy.Expr, int] = {}
+        product: list[tuple[Fraction | int, dict]] = [(_number(c), {})]
         for b, e in powers.items():
-            if b in values:
-                vc, vp = values[b][0]
-                c *= vc ** e
-                for vb, ve in vp.items():
-                    exponents[vb] = exponents.get(vb, 0) + ve * e
-            else:
-                exponents[b] = exponents.get(b, 0) + e
-        key = tuple(sorted(((b, e) for b, e in exponents.items() if e), key=lambda x: x[0].name))
-        collected[key] = collected.get(key, 0) + c
-    return sympy.Add(*(sympy.Mul(c, *(b ** e for b, e in key))
+            factor = plain.get(b, [(1, {b: 1})])
+            for _ in range(e):
+                product = [(pc * fc, _times(pp, fp)) for pc, pp in product for fc, fp in factor]
+        for pc, pp in product:
+            key = tuple(sorted(((b, e) for b, e in pp.items() if e), key=lambda x: x[0].name))
+            collected[key] = collected.get(key, 0) + pc
+    return sympy.Add(*(sympy.Mul(sympy.Rational(c.numerator, c.denominator),
+                                 *(b ** e for b, e in key))
                        for key, c in collected.items() if c != 0))
+
+
+def _number(c: sympy.Rational) -> Fraction | int:
+    return int(c.p) if c.q == 1 else Fraction(int(c.p), int(c.q))
+
+
+def _times(a: dict, b: dict) -> dict:
+    """The product of two monomials as ``{symbol: power}``."""
+    out = dict(a)
+    for x, e in b.items():
+        out[x] = out.get(x, 0) + e
+    return out
 
 
 def quotient(a: sympy.Expr, b: sympy.Expr) -> sympy.Expr:
