@@ -21,6 +21,7 @@ installs both (``.ci/run``).
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any, Mapping
 
@@ -60,24 +61,35 @@ def symflops_counts(config: Mapping[str, Any], seq: int = 32, attention: str = "
                     tmp_path: Any = None, experts: str = "model") -> tuple[int, int]:
     """(parameters, training FLOPs) of the declaration symflops imports
     (``experts``: import-hf's --experts)."""
-    from symflops.count.cost import costs
     from symflops.count.evaluate import number
+    import sympy
+
+    text = json.dumps(dict(config), indent=1)
+    dims, parameters, total = _imported_model(text, attention, experts)
+    at = {k: sympy.Integer(v) for k, v in {**dims, "B": 1, "S": seq}.items()}
+    return number(parameters, at), number(total, at)
+
+
+@functools.lru_cache(maxsize=None)
+def _imported_model(text: str, attention: str, experts: str) -> tuple[dict, Any, Any]:
+    """The config's dims, and the parameters and training FLOPs of its
+    declaration as formulas, derived once per config in a test process (a
+    third of the configs are asked at several sequence lengths)."""
+    from symflops.count.cost import costs
     from symflops.count.summary import model_part
     from symflops.derive.backward import derive
     from symflops.hf.importer import import_data
     from symflops.planner.model import imported_layer
     import sympy
 
-    text = json.dumps(dict(config), indent=1)
     imported = import_data(json.loads(text), "config.json", text, attention, experts)
     layer = imported_layer(imported)
     d = derive(layer)
     # the two figures of the summary ``derive`` prints (its model part, defined
     # dims substituted), without its other quantities
     model = model_part(d, costs(d, choice="minimum"))
-    at = {k: sympy.Integer(v) for k, v in {**imported.dims, "B": 1, "S": seq}.items()}
     total = sympy.expand(model.per_token.flops.total * layer.tokens)  # per token x B S
-    return number(model.parameters.total, at), number(total, at)
+    return dict(imported.dims), model.parameters.total, total
 
 
 def imported(config: Mapping[str, Any], attention: str = "full-square") -> Any:
