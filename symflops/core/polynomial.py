@@ -72,7 +72,7 @@ _PRIMES = (2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 59, 61, 6
 
 
 def _values(coefficients: dict | None, points: Sequence[Sequence[int]]) -> tuple | None:
-    """A polynomial from :func:`terms` at each point (one whole number per gen), exactly."""
+    """A polynomial from :func:`plain_terms` at each point (one whole number per gen), exactly."""
     if coefficients is None:
         return None
     out = []
