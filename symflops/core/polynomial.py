@@ -34,8 +34,12 @@ def plain_terms(e: sympy.Expr, gens: tuple[sympy.Symbol, ...]) -> dict | None:
     """:func:`terms` with Python numbers for coefficients (an ``int``, else a
     ``Fraction``): exact, and far quicker to add and compare than SymPy's."""
     found = terms(e, gens)
-    return None if found is None else {m: int(c.p) if c.q == 1 else Fraction(int(c.p), int(c.q))
-                                       for m, c in found.items()}
+    return None if found is None else {m: _number(c) for m, c in found.items()}
+
+
+def _number(c: sympy.Rational) -> Fraction | int:
+    """A SymPy rational as a Python ``int``, else a ``Fraction``."""
+    return int(c.p) if c.q == 1 else Fraction(int(c.p), int(c.q))
 
 
 def by_exponents(found: list[tuple[sympy.Rational, Monomial]], gens: Sequence[sympy.Symbol]
@@ -148,10 +152,6 @@ def substituted(expr: sympy.Expr, mapping: dict[sympy.Symbol, sympy.Expr]) -> sy
     return sympy.Add(*(sympy.Mul(sympy.Rational(c.numerator, c.denominator),
                                  *(b ** e for b, e in key))
                        for key, c in collected.items() if c != 0))
-
-
-def _number(c: sympy.Rational) -> Fraction | int:
-    return int(c.p) if c.q == 1 else Fraction(int(c.p), int(c.q))
 
 
 def _times(a: dict, b: dict) -> dict:
