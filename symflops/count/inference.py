@@ -18,10 +18,10 @@ Decoding one token of one sequence reads the weights that token reads (the
 parameter elements :mod:`symflops.count.params` counts per token as ``read``:
 the shared weights, the k of M experts it is routed to, one row of each
 lookup table) and the whole cache of its sequence, once each; memory
-bandwidth over these bytes bounds the decode rate.  :func:`decode_step_bytes`
-is that sum for a step of several sequences; ``symflops derive`` (one
-sequence, symbolically) and ``symflops plan`` (b sequences, in numbers) both
-compute it here.
+bandwidth over these bytes bounds the decode rate.
+:func:`~symflops.count.decoding.decode_step_bytes` is that sum for a step of
+several sequences; ``symflops derive`` (one sequence, symbolically) and
+``symflops plan`` (b sequences, in numbers) both compute it there.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ import sympy
 from .cost import Costs
 from ..core.records import Derivation
 from ..core.ir import comparison, substitute
-from .precision import Precision
+from .decoding import decode_step_bytes, weights_read_bytes
 
 
 @dataclass(frozen=True)
@@ -62,20 +62,6 @@ class Inference:
         if per is None or self.weights_bytes_read is None:
             return None
         return sympy.expand(decode_step_bytes(self.weights_bytes_read, per, 1))
-
-
-def weights_read_bytes(read: Any, precision: Precision) -> Any:
-    """Bytes of the weights one decoded token reads: ``read`` parameter
-    elements at the policy's bytes per parameter."""
-    return read * precision.params
-
-
-def decode_step_bytes(weights_read: Any, cache_per_sequence: Any, sequences: int = 1) -> Any:
-    """Bytes one decoding step of ``sequences`` sequences reads: the weights a
-    token reads, once for the step, and each sequence's cache.  Exact for one
-    sequence; for several it is a lower bound, since each sequence reads its
-    own rows of a lookup table and may be routed to other experts."""
-    return weights_read + sequences * cache_per_sequence
 
 
 def cached_tensors(derivation: Derivation) -> tuple[str, ...]:

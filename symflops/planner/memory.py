@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from ..core.errors import SymflopsError
+from ..count.decoding import decode_step_bytes, weights_read_bytes
 from ..count.precision import Precision
 from .records import Model, Number, show_exact
 
@@ -107,7 +108,7 @@ class Inference:
 
     A decoding step of ``batch`` sequences reads the weights a token reads
     once and each sequence's KV cache once, at full ``context`` (the last,
-    slowest step of a generation): :func:`symflops.count.inference.decode_step_bytes`."""
+    slowest step of a generation): :func:`symflops.count.decoding.decode_step_bytes`."""
 
     context: int | None
     batch: int
@@ -131,8 +132,6 @@ class Inference:
     def step_bytes(self) -> int:
         """Bytes read per decoding step: weights once + each sequence's cache
         (weights only when the cache is unknown: then a lower bound)."""
-        from ..count.inference import decode_step_bytes  # SymPy: only when decoding
-
         return decode_step_bytes(self.weights_read, self.kv_per_sequence or 0, self.batch)
 
     @property
@@ -170,8 +169,6 @@ def inference(model: Model, precision: Precision, context: int | None, batch: in
     if bandwidth is not None and not bandwidth > 0:
         raise SymflopsError(f"--bandwidth must be positive, got {show_exact(bandwidth)}",
                             hint="give bytes/s, e.g. --bandwidth 3.35e12")
-    from ..count.inference import weights_read_bytes  # SymPy: only when decoding
-
     return Inference(context=context, batch=batch,
                      weights_bytes=precision.params * model.params_total,
                      weights_read=weights_read_bytes(model.read, precision),

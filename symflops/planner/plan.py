@@ -34,7 +34,7 @@ Conventions (also printed with every plan):
   lookup table: :attr:`~symflops.planner.records.Model.read`) and each sequence's KV cache once, at full
   context; bytes per token = (weights + b x cache) / b, and tokens/s =
   b x bandwidth / (weights + b x cache). The step's bytes are
-  :func:`symflops.count.inference.decode_step_bytes`, the computation behind
+  :func:`symflops.count.decoding.decode_step_bytes`, the computation behind
   ``symflops derive``'s ``bytes_per_decoded_token``; exact for b = 1, a lower
   bound for larger b.
 """
