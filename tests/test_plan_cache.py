@@ -95,17 +95,26 @@ def test_a_kept_model_prints_what_the_engine_derives(configs, tmp_path, monkeypa
         assert _plan(configs[name], RUNS[i]) == want, (name, RUNS[i])
 
 
-def test_another_recompute_or_config_is_another_file(configs, tmp_path, monkeypatch):
+def test_another_recompute_is_another_file_another_size_the_same(configs, tmp_path,
+                                                                monkeypatch):
+    """A model is kept by the shape of its declaration: a config that only
+    changes a size reads the same file, at its own dims; another recompute
+    policy, or another shape, is another file."""
     monkeypatch.setenv("SYMFLOPS_CACHE_DIR", str(tmp_path / "cache"))
     path = configs["llama2_7b"]
     before = json.loads(_plan(path, ["--seq", "2048", "--json"])[1])
     _plan(path, ["--seq", "2048", "--recompute", "full"])
+    assert len(os.listdir(tmp_path / "cache")) == 2
     with open(path, "w") as fh:
         json.dump({**LLAMA2_7B, "intermediate_size": 11008 + 256}, fh)
     after = json.loads(_plan(path, ["--seq", "2048", "--json"])[1])
-    assert len(os.listdir(tmp_path / "cache")) == 3
+    assert len(os.listdir(tmp_path / "cache")) == 2
     # three D x F matrices per layer (gate, up, down): 3 x 4096 x 256 x 32 layers more
     assert after["params"]["total"] - before["params"]["total"] == 3 * 4096 * 256 * 32
+    with open(path, "w") as fh:   # grouped key/value heads: another shape
+        json.dump({**LLAMA2_7B, "num_key_value_heads": 8}, fh)
+    _plan(path, ["--seq", "2048", "--json"])
+    assert len(os.listdir(tmp_path / "cache")) == 3
 
 
 def test_a_damaged_file_is_a_miss_and_is_written_anew(configs, tmp_path, monkeypatch):
@@ -116,7 +125,7 @@ def test_a_damaged_file_is_a_miss_and_is_written_anew(configs, tmp_path, monkeyp
     (kept,) = cache.iterdir()
     good = kept.read_text()
     body = json.loads(good)
-    body["body"]["params_total"] += 1        # a figure changed without its checksum
+    body["body"]["params_total"] = ["n", 1, 1]   # a figure changed without its checksum
     for damage in ("{not json", "", json.dumps(body), json.dumps({**body, "format": 0}),
                    good[: len(good) // 2]):
         kept.write_text(damage)

@@ -229,8 +229,19 @@ class Declaration:
 
     def text(self) -> str:
         """The declaration's YAML text."""
-        lines = [line for h in self.header for line in comment_lines(h)]
-        self.model.name, self.model.title = self.name, self.title
+        return self._text(whole=True)
+
+    def structure(self) -> str:
+        """The text without what names the config file or holds the config's
+        values: the header's comments, the model's title and the examples.
+        The engine derives the same formulas from any two configs of one
+        shape (Llama-2-7B and Llama-2-13B), so the planner keeps one model for
+        both (:mod:`symflops.planner.compiled`), each evaluated at its own dims."""
+        return self._text(whole=False)
+
+    def _text(self, whole: bool) -> str:
+        lines = [line for h in self.header for line in comment_lines(h)] if whole else []
+        self.model.name, self.model.title = self.name, self.title if whole else ""
         used = list(self.dims)
         lines += self._body(self.model, "", used, True)
         if self.blocks:
@@ -241,6 +252,8 @@ class Declaration:
                 lines += self._body(b, "    ", names, False)
         values = {n: d.value for n, d in self.dims.items() if d.value is not None}
         lines += [line for n in self.notes for line in comment_lines(n)]
+        if not whole:
+            return "\n".join(lines) + "\n"
         lines.append("examples:")
         lines.append(f"  {quoted(self.example)}: {{"
                      + ", ".join(f"{n}: {v}" for n, v in values.items()) + "}")

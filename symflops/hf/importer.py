@@ -44,6 +44,9 @@ class Imported:
     context: tuple[int, str] | None = None
     #: what else lets a length that is not such a multiple be counted ("": nothing)
     multiple_alternative: str = ""
+    #: the text without the config's file name and values (the same for two
+    #: configs of one shape: :meth:`symflops.hf.emit.Declaration.structure`)
+    structure: str = ""
 
     @property
     def command(self) -> str:
@@ -118,7 +121,8 @@ def import_data(data: Any, path: str = "config.json", text: str = "",
     return Imported(d.text(), model_type, name,
                     {n: v.value for n, v in d.dims.items() if v.value is not None}, path,
                     attention, d.longest, experts, d.executed_differs,
-                    d.multiple, _context(d.dims.get("S")), d.multiple_alternative)
+                    d.multiple, _context(d.dims.get("S")), d.multiple_alternative,
+                    d.structure())
 
 
 def _context(dim: Any) -> tuple[int, str] | None:

@@ -11,10 +11,14 @@ evaluated in exact fractions.  A formula with anything else in it is not
 kept (the model is then derived at every run).
 
 The file is kept in the user's cache directory (:func:`cache_dir`), named by
-a hash of everything the model depends on: the declaration's text and file
-name, the recompute and precision policies, the dims, symflops's version and
-the size and time of each of its modules, so an edit of symflops or of the
-input is a miss.  What the cache cannot answer exactly is never guessed:
+a hash of everything its formulas depend on: the shape of the declaration
+(for an imported config, its text without the file's name and the dims'
+values: :meth:`symflops.hf.emit.Declaration.structure`), the recompute and
+precision policies, symflops's version and the size and time of each of its
+modules, so an edit of symflops or a change of shape is a miss.  The dims are
+not part of the name: a model is evaluated at the dims of the config that
+asks for it, so Llama-2-13B reads the model Llama-2-7B left.  What the cache
+cannot answer exactly is never guessed:
 
 - a file that is missing, unreadable, not a regular file, or whose checksum
   or shape is wrong, is a miss and is written anew;
@@ -54,7 +58,7 @@ OPERATIONS = {"add": None, "mul": None, "max": None, "min": None, "pow": 2, "flo
               "ceiling": 1}
 
 #: Changed whenever the file's layout changes.
-FORMAT = 1
+FORMAT = 2
 #: The figures of a training token, in TokenFlops's order.
 TOKEN_FIGURES = ("model", "executed", "attention", "inference")
 #: The largest cache file read back (bytes).
@@ -68,19 +72,18 @@ SEQ, BATCH = "S", "B"
 class Compiled:
     """What :func:`symflops.planner.model.model_from_layer` computes, without SymPy."""
 
-    name: str
+    name: str                          # the layer's name
     recompute: str
-    params_total: int
-    params_active: int
-    params_trainable: int
-    params_read: int
-    kv_cache_bytes_per_token: int | None
+    params_total: Tree                 # the parameter counts, at S = the context
+    params_active: Tree
+    params_trainable: Tree
+    params_read: Tree
+    kv_cache_bytes_per_token: Tree | None
     formulas: Mapping[str, tuple[str, str, str]]        # Model.formulas
     token_formulas: Mapping[str, tuple[str, str, str]]  # TokenFlops.formulas
     token: Mapping[str, Tree]          # the four per-token figures
     activations: Tree                  # bytes of one micro-batch's saved activations
     buffers: Tree | None               # buffer elements; None: the layer has none
-    fixed: Mapping[str, tuple[int, int]]  # the dims given, as fractions
     definitions: tuple[Tree, ...]      # each defined dim: a positive whole number
     indices: tuple[tuple[Tree, int], ...]  # each index range and the bytes it is counted at
 
@@ -136,9 +139,11 @@ def _whole(value: Fraction | None) -> int | None:
 
 # --- the model ---------------------------------------------------------------
 
-def model(c: Compiled, engine: Callable[[], Model]) -> Model:
-    """The planner's model of ``c``; ``engine()`` derives the same model with
-    the engine, asked (once) only where ``c`` cannot answer exactly."""
+def model(c: Compiled, dims: Mapping[str, int], file: str, engine: Callable[[], Model]) -> Model:
+    """The planner's model of ``c`` at ``dims`` (every dim but the micro-batch,
+    as the config gives them), read from ``file``; ``engine()`` derives the
+    same model with the engine, asked (once) only where ``c`` cannot answer
+    exactly."""
     slow: list[Model] = []
 
     def derived() -> Model:
@@ -146,7 +151,7 @@ def model(c: Compiled, engine: Callable[[], Model]) -> Model:
             slow.append(engine())
         return slow[0]
 
-    fixed = {k: Fraction(n, d) for k, (n, d) in c.fixed.items()}
+    fixed = {k: Fraction(v) for k, v in dims.items() if k != BATCH}
 
     def at(seq: int, batch: int = 1) -> dict[str, Fraction] | None:
         values = {**fixed, SEQ: Fraction(seq), BATCH: Fraction(batch)}
@@ -179,12 +184,19 @@ def model(c: Compiled, engine: Callable[[], Model]) -> Model:
         got = figures((c.buffers,), {**fixed, SEQ: Fraction(seq or 1), BATCH: Fraction(1)})
         return got[0] if got is not None else derived().buffers(seq)
 
+    # the counts that do not depend on the run, at the config's context
+    counts = figures((c.params_total, c.params_active, c.params_trainable, c.params_read,
+                      *(() if c.kv_cache_bytes_per_token is None else (c.kv_cache_bytes_per_token,))),
+                     at(int(fixed[SEQ]) if SEQ in fixed else 1))
+    if counts is None:
+        return derived()
+    total, active, trainable, read, *cache = counts
     return Model(
-        name=c.name, params_total=c.params_total, params_active=c.params_active,
-        params_trainable=c.params_trainable, flops_per_token=flops_per_token,
-        activation_bytes=activation_bytes, kv_cache_bytes_per_token=c.kv_cache_bytes_per_token,
+        name=f"{c.name} ({os.path.basename(file)})", params_total=total, params_active=active,
+        params_trainable=trainable, flops_per_token=flops_per_token,
+        activation_bytes=activation_bytes, kv_cache_bytes_per_token=cache[0] if cache else None,
         formulas={k: Formula(*v) for k, v in c.formulas.items()}, counts_attention=True,
-        recompute=c.recompute, params_read=c.params_read,
+        recompute=c.recompute, params_read=read,
         buffers=buffers if c.buffers is not None else None)
 
 
@@ -247,7 +259,7 @@ def load(name: str) -> Compiled | None:
         body = kept["body"]
         if kept["sha256"] != _digest(body) or kept["format"] != FORMAT:
             return None
-        model = _from_json(body)
+        model = from_json(body)
     except (SymflopsError, ValueError, KeyError, TypeError, AttributeError):
         return None
     try:
@@ -264,7 +276,7 @@ def store(name: str, c: Compiled) -> None:
     if folder is None:
         return
     try:
-        body = dataclasses.asdict(c)
+        body = to_json(c)
         text = json.dumps({"format": FORMAT, "sha256": _digest(body), "body": body})
     except ValueError:  # an integer too long for JSON's text: not kept
         return
@@ -297,6 +309,11 @@ def _prune(folder: str) -> None:
         pass
 
 
+def to_json(c: Compiled) -> dict[str, Any]:
+    """``c`` as JSON-able data."""
+    return dataclasses.asdict(c)
+
+
 def _digest(body: Any) -> str:
     return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
 
@@ -318,11 +335,9 @@ def _tree(data: Any, depth: int = 0) -> Tree:
     raise TypeError("not a formula")
 
 
-def _count(value: Any, none: bool = False) -> int | None:
-    if value is None and none:
-        return None
-    if type(value) is not int:
-        raise TypeError("a count is not whole")
+def _width(value: Any) -> int:
+    if type(value) is not int or value <= 0:
+        raise TypeError("a width is not a positive whole number")
     return value
 
 
@@ -330,16 +345,18 @@ def _formulas(data: Any) -> dict[str, tuple[str, str, str]]:
     return {str(k): tuple(str(x) for x in v) for k, v in data.items()}
 
 
-def _from_json(b: Mapping[str, Any]) -> Compiled:
+def from_json(b: Mapping[str, Any]) -> Compiled:
+    """A model read back from :func:`to_json`'s data, its shape checked (a
+    TypeError, KeyError or ValueError otherwise)."""
     token = {k: _tree(b["token"][k]) for k in TOKEN_FIGURES}
     return Compiled(
         name=str(b["name"]), recompute=str(b["recompute"]),
-        params_total=_count(b["params_total"]), params_active=_count(b["params_active"]),
-        params_trainable=_count(b["params_trainable"]), params_read=_count(b["params_read"]),
-        kv_cache_bytes_per_token=_count(b["kv_cache_bytes_per_token"], none=True),
+        params_total=_tree(b["params_total"]), params_active=_tree(b["params_active"]),
+        params_trainable=_tree(b["params_trainable"]), params_read=_tree(b["params_read"]),
+        kv_cache_bytes_per_token=None if b["kv_cache_bytes_per_token"] is None
+        else _tree(b["kv_cache_bytes_per_token"]),
         formulas=_formulas(b["formulas"]), token_formulas=_formulas(b["token_formulas"]),
         token=token, activations=_tree(b["activations"]),
         buffers=None if b["buffers"] is None else _tree(b["buffers"]),
-        fixed={str(k): (_count(n), _count(d)) for k, (n, d) in b["fixed"].items()},
         definitions=tuple(_tree(p) for p in b["definitions"]),
-        indices=tuple((_tree(p), _count(w)) for p, w in b["indices"]))
+        indices=tuple((_tree(p), _width(w)) for p, w in b["indices"]))

@@ -228,25 +228,24 @@ def _compiled(p: _Parts, model: Model) -> Compiled | None:
                    for name, _ in layer.definitions]
     indices = [(plain(substitute(size, layer.substitutions)), widths[name])
                for name, size in index_ranges(layer).items() if name in widths]
+    par = p.parameters
+    counts = [plain(e) for e in (par.total, par.active, par.trainable, par.read_per_token)]
+    cache = None if p.cache is None else plain(p.cache)
     activations, buffers = plain(p.activations), plain(p.buffers)
-    counts = (model.params_total, model.params_active, model.params_trainable,
-              model.params_read, model.kv_cache_bytes_per_token)
     if (None in trees.values() or None in definitions or any(q is None for q, _ in indices)
-            or activations is None or buffers is None
-            or any(type(n) is not int for n in counts if n is not None)
-            or any(not isinstance(v, sympy.Rational) for v in p.fixed.values())):
+            or None in counts or (cache is None and p.cache is not None)
+            or activations is None or buffers is None):
         return None
 
     def texts(formulas: Mapping[str, Formula]) -> dict[str, tuple[str, str, str]]:
         return {k: (f.text, f.numbers, f.note) for k, f in formulas.items()}
 
+    total, active, trainable, read = counts
     return Compiled(
-        name=model.name, recompute=p.recompute, params_total=model.params_total,
-        params_active=model.params_active, params_trainable=model.params_trainable,
-        params_read=model.params_read, kv_cache_bytes_per_token=model.kv_cache_bytes_per_token,
+        name=layer.name, recompute=p.recompute, params_total=total, params_active=active,
+        params_trainable=trainable, params_read=read, kv_cache_bytes_per_token=cache,
         formulas=texts(model.formulas), token_formulas=texts(_token_formulas(p)),
         token=trees, activations=activations, buffers=buffers if layer.buffers else None,
-        fixed={k: (int(v.p), int(v.q)) for k, v in p.fixed.items()},
         definitions=tuple(definitions), indices=tuple(indices))
 
 

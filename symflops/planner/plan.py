@@ -124,6 +124,14 @@ def model_from_declaration(path: str | os.PathLike, dims: Mapping[str, Number], 
     return from_declaration(path, dims, recompute, precision)
 
 
+def import_parts(imported: Any, recompute: str, precision: Precision) -> tuple:
+    """What a model of an imported config depends on, for the cache: the shape
+    of its declaration (not its file name, not its dims' values, which the
+    kept model is evaluated at) and the options."""
+    return ("import", imported.structure, imported.attention, imported.experts, recompute,
+            dataclasses.astuple(precision))
+
+
 def model_from_import(imported: Any, recompute: str, precision: Precision,
                       cached: bool = False) -> Model:
     """A model from a Hugging Face config (:class:`symflops.hf.importer.Imported`).
@@ -141,12 +149,12 @@ def model_from_import(imported: Any, recompute: str, precision: Precision,
 
     if not cached:
         return derived()
-    name = compiled.key("import", imported.text, imported.file, imported.attention,
-                        imported.experts, recompute, dataclasses.astuple(precision),
-                        sorted(imported.dims.items()))
+    parts = import_parts(imported, recompute, precision)
+    name = compiled.key(*parts)
     kept = compiled.load(name)
     if kept is not None:
-        return dataclasses.replace(compiled.model(kept, derived), declaration=imported)
+        return dataclasses.replace(compiled.model(kept, imported.dims, imported.file, derived),
+                                   declaration=imported)
     from .model import compile_import
 
     model, plain = compile_import(imported, recompute, precision)
