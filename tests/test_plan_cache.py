@@ -26,7 +26,7 @@ import sympy
 
 from symflops.cli import main
 from symflops.core.ir import dim_symbol
-from symflops.planner import compiled
+from symflops.planner import compiled, prepared
 from symflops.planner import model as planner_model
 from test_hf_deepseek import DEEPSEEK_V3
 from test_hf_hybrids import JAMBA_V01
@@ -49,6 +49,17 @@ RUNS = (
     ["--seq", "1000", "--tokens", "1e9"],   # not a multiple of Scout's attention chunk
     ["--seq", "4096", "--tokens", "1e9", "--json"],  # longer than GPT-2's 1,024 positions
 )
+
+
+#: Run in a fresh interpreter before ``main``: no prepared model is read
+#: (they have their own tests, tests/test_plan_prepared.py).
+NO_PREPARED = "import symflops.planner.prepared as p; p.PREPARED = '/nonexistent'; "
+
+
+@pytest.fixture(autouse=True)
+def no_prepared_models(monkeypatch, tmp_path):
+    """The user's cache alone: the models prepared in the package are not read."""
+    monkeypatch.setattr(prepared, "PREPARED", str(tmp_path / "no-prepared-models"))
 
 
 def _plan(path: str, args: list[str]) -> tuple[int, str, str]:
@@ -165,7 +176,7 @@ def test_many_devices_are_planned_from_the_engine(configs, tmp_path, monkeypatch
 def test_a_kept_model_is_planned_without_sympy(configs, tmp_path):
     env = {**os.environ, "SYMFLOPS_CACHE_DIR": str(tmp_path / "cache"),
            "PYTHONPATH": os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")])}
-    code = ("import sys; from symflops.cli import main; "
+    code = (NO_PREPARED + "import sys; from symflops.cli import main; "
             f"main(['plan', '--hf-config', {configs['deepseek_v3']!r}, '--tokens', '2e12']); "
             "print('sympy' in sys.modules, file=sys.stderr)")
     runs = [subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,

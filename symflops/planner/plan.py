@@ -50,7 +50,7 @@ from typing import Any, Mapping
 
 from ..core.errors import SymflopsError
 from ..count.precision import Precision
-from . import compiled
+from . import compiled, prepared
 from .compute import Compute, Rate, Run, Time, compute, timing, token_flops
 from ..core.hardware import Accelerator
 from .memory import Inference, Memory, inference, memory
@@ -151,7 +151,7 @@ def model_from_import(imported: Any, recompute: str, precision: Precision,
         return derived()
     parts = import_parts(imported, recompute, precision)
     name = compiled.key(*parts)
-    kept = compiled.load(name)
+    kept = compiled.load(name) or prepared.lookup(parts)
     if kept is not None:
         return dataclasses.replace(compiled.model(kept, imported.dims, imported.file, derived),
                                    declaration=imported)
