@@ -128,6 +128,26 @@ def test_another_recompute_is_another_file_another_size_the_same(configs, tmp_pa
     assert len(os.listdir(tmp_path / "cache")) == 3
 
 
+def test_token_ids_of_other_bytes_are_derived_not_read_from_a_kept_model(configs, tmp_path,
+                                                                          monkeypatch):
+    """An index tensor takes the fewest bytes that hold its range at the
+    config's values: token ids over 65,024 words are int32, over Llama-2's
+    32,000 int16.  Llama-2-7B after the same shape with 65,024 words (one
+    cache file) prints what the engine prints for it, int16 ids and all."""
+    monkeypatch.setenv("SYMFLOPS_CACHE_DIR", str(tmp_path / "cache"))
+    path = configs["llama2_7b"]
+    args = ["--seq", "2048", "--micro-batch", "2", "--json"]
+    with open(path, "w") as fh:
+        json.dump({**LLAMA2_7B, "vocab_size": 65024}, fh)
+    assert _plan(path, args)[0] == 0
+    with open(path, "w") as fh:
+        json.dump(LLAMA2_7B, fh)
+    narrow = _plan(path, args)
+    assert len(os.listdir(tmp_path / "cache")) == 1
+    monkeypatch.setenv("SYMFLOPS_CACHE_DIR", "")
+    assert narrow == _plan(path, args)
+
+
 def test_a_damaged_file_is_a_miss_and_is_written_anew(configs, tmp_path, monkeypatch):
     cache = tmp_path / "cache"
     monkeypatch.setenv("SYMFLOPS_CACHE_DIR", str(cache))

@@ -152,6 +152,8 @@ def model(c: Compiled, dims: Mapping[str, int], file: str, engine: Callable[[], 
         return slow[0]
 
     fixed = {k: Fraction(v) for k, v in dims.items() if k != BATCH}
+    if not _same_widths(c, {k: Fraction(v) for k, v in dims.items()}):
+        return derived()
 
     def at(seq: int, batch: int = 1) -> dict[str, Fraction] | None:
         values = {**fixed, SEQ: Fraction(seq), BATCH: Fraction(batch)}
@@ -198,6 +200,28 @@ def model(c: Compiled, dims: Mapping[str, int], file: str, engine: Callable[[], 
         formulas={k: Formula(*v) for k, v in c.formulas.items()}, counts_attention=True,
         recompute=c.recompute, params_read=read,
         buffers=buffers if c.buffers is not None else None)
+
+
+#: An index tensor's widths in bytes (:data:`symflops.count.indices.WIDTHS`).
+INDEX_WIDTHS = (1, 2, 4, 8)
+
+
+def _same_widths(c: Compiled, example: Mapping[str, Fraction]) -> bool:
+    """Whether each index tensor takes the bytes ``c`` was kept with at the
+    config's own dims (``example``).  The engine gives an index tensor the
+    fewest bytes that hold its range at the declaration's examples
+    (:func:`symflops.count.indices.index_widths`): token ids over Falcon-7B's
+    65,024 words are int32, over a vocabulary of 32,000 int16, so a model
+    kept from one config of a shape is another config's only where the
+    widths agree."""
+    for poly, width in c.indices:
+        size = evaluate(poly, example)
+        if size is None or size.denominator != 1 or size < 1:
+            return False
+        fits = [w for w in INDEX_WIDTHS if size - 1 <= 2 ** (8 * w - 1) - 1]
+        if not fits or fits[0] != width:
+            return False
+    return True
 
 
 def _checked(c: Compiled, values: Mapping[str, Fraction]) -> bool:
