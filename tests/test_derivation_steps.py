@@ -63,27 +63,24 @@ def _derivations(name: str):
             yield f"{name}:{op.output}:{group.wrt}", group.rules, arrays, extents, dims
 
 
-CASES = [case for name in SHEETS for case in _derivations(name)]
-
-
-@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
-def test_each_line_of_a_derivation_equals_the_next(case) -> None:
-    _, rules, arrays, extents, dims = case
+def _check_lines(case: str, rules, arrays, extents, dims) -> None:
     steps = {s.kind: s for s in rules[0].steps}
     primed = steps["differentiate"].lhs.indices
     differentiated = _value(steps["differentiate"].terms, primed, arrays, extents, dims)
     contracted = _value(steps["contract"].terms, primed, arrays, extents, dims)
-    assert np.allclose(differentiated, contracted), "contracting the deltas changed the value"
+    assert np.allclose(differentiated, contracted), \
+        f"{case}: contracting the deltas changed the value"
     # the rule (its contributions summed) is the contracted line renamed: both
     # index the tensor's axes in order, so they compare position by position
     rule = sum(_value(tuple(IndexTerm(t.coefficient, t.operands, (), t.summed) for t in r.terms),
                       r.terms[0].output.indices, arrays, extents, dims) for r in rules)
-    assert np.allclose(contracted, rule), "the rule is not the contracted line renamed"
+    assert np.allclose(contracted, rule), f"{case}: the rule is not the contracted line renamed"
 
 
 def test_a_wrong_step_is_caught() -> None:
     """Not vacuous: dropping a delta (summing where it should not) changes the value."""
-    _, rules, arrays, extents, dims = next(c for c in CASES if c[0] == "ffn.yaml:H:X")
+    _, rules, arrays, extents, dims = next(c for c in _derivations("ffn.yaml")
+                                           if c[0] == "ffn.yaml:H:X")
     steps = {s.kind: s for s in rules[0].steps}
     primed = steps["differentiate"].lhs.indices
     wrong = tuple(IndexTerm(t.coefficient, t.factors, t.deltas[1:], t.summed)
@@ -113,15 +110,28 @@ def _reduction_cases(name: str):
             yield f"{name}:{op.output}:{r.wrt}", stages, arrays, extents, dims
 
 
-REDUCTIONS = [case for name in SHEETS for case in _reduction_cases(name)]
-
-
-@pytest.mark.parametrize("case", REDUCTIONS, ids=[c[0] for c in REDUCTIONS])
-def test_each_index_stage_of_a_normalisation_equals_the_next(case) -> None:
-    _, stages, arrays, extents, dims = case
+def _check_stages(case: str, stages, arrays, extents, dims) -> None:
     # the scalar and contracted stages are at the primed element dX[b', d']
     primed = tuple(i + "'" for i in stages["scalar"].lhs.indices)
     scalar = _value(stages["scalar"].terms, primed, arrays, extents, dims)
     contracted = _value(stages["contracted"].terms, primed, arrays, extents, dims)
     rule = _value(stages["rule"].terms, stages["rule"].lhs.indices, arrays, extents, dims)
-    assert np.allclose(scalar, contracted) and np.allclose(contracted, rule)
+    assert np.allclose(scalar, contracted) and np.allclose(contracted, rule), \
+        f"{case}: an index stage of the normalisation's rule differs from the next"
+
+
+# One test per sheet: the cases are made when it runs, not when the tests are
+# collected (every worker collects every test: cases made then were derived
+# once per worker, before any test could start).
+@pytest.mark.parametrize("name", SHEETS)
+def test_each_line_and_index_stage_of_a_sheet_equals_the_next(name: str) -> None:
+    """Each contraction's derivation (differentiated, contracted, rule) and
+    each softmax, norm, log-sum-exp and loss rule's index stages (scalar,
+    contracted, rule) of the sheet."""
+    lines, stages = list(_derivations(name)), list(_reduction_cases(name))
+    if not lines and not stages:
+        pytest.skip(f"{name} shows no derivation in lines or index stages")
+    for case in lines:
+        _check_lines(*case)
+    for case in stages:
+        _check_stages(*case)
