@@ -4,6 +4,7 @@ import re
 import sys
 from pathlib import Path
 
+import pytest
 from hypothesis import settings
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -62,3 +63,19 @@ def pytest_configure(config):
     before any worker starts."""
     if sys.flags.dont_write_bytecode and not hasattr(config, "workerinput"):
         compileall.compile_dir(str(ROOT / "symflops"), quiet=2, workers=1)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_collection(session):
+    """Where Python may not write bytecode, pytest cannot keep the test
+    modules it rewrites (for its assertion messages) either, and every worker
+    rewrote all of them at every run, about 4 s of CPU each before the first
+    test.  While the tests are collected, pytest may write them, beside
+    symflops's own, into the ``__pycache__`` folders (ignored by git); the
+    flag is restored for the run itself."""
+    before = sys.dont_write_bytecode
+    sys.dont_write_bytecode = False
+    try:
+        yield
+    finally:
+        sys.dont_write_bytecode = before
