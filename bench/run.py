@@ -428,7 +428,7 @@ def section_targets(repeats: int) -> None:
           f"{load:.1f} at the start (wall against the target; CPU = user + system)")
 
     def row(figure: str, wall: float, cpu: float, target: float) -> None:
-        print(f"  {figure:<58} wall {wall:7.2f} s  CPU {cpu:7.2f} s  target {target:g} s  "
+        print(f"  {figure:<64} wall {wall:7.2f} s  CPU {cpu:7.2f} s  target {target:g} s  "
               f"{_against(wall, target)}", flush=True)
 
     # the machine, for comparing figures taken on different ones: SymPy's import
@@ -471,7 +471,7 @@ def section_targets(repeats: int) -> None:
             json.dump(_hf_config("GRANITE_H_TINY"), fh)
         wall, cpu = wall_and_cpu(command("-m", "symflops", "render", "--hf-config", path, "-o",
                                          os.path.join(tmp, "granite.md")))
-        print(f"  {'render --hf-config granite-4.0-h-tiny (Markdown)':<58} wall {wall:7.2f} s  "
+        print(f"  {'render --hf-config granite-4.0-h-tiny (Markdown)':<64} wall {wall:7.2f} s  "
               f"CPU {cpu:7.2f} s  (no target)", flush=True)
         row(f"build, cold, with PDFs, default jobs ({cores} workers)",
             *wall_and_cpu(command("-m", "symflops", "build", "--src", str(DERIVATIONS), "--out",
