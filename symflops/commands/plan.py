@@ -68,7 +68,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     m.add_argument("--hf-config", metavar="PATH",
                    help="a Hugging Face config.json, through the declaration 'symflops "
                         "import-hf PATH' writes for it (the families are listed in "
-                        "'symflops import-hf --help')")
+                        "'symflops import-hf --help'); its model is kept in the user's cache "
+                        "(SYMFLOPS_CACHE_DIR; empty: off), and for the shapes of the "
+                        "published configs symflops ships it prepared (docs/planning.md)")
     m.add_argument("--attention", choices=("exact", "full-square"), default="exact",
                    help="with --hf-config: count the causal attention products over the "
                         "S(S+1)/2 pairs a query sees (exact, the default) or over the full S x S "
