@@ -25,18 +25,17 @@ import sympy
 
 from ..core.errors import SymflopsError
 from ..core.ir import Layer, dim_symbol, index_ranges, substitute
+from ..core.widths import fewest_bytes
 
-#: The widths an index tensor may take, in bytes (int8 .. int64).
-WIDTHS = (1, 2, 4, 8)
 #: With no value for its range anywhere in the declaration: int64.
 UNKNOWN_RANGE = 8
 
 
 def width_for(size: int) -> int:
     """The fewest bytes of a signed integer that holds ``0 .. size - 1``."""
-    for w in WIDTHS:
-        if size - 1 <= 2 ** (8 * w - 1) - 1:
-            return w
+    w = fewest_bytes(size)
+    if w is not None:
+        return w
     raise SymflopsError(f"an index range of {size} values does not fit 8 bytes (int64)",
                         hint="give a range below 2**63")
 

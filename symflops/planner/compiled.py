@@ -46,6 +46,7 @@ from typing import Any, Callable, Mapping
 from .. import __version__
 from ..core.errors import SymflopsError, read_text
 from ..core.numbers import MAX_RESULT_DIGITS, whole_digits
+from ..core.widths import fewest_bytes
 from .records import Formula, Model, TokenFlops
 
 #: A formula as plain data: ``("n", numerator, denominator)``, ``("d", dim)``,
@@ -202,10 +203,6 @@ def model(c: Compiled, dims: Mapping[str, int], file: str, engine: Callable[[], 
         buffers=buffers if c.buffers is not None else None)
 
 
-#: An index tensor's widths in bytes (:data:`symflops.count.indices.WIDTHS`).
-INDEX_WIDTHS = (1, 2, 4, 8)
-
-
 def _same_widths(c: Compiled, example: Mapping[str, Fraction]) -> bool:
     """Whether each index tensor takes the bytes ``c`` was kept with at the
     config's own dims (``example``).  The engine gives an index tensor the
@@ -216,10 +213,8 @@ def _same_widths(c: Compiled, example: Mapping[str, Fraction]) -> bool:
     widths agree."""
     for poly, width in c.indices:
         size = evaluate(poly, example)
-        if size is None or size.denominator != 1 or size < 1:
-            return False
-        fits = [w for w in INDEX_WIDTHS if size - 1 <= 2 ** (8 * w - 1) - 1]
-        if not fits or fits[0] != width:
+        if size is None or size.denominator != 1 or size < 1 \
+                or fewest_bytes(size.numerator) != width:
             return False
     return True
 
@@ -234,7 +229,10 @@ def _checked(c: Compiled, values: Mapping[str, Fraction]) -> bool:
             return False
     for poly, width in c.indices:
         size = evaluate(poly, values)
-        if size is not None and (size.denominator != 1 or size - 1 > 2 ** (8 * width - 1) - 1):
+        if size is None:
+            continue
+        need = None if size.denominator != 1 else fewest_bytes(size.numerator)
+        if need is None or need > width:
             return False
     return True
 
