@@ -40,9 +40,10 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 
-#: Environment variables read when an interpreter starts: a command given
+#: Environment variables read when an interpreter starts (or, ``MPL...``, when
+#: matplotlib is imported, which the forking process does): a command given
 #: other values than the worker's runs as a fresh interpreter.
-_START_UP = ("PYTHON", "LC_", "LANG")
+_START_UP = ("PYTHON", "LC_", "LANG", "MPL")
 
 #: The forking process: it imports what the commands import, then forks one
 #: child per request read from its standard input (a pickled tuple) and
@@ -55,11 +56,23 @@ null = os.open(os.devnull, os.O_RDWR)
 os.dup2(null, 0)
 os.dup2(null, 1)
 os.close(null)
-import importlib
+import importlib, io
 import sympy
 import symflops.__main__
 for name in ("layer", "check", "verify", "grads", "plan", "importhf", "shard", "roofline"):
     importlib.import_module("symflops.commands." + name)
+# What a command that writes sheets imports when it first needs it: every
+# module of symflops, matplotlib's figure and the three back ends the figures
+# are saved with; and what a process's first figure builds once (the mathtext
+# grammar of a log axis's labels, the fonts), by drawing one small figure
+import pkgutil
+for found in pkgutil.walk_packages(symflops.__path__, "symflops."):
+    importlib.import_module(found.name)
+import matplotlib.figure
+for fmt in ("png", "pdf", "svg"):
+    figure = matplotlib.figure.Figure(layout="constrained")
+    figure.subplots().loglog([1, 1000], [1, 1000])
+    figure.savefig(io.BytesIO(), format=fmt)
 try:  # the oracle of verify and grads, where installed (it starts no thread on import)
     import torch
     import symflops.checks.oracle
