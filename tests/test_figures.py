@@ -370,7 +370,8 @@ def test_the_graph_is_drawn_the_same_whatever_python_s_hash_seed():
     bytes in two interpreters with different hash seeds: the nodes were drawn
     in the order of a set of names, which changes with the seed.  llama's graph
     spans pages, and a page draws the nodes of the pages before it that it
-    reads in a row of their own (in the order of a set, at seeds 4 and 5)."""
+    reads in a row of their own (in the order of a set, at seeds 4 and 5: the
+    two seeds run here)."""
     import os
     import sys
 
@@ -386,7 +387,7 @@ def test_the_graph_is_drawn_the_same_whatever_python_s_hash_seed():
             "print(hashlib.sha256(data).hexdigest())\n")
     root = str(Path(__file__).resolve().parent.parent)
     digests = set()
-    for seed in ("3", "4", "5"):
+    for seed in ("4", "5"):  # the two seeds that drew the set's names in different orders
         env = {**os.environ, "PYTHONHASHSEED": seed,
                "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
         run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
