@@ -59,10 +59,8 @@ os.close(null)
 import importlib, io
 import sympy
 import symflops.__main__
-for name in ("layer", "check", "verify", "grads", "plan", "importhf", "shard", "roofline"):
-    importlib.import_module("symflops.commands." + name)
-# What a command that writes sheets imports when it first needs it: every
-# module of symflops, matplotlib's figure and the three back ends the figures
+# What the commands import when they first need it: every module of symflops
+# (the commands, the sheets), matplotlib with the three back ends the figures
 # are saved with; and what a process's first figure builds once (the mathtext
 # grammar of a log axis's labels, the fonts), by drawing one small figure
 import pkgutil
@@ -75,7 +73,6 @@ for fmt in ("png", "pdf", "svg"):
     figure.savefig(io.BytesIO(), format=fmt)
 try:  # the oracle of verify and grads, where installed (it starts no thread on import)
     import torch
-    import symflops.checks.oracle
 except ImportError:
     pass
 
