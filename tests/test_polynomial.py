@@ -27,7 +27,8 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from symflops.core.ir import dim_symbol
-from symflops.core.polynomial import common_factor, exact_quotient, largest, monomials, substituted
+from symflops.core.polynomial import (common_factor, exact_quotient, largest, monomials,
+                                      substitute_max, substituted)
 from symflops.sheets.printing import readable
 
 DIMS = [dim_symbol(n) for n in "BDFSV"]
@@ -162,6 +163,32 @@ def test_largest_drops_what_a_multiple_bounds_by_hand():
     assert largest([B, B * V]) == B * V
     assert largest([3*B*S, B*S*V + 2*B*S]) == B*S*V + 2*B*S
     assert set(largest([2*B*D, B*D + B*S]).args) == {2*B*D, B*D + B*S}
+
+
+def test_a_peak_in_bytes_keeps_the_candidates_of_the_peak_in_elements():
+    """A peak in bytes is the bytes per element times a Max of the peaks in
+    elements.  With a dim substituted, both forms keep the same candidates.
+    By hand, with R = N/G: D*R*G is D*N; 2*D + k <= D*c*k + D + 2*k for all
+    dims >= 1 (the difference is D*(c*k - 1) + k); B*D*N and D*c*k + D + 2*k
+    are not comparable (B = N = 1, c = k = 9, and B = N = 9, c = k = 1), so
+    two candidates are left.  SymPy's own Max, which the product once went
+    through, keeps three: it cannot see that c*k - 1 >= 0 inside the sum."""
+    B, D, G, N, R, c, k = (dim_symbol(n) for n in ("B", "D", "G", "N", "R", "c", "k"))
+    low, high = 2 * D * R * G / N + k, D * c * k + D + 2 * k
+    peak = sympy.Max(low, high, B * D * R * G, evaluate=False)
+    subs = {R: N / G}
+    elements = substitute_max(peak, lambda e: substituted(e, subs))
+    assert set(elements.args) == {D * c * k + D + 2 * k, B * D * N}
+    assert len(sympy.Max(*(substituted(a, subs) for a in peak.args)).args) == 3
+    assert substitute_max(2 * peak, lambda e: substituted(e, subs)) == 2 * elements
+    assert substitute_max(sympy.Rational(1, 2) * peak, lambda e: substituted(e, subs)) \
+        == elements / 2
+    # a single candidate left: the product is multiplied out, as a sum would be
+    alone = sympy.Max(low, high, evaluate=False)
+    assert substitute_max(4 * alone, lambda e: substituted(e, subs)) == 4*D*c*k + 4*D + 8*k
+    # a negative scale makes a Max a Min: that is left to SymPy
+    assert substitute_max(-2 * peak, lambda e: sympy.expand(e.xreplace(subs))) \
+        == sympy.expand(-2 * sympy.Max(2 * D + k, high, B * D * N))
 
 
 def test_readable_pulls_common_factors_out_of_non_polynomials():

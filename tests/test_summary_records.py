@@ -187,3 +187,13 @@ def test_each_code_alias_lists_exactly_the_values_the_engine_checks():
     assert tuple(POLICIES) == get_args(PolicyName) and DEFAULT_POLICY in POLICIES
     assert FORMATS == ("md", "tex") == tuple(TEMPLATE_NAMES)
     assert Tensor.__annotations__["role"] == "Role" and Layer.__annotations__["forward_order"] == "Order"
+
+
+def test_a_peak_in_bytes_is_the_bytes_per_element_times_the_peak_in_elements():
+    """moe_block keeps its activations in bf16, 2 bytes each, and has defined
+    dims, so its inference peak is rebuilt after they are substituted: the
+    peak in bytes lists the very candidates of the peak in elements (it once
+    kept one more, 3BDS + 2BSck + 2BSk, which BDSck + 2BDS + 2BSck + 3BSk
+    bounds for every c, k >= 1)."""
+    s = _summary("moe_block")
+    assert s.quantities["memory.inference_peak_bytes"] == 2 * s.memory.inference_peak

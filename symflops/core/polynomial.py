@@ -121,10 +121,17 @@ def largest(candidates: list[sympy.Expr]) -> sympy.Expr:
 
 
 def substitute_max(expr: sympy.Expr, substitute: Callable[[sympy.Expr], sympy.Expr]) -> sympy.Expr:
-    """``substitute`` applied to each argument of a Max (or to ``expr`` itself
-    when it is not one), and the Max rebuilt with :func:`largest`."""
-    if isinstance(expr, sympy.Max):
-        return largest([substitute(a) for a in expr.args])
+    """``substitute`` applied to each argument of a Max, or of a positive
+    number times a Max (a peak in bytes: the bytes per element times the
+    peak in elements), and the Max rebuilt with :func:`largest`; ``substitute``
+    applied to ``expr`` itself otherwise.  The two forms of one peak keep
+    the same candidates."""
+    scale, peak = expr.as_coeff_Mul()
+    if isinstance(peak, sympy.Max) and scale.is_positive:
+        kept = largest([substitute(a) for a in peak.args])
+        if scale == 1 or isinstance(kept, sympy.Max):
+            return scale * kept
+        return sympy.expand(scale * kept)
     return substitute(expr)
 
 
