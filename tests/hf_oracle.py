@@ -43,7 +43,36 @@ def meta_model(config: Mapping[str, Any]) -> tuple[Any, Any]:
 
 
 def hf_counts(config: Mapping[str, Any], seq: int = 32) -> tuple[int, int]:
-    """(parameters, FlopCounterMode's training FLOPs) of the Hugging Face model."""
+    """(parameters, FlopCounterMode's training FLOPs) of the Hugging Face model.
+
+    A deep model whose layers repeat a pattern (:func:`layer_pattern`) is
+    not built at its depth: both counts are affine in the number of
+    repeats, so they are read off the model at the three depths of one,
+    two and three repeats (after the layers that come first, such as
+    DeepSeek's dense ones) and carried to the config's depth.  The three
+    must grow by the same amount per repeat, or the pattern was misread and
+    the test fails saying so; ``test_hf_oracle_depth`` holds the result to
+    the model built at its full depth."""
+    pattern = layer_pattern(config)
+    layers = config.get("num_hidden_layers")
+    if pattern is None or layers is None:
+        return direct_hf_counts(config, seq)
+    first, period = pattern
+    depths = [first + k * period for k in (1, 2, 3)]
+    if depths[-1] > layers // 2 or (layers - first) % period:
+        return direct_hf_counts(config, seq)  # nothing to gain, or a partial repeat at the end
+    counts = [direct_hf_counts(at_layers(config, n), seq) for n in depths]
+    steps = [tuple(b - a for a, b in zip(x, y)) for x, y in zip(counts, counts[1:])]
+    assert steps[0] == steps[1], (
+        f"the layers after the first {first} do not repeat every {period} (the model of "
+        f"{depths} layers counts {counts}): count this config at its full depth")
+    repeats = (layers - depths[0]) // period
+    params, flops = (c + repeats * d for c, d in zip(counts[0], steps[0]))
+    return params, flops
+
+
+def direct_hf_counts(config: Mapping[str, Any], seq: int = 32) -> tuple[int, int]:
+    """:func:`hf_counts` of the model built at the config's own depth."""
     torch, model = meta_model(config)
     from torch.utils.flop_counter import FlopCounterMode
 
@@ -55,6 +84,44 @@ def hf_counts(config: Mapping[str, Any], seq: int = 32) -> tuple[int, int]:
         # their values the meta device cannot run; the cache adds no matrix product
         model(input_ids=ids, labels=ids, use_cache=True).loss.backward()
     return params, counter.get_total_flops()
+
+
+#: Config keys that list layer numbers (a set of layers), not one entry per layer.
+_LAYER_SETS = ("moe_layers", "mlp_only_layers")
+#: Words in the names of config keys that make a layer's kind depend on its
+#: number modulo the key's value (decoder_sparse_step, sliding_window_pattern,
+#: attn_layer_period, full_attention_interval, moe_layer_freq, ...).
+_CYCLES = ("period", "interval", "step", "freq", "pattern")
+
+
+def layer_pattern(config: Mapping[str, Any]) -> tuple[int, int] | None:
+    """(first, period): the config's layers after its ``first`` ones repeat
+    every ``period`` layers, as transformers reads the config (its class
+    defaults filled in); None where that cannot be told (a key naming layer
+    numbers this does not know stays a difference the check in
+    :func:`hf_counts` sees).  Each layer's kind is the tuple of every
+    per-layer list's entry (``layer_types``, ``no_rope_layers``, ...), its
+    membership of each set of layers, its number modulo each cycle, and
+    whether it is among DeepSeek's ``first_k_dense_replace`` dense layers."""
+    transformers = pytest.importorskip("transformers")
+    keys = {k: v for k, v in config.items() if k not in ("model_type", "architectures")}
+    settings = transformers.AutoConfig.for_model(config["model_type"], **keys).to_dict()
+    layers = settings.get("num_hidden_layers")
+    if not isinstance(layers, int) or layers < 1:
+        return None
+    first = settings.get("first_k_dense_replace") or 0
+    lists = [v for k, v in settings.items() if isinstance(v, list) and len(v) == layers
+             and k not in _LAYER_SETS]
+    sets = [set(v) for k, v in settings.items() if k in _LAYER_SETS and isinstance(v, list)]
+    cycles = [len(v) if isinstance(v, str) else v for k, v in settings.items()
+              if any(w in k for w in _CYCLES) and isinstance(v, (int, str))
+              and not isinstance(v, bool) and (isinstance(v, str) or v > 1)]
+    kinds = [(tuple(json.dumps(v[i]) for v in lists), tuple(i in s for s in sets),
+              tuple(i % c for c in cycles if c), i < first) for i in range(layers)]
+    for period in range(1, layers - first + 1):
+        if all(kinds[i] == kinds[i + period] for i in range(first, layers - period)):
+            return first, period
+    return None
 
 
 def symflops_counts(config: Mapping[str, Any], seq: int = 32, attention: str = "full-square",

@@ -1,0 +1,52 @@
+"""The Hugging Face oracle's counts of a deep model, carried from a few of its
+layers to its depth (tests/hf_oracle.py: hf_counts, layer_pattern).
+
+A deep model is built at one, two and three repeats of its layer pattern
+instead of at its depth; these tests hold that to the model built at its
+full depth, read the patterns of three published configs by hand, and show
+that a misread pattern fails rather than passes."""
+
+from __future__ import annotations
+
+import pytest
+
+import hf_oracle
+from hf_oracle import at_layers, direct_hf_counts, hf_counts, layer_pattern
+from test_hf_deepseek import DEEPSEEK_V2_LITE, DEEPSEEK_V3
+from test_hf_gemma import GEMMA3_1B
+from test_hf_gpt_oss import ORACLE as GPT_OSS_20B
+from test_hf_import import QWEN25_WINDOWED
+from test_hf_llama4 import MAVERICK
+
+pytest.importorskip("transformers")
+
+
+def test_the_patterns_of_published_configs_by_hand():
+    # DeepSeek-V3: 3 dense layers (first_k_dense_replace), then 58 alike MoE layers
+    assert layer_pattern(DEEPSEEK_V3) == (3, 1)
+    # Gemma 3: five sliding-window layers, then one global one (sliding_window_pattern 6)
+    assert layer_pattern(GEMMA3_1B) == (0, 6)
+    # Qwen2.5 with a window from layer 20 of 24 on (max_window_layers): no shorter repeat
+    assert layer_pattern(QWEN25_WINDOWED) == (0, 24)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("config", [DEEPSEEK_V2_LITE, GPT_OSS_20B],
+                         ids=["DeepSeek-V2-Lite (1 dense layer first)", "gpt-oss-20b (every 2)"])
+def test_carried_to_the_depth_is_the_model_built_at_its_depth(config):
+    """DeepSeek-V2-Lite: 27 layers read from 2, 3 and 4; gpt-oss-20b: sliding
+    and full attention alternate, 24 layers read from 2, 4 and 6."""
+    first, period = layer_pattern(config)
+    assert first + 3 * period <= config["num_hidden_layers"] // 2  # carried, not built
+    assert hf_counts(config, 32) == direct_hf_counts(config, 32)
+
+
+@pytest.mark.slow
+def test_a_misread_pattern_fails(monkeypatch):
+    """Llama 4 Maverick puts its experts in every second layer: read as if
+    every layer were alike, the layers do not grow by one amount, and the
+    count refuses to carry them."""
+    config = at_layers(MAVERICK, 8)
+    monkeypatch.setattr(hf_oracle, "layer_pattern", lambda config: (0, 1))
+    with pytest.raises(AssertionError, match="do not repeat every 1"):
+        hf_counts(config, 32)
