@@ -12,26 +12,28 @@ import pytest
 
 import hf_oracle
 from hf_oracle import at_layers, direct_hf_counts, hf_counts, layer_pattern
-from test_hf_deepseek import DEEPSEEK_V2_LITE, DEEPSEEK_V3
-from test_hf_gemma import GEMMA3_1B
-from test_hf_gpt_oss import ORACLE as GPT_OSS_20B
-from test_hf_import import QWEN25_WINDOWED
-from test_hf_llama4 import MAVERICK
+# (the modules, not their configs: a module-level config here would be read as
+# one more config of the tests by tools/prepare_models.py and bench/outputs.py)
+import test_hf_deepseek as deepseek
+import test_hf_gemma as gemma
+import test_hf_gpt_oss as gpt_oss
+import test_hf_import as dense
+import test_hf_llama4 as llama4
 
 pytest.importorskip("transformers")
 
 
 def test_the_patterns_of_published_configs_by_hand():
     # DeepSeek-V3: 3 dense layers (first_k_dense_replace), then 58 alike MoE layers
-    assert layer_pattern(DEEPSEEK_V3) == (3, 1)
+    assert layer_pattern(deepseek.DEEPSEEK_V3) == (3, 1)
     # Gemma 3: five sliding-window layers, then one global one (sliding_window_pattern 6)
-    assert layer_pattern(GEMMA3_1B) == (0, 6)
+    assert layer_pattern(gemma.GEMMA3_1B) == (0, 6)
     # Qwen2.5 with a window from layer 20 of 24 on (max_window_layers): no shorter repeat
-    assert layer_pattern(QWEN25_WINDOWED) == (0, 24)
+    assert layer_pattern(dense.QWEN25_WINDOWED) == (0, 24)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("config", [DEEPSEEK_V2_LITE, GPT_OSS_20B],
+@pytest.mark.parametrize("config", [deepseek.DEEPSEEK_V2_LITE, gpt_oss.ORACLE],
                          ids=["DeepSeek-V2-Lite (1 dense layer first)", "gpt-oss-20b (every 2)"])
 def test_carried_to_the_depth_is_the_model_built_at_its_depth(config):
     """DeepSeek-V2-Lite: 27 layers read from 2, 3 and 4; gpt-oss-20b: sliding
@@ -46,7 +48,7 @@ def test_a_misread_pattern_fails(monkeypatch):
     """Llama 4 Maverick puts its experts in every second layer: read as if
     every layer were alike, the layers do not grow by one amount, and the
     count refuses to carry them."""
-    config = at_layers(MAVERICK, 8)
+    config = at_layers(llama4.MAVERICK, 8)
     monkeypatch.setattr(hf_oracle, "layer_pattern", lambda config: (0, 1))
     with pytest.raises(AssertionError, match="do not repeat every 1"):
         hf_counts(config, 32)
