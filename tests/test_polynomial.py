@@ -197,3 +197,33 @@ def test_readable_pulls_common_factors_out_of_non_polynomials():
     assert readable(2*B*D*sympy.ceiling(L/2) + 4*B*sympy.ceiling(L/2)) \
         == 2*B*(D + 2)*sympy.ceiling(L/2)
     assert readable(2*B*D/G + 4*B/G) == 2*B*(D + 2)/G
+
+
+@QUICK
+@given(polynomials(), polynomials(), st.sampled_from([0, 1, 2, sympy.Rational(3, 2), -1]),
+       st.booleans())
+def test_the_backward_to_forward_ratio_is_cancels(f, g, q, proportional):
+    """The constant ratio a sheet states (backward = 2 x forward) is what
+    ``sympy.cancel`` makes of the quotient: a number when one count is a
+    constant times the other, else none."""
+    from symflops.count.explain import ratio
+
+    assume(f != 0)
+    b = sympy.expand(q * f) if proportional else g
+    expected = sympy.cancel(b / f)
+    assert ratio(f, b) == (expected if expected.is_Rational else None)
+
+
+@QUICK
+@given(polynomials(max_terms=5), st.booleans())
+def test_the_sign_proof_on_python_numbers_is_sympys(p, shifted_down):
+    """The sign of a polynomial for every dim >= 1, proved from its
+    coefficients in u = dim - 1, reads the same on Python fractions as with
+    SymPy's polynomials (kept for coefficients that are not rational)."""
+    from symflops.core.sizes import _sympy_sign, polynomial_sign
+
+    if shifted_down:  # push the constant term below zero: signs SymPy must shift to decide
+        p = sympy.expand(p - p.subs({d: 1 for d in DIMS}) - 1)
+    assume(p != 0 and p.free_symbols)
+    present = [d for d in DIMS if d in p.free_symbols]
+    assert polynomial_sign(p, DIMS) == _sympy_sign(p, present)

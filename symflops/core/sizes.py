@@ -65,6 +65,16 @@ def polynomial_sign(p: sympy.Expr, dims: Sequence[sympy.Symbol]) -> str:
         return UNKNOWN
     if not present:
         return POSITIVE if p > 0 else NEGATIVE
+    terms = monomials(p)
+    if terms is not None:  # rational coefficients: the same proof on Python numbers
+        return _rational_sign([(Fraction(int(c.p), int(c.q)), tuple(m.get(d, 0) for d in present))
+                               for c, m in terms])
+    return _sympy_sign(p, present)
+
+
+def _sympy_sign(p: sympy.Expr, present: Sequence[sympy.Symbol]) -> str:
+    """:func:`polynomial_sign` of an expanded, nonzero polynomial in the dims
+    ``present`` (coefficients any real numbers), with SymPy's polynomials."""
     plain = sympy.Poly(p, *present)
     if all(c.is_comparable for c in plain.coeffs()):
         # Every monomial is positive at positive dims: one sign of coefficients
@@ -83,6 +93,30 @@ def polynomial_sign(p: sympy.Expr, dims: Sequence[sympy.Symbol]) -> str:
     if not all(c.is_comparable for c in coefficients):  # real numbers only
         return UNKNOWN
     constant = shifted.coeff_monomial(1)
+    if all(c >= 0 for c in coefficients):
+        return POSITIVE if constant > 0 else NONNEGATIVE
+    if all(c <= 0 for c in coefficients):
+        return NEGATIVE if constant < 0 else NONPOSITIVE
+    return UNKNOWN
+
+
+def _rational_sign(terms: list[tuple[Fraction, tuple[int, ...]]]) -> str:
+    """:func:`polynomial_sign` of a polynomial with rational coefficients,
+    given as ``(coefficient, exponents)``: each ``d**e`` is written as
+    ``(u + 1)**e``, whose coefficients are the binomial ones."""
+    if all(c >= 0 for c, _ in terms):
+        return POSITIVE
+    if all(c <= 0 for c, _ in terms):
+        return NEGATIVE
+    if sum(math.prod(e + 1 for e in m) for _, m in terms) > MAX_SHIFTED_TERMS:
+        return UNKNOWN
+    shifted: dict[tuple[int, ...], Fraction] = {}
+    for c, m in terms:
+        for js in itertools.product(*(range(e + 1) for e in m)):
+            k = c * math.prod(math.comb(e, j) for e, j in zip(m, js))
+            shifted[js] = shifted.get(js, 0) + k
+    coefficients = [c for c in shifted.values() if c != 0]
+    constant = shifted.get(tuple(0 for _ in terms[0][1]), 0)
     if all(c >= 0 for c in coefficients):
         return POSITIVE if constant > 0 else NONNEGATIVE
     if all(c <= 0 for c in coefficients):

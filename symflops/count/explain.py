@@ -23,6 +23,7 @@ from .padding import PaddedReads, padded_reads
 from .records import WholeModel
 from .summary import whole_model
 from ..core.ir import SHIFT, Einsum, Factor, Layer, substitute
+from ..core.polynomial import exact_quotient
 from ..core.records import Derivation, OpCost, TermOrders, grad_name
 from ..ops.einsum.cost import einsum_flops
 from ..ops.einsum.orders import bounds_of, size, steps, written
@@ -278,11 +279,13 @@ def explain(derivation: Derivation, c: Costs,
 
 
 def ratio(forward: sympy.Expr, backward: sympy.Expr) -> sympy.Rational | None:
-    """``backward / forward`` when it is a rational number (a constant ratio)."""
+    """``backward / forward`` when it is a rational number (a constant ratio):
+    their exact quotient when it is a number (``sympy.cancel``'s answer,
+    without putting the two over one denominator)."""
     if forward == 0:
         return None
-    q = sympy.cancel(backward / forward)
-    return q if q.is_Rational else None
+    q = exact_quotient(backward, forward)
+    return q if q is not None and q.is_Rational else None
 
 
 def pairwise(e: Einsum, extents: Mapping[str, sympy.Expr], flops: sympy.Expr,
