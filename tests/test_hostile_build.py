@@ -172,8 +172,7 @@ def test_a_source_that_is_not_a_file_is_reported_alike_with_and_without_workers(
                                                                                kind):
     src = tmp_path / "src"
     src.mkdir()
-    shutil.copy(FFN, src)
-    shutil.copy(DROPOUT, src)
+    shutil.copy(DROPOUT, src)  # with odd.yaml, two declarations: -j 2 starts two workers
     odd = src / "odd.yaml"
     {"fifo": os.mkfifo, "directory": os.mkdir, "device": lambda p: os.symlink("/dev/null", p),
      "socket": lambda p: socket.socket(socket.AF_UNIX).bind(str(p))}[kind](odd)
