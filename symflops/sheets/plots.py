@@ -30,6 +30,7 @@ import sympy
 
 from .graph import Graph
 from .graphplot import draw_graph
+from .mathlayouts import shared_math_layouts
 from ..core.ir import RECOMPUTE_POLICIES, Layer, dim_symbol, substitute
 from ..count.growth import sequence_dim
 from ..core.records import Derivation
@@ -98,15 +99,16 @@ def _figure(width: float, height: float) -> Any:
 
 def _bytes(fig: Any, fmt: ImageFormat) -> bytes:
     buf = io.BytesIO()
-    if fmt == "svg":  # for the HTML sheet: text as text (small), ids the same each time
-        import matplotlib
+    with shared_math_layouts():  # each tick label laid out once, not once a renderer
+        if fmt == "svg":  # for the HTML sheet: text as text (small), ids the same each time
+            import matplotlib
 
-        with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "symflops"}):
-            fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": "symflops"})
-        return buf.getvalue()
-    metadata = ({"CreationDate": None, "Producer": None, "Creator": "symflops"} if fmt == "pdf"
-                else {"Software": None})
-    fig.savefig(buf, format=fmt, metadata=metadata)
+            with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "symflops"}):
+                fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": "symflops"})
+            return buf.getvalue()
+        metadata = ({"CreationDate": None, "Producer": None, "Creator": "symflops"}
+                    if fmt == "pdf" else {"Software": None})
+        fig.savefig(buf, format=fmt, metadata=metadata)
     return buf.getvalue()
 
 
