@@ -27,8 +27,8 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from symflops.core.ir import dim_symbol
-from symflops.core.polynomial import (common_factor, exact_quotient, largest, monomials,
-                                      substitute_max, substituted)
+from symflops.core.polynomial import (cancelled, common_factor, exact_quotient, largest,
+                                      monomials, substitute_max, substituted)
 from symflops.sheets.printing import readable
 
 DIMS = [dim_symbol(n) for n in "BDFSV"]
@@ -101,6 +101,42 @@ def test_exact_quotient_is_none_exactly_when_cancel_leaves_a_denominator(a, b):
         assert got is None
     else:
         assert got is not None and sympy.expand(got - a / b) == 0
+
+
+#: What a count holds besides dims: a window's ``Min(S, W)``, a stride's floor.
+PARTS = [sympy.Min(DIMS[3], DIMS[4]), sympy.floor(DIMS[3] / 2)]
+
+
+@st.composite
+def counts(draw) -> sympy.Expr:
+    """A polynomial in dims and in :data:`PARTS`, rational coefficients of either sign."""
+    p = draw(polynomials())
+    part = draw(st.sampled_from(PARTS))
+    return sympy.expand(p + draw(st.integers(-3, 3)) * part * draw(st.sampled_from(DIMS))
+                        + draw(st.integers(-2, 2)) * part ** 2)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(counts(), counts(), polynomials(max_terms=2), st.booleans())
+def test_cancelled_is_the_expression_sympy_cancel_gives(a, b, common, shared):
+    """The same expression, term for term, as ``sympy.cancel(a / b)``; with a
+    factor common to both half the time, so that there is a gcd to divide out."""
+    if shared:
+        a, b = sympy.expand(a * common), sympy.expand(b * common)
+    assume(b != 0)
+    fast, slow = cancelled(a, b), sympy.cancel(a / b)
+    assert sympy.srepr(fast) == sympy.srepr(slow)
+
+
+def test_cancelled_of_numbers_zero_and_piecewise():
+    B, D = DIMS[:2]
+    for top, bottom in ((sympy.Integer(6), sympy.Integer(4)), (sympy.Integer(0), B + D),
+                        (-2 * B * D - 2 * B, 4 * D + 4),
+                        (sympy.Piecewise((B, B > D), (D, True)) * B, B ** 2),
+                        (B, sympy.Integer(0))):
+        assert sympy.srepr(cancelled(top, bottom)) == sympy.srepr(sympy.cancel(top / bottom))
+    # by hand: -2B(D + 1) / (4(D + 1)) = -B/2
+    assert cancelled(-2 * B * D - 2 * B, 4 * D + 4) == -B / 2
 
 
 @QUICK

@@ -31,6 +31,7 @@ import sympy
 from .cost import Costs, saved_blocks
 from .explain import ratio
 from .summary import whole_model
+from ..core.polynomial import cancelled
 from ..core.ir import Einsum, Layer
 from ..core.records import Derivation, Rule
 from ..ops.einsum.cost import term_cost
@@ -226,9 +227,9 @@ def _product(derivation: Derivation, costs: Costs, k: int, j: int, e: Einsum
         flops = costs.backward[i].flops
         products.append(BackwardProduct(i, r.wrt, r.grad, flops, costs.backward[i].elementwise,
                                         costs.backward_copies[i],
-                                        sympy.cancel(flops / forward)))
+                                        cancelled(flops, forward)))
     total = sum((p.flops * p.copies for p in products), sympy.Integer(0))
-    per_forward = sympy.cancel(total / (forward * copies))
+    per_forward = cancelled(total, forward * copies)
     return ProductFact(k, j, op.output, (operands[0], operands[1]), forward, copies,
                        tuple(products), tuple(missing),
                        tuple(n for n in operands if layer.tensor(n).is_param), per_forward,
@@ -313,6 +314,6 @@ def repeated_activations(derivation: Derivation, costs: Costs) -> tuple[Repeated
         out.append(RepeatedActivations(
             name=b.name, title=b.title, repeat=b.repeat, copies=b.copies,
             one_copy=b.activation_bytes, all_copies=everything, total=total,
-            share=sympy.cancel(everything / total) if total != 0 else sympy.Integer(0),
+            share=cancelled(everything, total) if total != 0 else sympy.Integer(0),
             recompute_bytes=full.activation_bytes, recompute_flops=full.flops_recomputed))
     return tuple(out)

@@ -57,9 +57,9 @@ def _cancelled(work: Any, moved: Any) -> Any:
     """``work / moved`` cancelled, once per pair: the summaries of one layer
     under several precision policies share most of their ratios (llama's
     HTML sheet asked 58 cancellations of 22 distinct ratios)."""
-    import sympy
+    from ..core.polynomial import cancelled
 
-    return sympy.cancel(work / moved)
+    return cancelled(work, moved)
 
 
 _PHASES = {"forward": "one inference pass (no loss; the prefill of a causal model)",
