@@ -244,3 +244,54 @@ def test_a_triangular_solve_counts_its_forward_and_refuses_its_back_substitution
     assert sympy.expand(entry.bytes - B * L * (L + 4 * V - 1)) == 0
     with pytest.raises(SymflopsError, match="back substitution of the triangular solve U"):
         traffic(d, c, "training", "naive")
+
+
+# ------------------------------------------------- the intensity's limit --
+
+LIMIT_DIMS = [dim_symbol(n) for n in "BDFS"]
+
+
+@st.composite
+def ratios(draw):
+    """An intensity-like ratio: two polynomials in a few dims, small whole
+    coefficients (the numerator's sometimes negative), degrees 0 to 3."""
+    def poly(low):
+        terms = draw(st.lists(st.tuples(st.integers(low, 5),
+                                        st.lists(st.sampled_from(LIMIT_DIMS), max_size=3)),
+                              min_size=1, max_size=4))
+        return sympy.expand(sum((c * sympy.Mul(*m) for c, m in terms), sympy.Integer(0)))
+    return poly(-3), poly(1)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ratios(), st.sampled_from(LIMIT_DIMS))
+def test_the_limit_as_the_other_dims_grow_is_sympys(ratio, x):
+    """``limit`` against ``sympy.limit`` of the same substitution (the way it
+    was taken before): the same expression when finite, not taken when not."""
+    from symflops.core import factoring
+    from symflops.count.roofline import limit
+
+    top, bottom = ratio
+    assume(bottom != 0)
+    value = factoring.factor_ratio(top / bottom)
+    others = sorted(value.free_symbols - {x}, key=lambda s: s.name)
+    assume(others)
+    t = sympy.Dummy("t", positive=True)
+    slow = sympy.limit(value.xreplace({o: t for o in others}), t, sympy.oo)
+    got, names = limit.__wrapped__(value, x)
+    assert names == tuple(o.name for o in others)
+    if slow.has(sympy.oo, -sympy.oo, sympy.zoo, sympy.nan):
+        assert got is None
+    else:
+        assert sympy.srepr(got) == sympy.srepr(factoring.factor(slow))
+
+
+def test_the_limit_by_hand():
+    """BDF / (BD + BF + DF) as B and D grow together (t): t^2 F / (t^2 + 2tF)
+    tends to F; F / (B + D) tends to 0; B*D / F grows without bound."""
+    from symflops.count.roofline import limit
+
+    B, D, F = (dim_symbol(n) for n in "BDF")
+    assert limit.__wrapped__(B * D * F / (B * D + B * F + D * F), F) == (F, ("B", "D"))
+    assert limit.__wrapped__(F / (B + D), F) == (0, ("B", "D"))
+    assert limit.__wrapped__(B * D / F, F) == (None, ("B", "D"))

@@ -269,13 +269,20 @@ def limit(value: sympy.Expr, x: sympy.Symbol) -> tuple[sympy.Expr | None, tuple[
     """``value``'s limit as every dim but ``x`` grows without bound together
     (None where ``value`` is not a rational function: not taken)."""
     others = sorted(value.free_symbols - {x}, key=lambda s: s.name)
+    names = tuple(o.name for o in others)
     if not others or not _rational(value):
-        return None, tuple(o.name for o in others)
+        return None, names
+    # every other dim as one t: a ratio of polynomials in t, whose limit as t
+    # grows is the ratio of their leading coefficients when the degrees are
+    # equal, 0 when the numerator's is lower, unbounded (not taken) when higher
     t = sympy.Dummy("t", positive=True)
-    found = sympy.limit(value.xreplace({o: t for o in others}), t, sympy.oo)
-    if found.has(sympy.oo, -sympy.oo, sympy.zoo, sympy.nan) or found.has(sympy.AccumBounds):
-        return None, tuple(o.name for o in others)
-    return factoring.factor(found), tuple(o.name for o in others)
+    top, bottom = (sympy.Poly(e, t) for e in
+                   sympy.fraction(sympy.together(value.xreplace({o: t for o in others}))))
+    if top.is_zero or top.degree() < bottom.degree():
+        return sympy.Integer(0), names
+    if top.degree() > bottom.degree():
+        return None, names
+    return factoring.factor(top.LC() / bottom.LC()), names
 
 
 def threshold(label: str, work: sympy.Expr, moved: sympy.Expr, dim: str,
