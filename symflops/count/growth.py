@@ -9,7 +9,8 @@ scale" sorts the rows by the dims a run grows: the tokens of a step, the
 sequence length, the layers.
 
 Invariants: a degree is SymPy's degree of the expanded polynomial (for a
-maximum, the largest over its arguments); a dim's kind comes from the
+maximum, the largest over its arguments; for the cost of whichever order of a
+product is cheapest, the order cheapest as the dim grows, or a refusal); a dim's kind comes from the
 declaration (``tokens:``, ``sequences:``, the repeats of included blocks),
 never from its name.
 """
@@ -21,7 +22,7 @@ from typing import Literal, Sequence
 
 import sympy
 
-from ..core.polynomial import monomials
+from ..core.polynomial import Cheapest, monomials
 from ..core.ir import Layer, substitute
 
 #: What a dim is to a run: part of the tokens of a step (``tokens: B*S``), the
@@ -55,6 +56,7 @@ def degree(expr: sympy.Expr, symbol: sympy.Symbol) -> int:
     inner = {a: min(a.args, key=lambda x: degree(x, symbol)) if isinstance(a, sympy.Min)
              else max(a.args, key=lambda x: degree(x, symbol))
              for a in expr.atoms(sympy.Min, sympy.Max)}
+    inner.update({a: _cheapest_for_large(a, symbol) for a in expr.atoms(Cheapest)})
     if inner:
         return degree(expr.xreplace(inner), symbol)
     terms = monomials(expr, negative=True)
@@ -62,6 +64,33 @@ def degree(expr: sympy.Expr, symbol: sympy.Symbol) -> int:
         return max(powers.get(symbol, 0) for _, powers in terms)
     num, den = sympy.fraction(sympy.together(expr))
     return int(sympy.degree(sympy.expand(num), symbol) - sympy.degree(sympy.expand(den), symbol))
+
+
+def _cheapest_for_large(c: Cheapest, symbol: sympy.Symbol) -> sympy.Expr:
+    """The count a :class:`Cheapest` (the cost of whichever order of a product
+    is cheapest, unresolved because no ``sizes:`` are declared) comes to as
+    ``symbol`` grows: the branch of the order whose total has the least degree
+    in it.  Where several orders share that degree, which is cheapest depends
+    on the other dims; their branches' degree is the answer when they agree,
+    and otherwise the growth is refused, naming what would settle it."""
+    values = [v for v, _ in c.args]
+    # each condition but the last (True) is total_k <= total_j for every other j
+    sides = [list(cond.args) if isinstance(cond, sympy.And) else [cond]
+             for _, cond in c.args[:-1]]
+    totals = [le[0].lhs for le in sides]
+    totals += [next(x.rhs for x in sides[0] if x.rhs not in totals)]
+    degrees = [degree(t, symbol) for t in totals]
+    least = min(degrees)
+    found = {degree(v, symbol) for v, d in zip(values, degrees) if d == least}
+    if len(found) != 1:
+        from ..core.errors import SymflopsError
+        raise SymflopsError(f"how the count {sympy.sstr(values[0])}, or another order's, grows "
+                            f"with {symbol} depends on which order of a product is cheapest, "
+                            "which the other dims decide",
+                            hint="declare the typical sizes (sizes: {...}) so that one order "
+                                 "is counted")
+    k = next(i for i, d in enumerate(degrees) if d == least)
+    return values[k]
 
 
 def dim_kind(layer: Layer, name: str) -> DimKind:

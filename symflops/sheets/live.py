@@ -32,6 +32,7 @@ from ..core.errors import SymflopsError
 from ..core.ir import Layer, dim_symbol
 from ..core.records import Derivation
 from ..core.numbers import MAX_RESULT_DIGITS
+from ..core.polynomial import Cheapest
 from ..count.names import find
 from ..count.precision import POLICIES
 
@@ -101,6 +102,12 @@ class Nodes:
                 raise Unsupported(f"the power {e} has an exponent that is not an integer")
             return self._put(e, ["P", self._add(base), int(exp)])
         helper = _HELPERS.get(e.func)
+        if helper is None and isinstance(e, Cheapest):
+            raise Unsupported("the live numbers cannot choose among the orders of a product "
+                              "whose cheapest order depends on the sizes (its count is the "
+                              "cost of whichever is cheapest)",
+                              hint="declare the typical sizes (sizes: {...}) so that one "
+                                   "order is counted, as eval does at given sizes")
         if helper is None:
             raise Unsupported(f"no exact browser evaluation of {e.func.__name__} (in {e})")
         return self._put(e, [helper, *(self._add(a) for a in e.args)])
