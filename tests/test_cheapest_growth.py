@@ -58,15 +58,17 @@ def test_the_sheet_of_a_product_whose_cheapest_order_is_not_settled_says_how_it_
     assert "| $B$ (tokens in the batch) | linearly | linearly | not at all |" in md
 
 
-def test_its_live_page_is_refused_with_what_settles_it(tmp_path):
+def test_its_live_numbers_are_refused_with_what_settles_it(tmp_path):
+    """The page's script evaluates no Cheapest: refused (exit 2 from a
+    command), saying that declaring sizes: settles it."""
+    from symflops.declaration.reader import load
+    from symflops.sheets.live import live_data
+
     path = tmp_path / "bilinear.yaml"
     path.write_text(BILINEAR)
-    code, _, err = run("render", path, "--format", "html", "-o", tmp_path / "b.html")
-    assert code == 2 and "sizes:" in err and "Traceback" not in err, err
-    assert not (tmp_path / "b.html").exists()
-    path.write_text(BILINEAR + "sizes: {B: 512, I: 64, J: 48, O: 256, R: 16}\n")
-    code, _, err = run("render", path, "--format", "html", "-o", tmp_path / "b.html")
-    assert code == 0, err
+    with pytest.raises(SymflopsError) as refused:
+        live_data(load(path))
+    assert "sizes:" in str(refused.value) and "cheapest order" in str(refused.value)
 
 
 S, E, F = (dim_symbol(n) for n in "SEF")

@@ -116,7 +116,7 @@ def counts(draw) -> sympy.Expr:
                         + draw(st.integers(-2, 2)) * part ** 2)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(counts(), counts(), polynomials(max_terms=2), st.booleans())
 def test_cancelled_is_the_expression_sympy_cancel_gives(a, b, common, shared):
     """The same expression, term for term, as ``sympy.cancel(a / b)``; with a

@@ -263,7 +263,7 @@ def ratios(draw):
     return poly(-3), poly(1)
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ratios(), st.sampled_from(LIMIT_DIMS))
 def test_the_limit_as_the_other_dims_grow_is_sympys(ratio, x):
     """``limit`` against ``sympy.limit`` of the same substitution (the way it
