@@ -326,6 +326,15 @@ class Cheapest(sympy.Piecewise):
             return sympy.Piecewise(*pairs)
         return super().__new__(cls, *pairs, evaluate=False)
 
+    def totals(self) -> tuple[sympy.Expr, ...]:
+        """Each candidate's whole cost (both buckets), in the order of its
+        branches, read off the conditions: each but the last (True) is
+        ``total_k <= total_j`` for every other candidate j."""
+        sides = [list(cond.args) if isinstance(cond, sympy.And) else [cond]
+                 for _, cond in self.args[:-1]]
+        found = [le[0].lhs for le in sides]
+        return (*found, next(x.rhs for x in sides[0] if x.rhs not in found))
+
     def _sympystr(self, printer: object) -> str:
         return "Piecewise(" + ", ".join(f"({printer._print(e)}, {printer._print(c)})"
                                         for e, c in self.args) + ")"

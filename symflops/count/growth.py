@@ -10,9 +10,9 @@ sequence length, the layers.
 
 Invariants: a degree is SymPy's degree of the expanded polynomial (for a
 maximum, the largest over its arguments; for the cost of whichever order of a
-product is cheapest, the order cheapest as the dim grows, or a refusal); a dim's kind comes from the
-declaration (``tokens:``, ``sequences:``, the repeats of included blocks),
-never from its name.
+product is cheapest, the order cheapest as the dim grows, or a refusal); a
+dim's kind comes from the declaration (``tokens:``, ``sequences:``, the
+repeats of included blocks), never from its name.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from typing import Literal, Sequence
 
 import sympy
 
+from ..core.errors import SymflopsError
 from ..core.polynomial import Cheapest, monomials
 from ..core.ir import Layer, substitute
 
@@ -74,16 +75,10 @@ def _cheapest_for_large(c: Cheapest, symbol: sympy.Symbol) -> sympy.Expr:
     on the other dims; their branches' degree is the answer when they agree,
     and otherwise the growth is refused, naming what would settle it."""
     values = [v for v, _ in c.args]
-    # each condition but the last (True) is total_k <= total_j for every other j
-    sides = [list(cond.args) if isinstance(cond, sympy.And) else [cond]
-             for _, cond in c.args[:-1]]
-    totals = [le[0].lhs for le in sides]
-    totals += [next(x.rhs for x in sides[0] if x.rhs not in totals)]
-    degrees = [degree(t, symbol) for t in totals]
+    degrees = [degree(t, symbol) for t in c.totals()]
     least = min(degrees)
     found = {degree(v, symbol) for v, d in zip(values, degrees) if d == least}
     if len(found) != 1:
-        from ..core.errors import SymflopsError
         raise SymflopsError(f"how the count {sympy.sstr(values[0])}, or another order's, grows "
                             f"with {symbol} depends on which order of a product is cheapest, "
                             "which the other dims decide",
