@@ -141,22 +141,29 @@ def symflops_counts(config: Mapping[str, Any], seq: int = 32, attention: str = "
 def _imported_model(text: str, attention: str, experts: str) -> tuple[dict, Any, Any]:
     """The config's dims, and the parameters and training FLOPs of its
     declaration as formulas, derived once per config in a test process (a
-    third of the configs are asked at several sequence lengths)."""
+    third of the configs are asked at several sequence lengths).
+
+    The two are the figures ``symflops derive`` prints, read where its
+    summary reads them: the parameters of every class
+    (:func:`symflops.count.params.param_counts`) and the step's matrix FLOPs
+    (``Costs.flops_total``, which the summary divides by the tokens), defined
+    dims substituted.  The rest of the summary (recomputation policies, the
+    key/value cache, each block) is not asked: it was most of the time, and
+    ``test_the_oracles_figures_are_those_the_summary_prints`` below holds
+    these two to the summary's."""
+    from symflops.core.ir import substitute
     from symflops.count.cost import costs
-    from symflops.count.summary import model_part
+    from symflops.count.params import param_counts
     from symflops.derive.backward import derive
     from symflops.hf.importer import import_data
     from symflops.planner.model import imported_layer
-    import sympy
 
     imported = import_data(json.loads(text), "config.json", text, attention, experts)
     layer = imported_layer(imported)
-    d = derive(layer)
-    # the two figures of the summary ``derive`` prints (its model part, defined
-    # dims substituted), without its other quantities
-    model = model_part(d, costs(d, choice="minimum"))
-    total = sympy.expand(model.per_token.flops.total * layer.tokens)  # per token x B S
-    return dict(imported.dims), model.parameters.total, total
+    c = costs(derive(layer), choice="minimum")
+    subs = layer.substitutions
+    parameters = substitute(param_counts(layer, c.trainable).total, subs)
+    return dict(imported.dims), parameters, substitute(c.flops_total, subs)
 
 
 def imported(config: Mapping[str, Any], attention: str = "full-square") -> Any:

@@ -52,3 +52,34 @@ def test_a_misread_pattern_fails(monkeypatch):
     monkeypatch.setattr(hf_oracle, "layer_pattern", lambda config: (0, 1))
     with pytest.raises(AssertionError, match="do not repeat every 1"):
         hf_counts(config, 32)
+
+
+@pytest.mark.parametrize("config", [dense.LLAMA32_1B, deepseek.DEEPSEEK_V3, gemma.GEMMA3_1B,
+                                    llama4.MAVERICK],
+                         ids=["Llama-3.2-1B", "DeepSeek-V3", "Gemma-3-1B", "Llama-4-Maverick"])
+def test_the_oracles_figures_are_those_the_summary_prints(config):
+    """symflops's side of the comparison (hf_oracle.symflops_counts) reads
+    the parameters and the training FLOPs off the engine's counts without
+    building the whole summary; here they are held to the summary's own
+    figures, the ones ``symflops derive`` prints (the parameters' total, the
+    training FLOPs per token times the tokens), at two sequence lengths."""
+    import json
+
+    import sympy
+
+    from symflops.count.cost import costs
+    from symflops.count.evaluate import number
+    from symflops.count.summary import model_part
+    from symflops.derive.backward import derive
+    from symflops.hf.importer import import_data
+    from symflops.planner.model import imported_layer
+
+    text = json.dumps(dict(config), indent=1)
+    imported = import_data(json.loads(text), "config.json", text, "full-square", "model")
+    layer = imported_layer(imported)
+    model = model_part(derive(layer), costs(derive(layer), choice="minimum"))
+    for seq in (32, 4096):
+        at = {k: sympy.Integer(v) for k, v in {**imported.dims, "B": 1, "S": seq}.items()}
+        printed = (number(model.parameters.total, at),
+                   number(model.per_token.flops.total * layer.tokens, at))
+        assert hf_oracle.symflops_counts(config, seq) == printed
