@@ -180,11 +180,20 @@ def _inference_peak(layer: Layer) -> sympy.Expr:
     outputs = set(layer.outputs)
     candidates = []
     live: set[str] = {t.name for t in layer.tensors if t.role in ("input", "index")}
+    # the live elements kept as a running sum (an expanded polynomial is one
+    # expression whatever order its terms were added in): each op adds its
+    # output and takes away the tensors that die after it
+    total = sympy.expand(sum((tensors[n].elements for n in sorted(live)), sympy.Integer(0)))
     for k, op in enumerate(layer.ops):
-        live.add(op.output)
-        candidates.append(sympy.expand(sum((tensors[n].elements for n in sorted(live)),
-                                           sympy.Integer(0))))
-        live = {n for n in live if last_use.get(n, -1) > k or n in outputs}
+        if op.output not in live:
+            live.add(op.output)
+            total = sympy.expand(total + tensors[op.output].elements)
+        candidates.append(total)
+        dead = sorted(n for n in live if not (last_use.get(n, -1) > k or n in outputs))
+        if dead:
+            live.difference_update(dead)
+            total = sympy.expand(total - sum((tensors[n].elements for n in dead),
+                                             sympy.Integer(0)))
     return largest(candidates)
 
 
