@@ -131,8 +131,13 @@ class Costs:
     def at(self, precision: Precision) -> Costs:
         """The same counts under another precision policy: a policy turns
         elements into bytes and adds optimizer state, read off ``precision``
-        when asked (:meth:`memory`); it changes no polynomial held here."""
-        return dataclasses.replace(self, precision=precision)
+        when asked (:meth:`memory`); it changes no polynomial held here, so
+        the totals already worked out are handed on, not worked out again."""
+        if precision == self.precision:
+            return self
+        out = dataclasses.replace(self, precision=precision)
+        out.__dict__.update((k, v) for k, v in self.__dict__.items() if k in _TOTALS)
+        return out
 
     def per_param(self, flops: sympy.Expr) -> sympy.Expr | None:
         """``flops / params`` when that is a polynomial (e.g. 6*B for 12*B*D*F
@@ -167,6 +172,12 @@ class Costs:
             "buffers_bytes": buffer_bytes,
         }
 
+
+
+#: The totals :class:`Costs` works out when first read: polynomials in
+#: elements, the same under every precision policy (:meth:`Costs.at`).
+_TOTALS = frozenset(("flops_forward", "flops_backward", "flops_total", "elementwise_forward",
+                     "elementwise_backward", "activations"))
 
 def _inference_peak(layer: Layer) -> sympy.Expr:
     """Largest sum of live activation elements while running the forward pass
@@ -240,6 +251,18 @@ def costs(derivation: Derivation, unit: Unit = "FLOPs", precision: Precision | s
         raise ValueError(f"unit must be one of {UNITS}")
     layer = derivation.layer
     prec = precision if isinstance(precision, Precision) else policy(precision or layer.precision)
+    try:
+        return _counted(derivation, unit, prec, choice)
+    except TypeError:  # a derivation that cannot be a key (none is known): counted anew
+        return _counted.__wrapped__(derivation, unit, prec, choice)
+
+
+@functools.lru_cache(maxsize=32)
+def _counted(derivation: Derivation, unit: Unit, prec: Precision, choice: Choice) -> Costs:
+    """:func:`costs`, once per derivation and convention in a process (a
+    sheet, its figures and its page ask for the same counts several times;
+    a :class:`Costs` is never changed, its totals only filled in when read)."""
+    layer = derivation.layer
     sizes = layer.sizes
     forward = tuple(op.cost(unit, layer.forward_order, sizes, choice) for op in layer.ops)
     backward = tuple(rule_cost(r, unit, sizes, choice) for r in derivation.rules)

@@ -74,6 +74,7 @@ def _defined(data: Any, layer: Layer) -> Any:
     return map_formulas(data, lambda e: substitute(e, subs)) if subs else data
 
 
+@functools.lru_cache(maxsize=1024)  # the summaries of one layer under each policy share them
 def _per(expr: sympy.Expr, tokens: sympy.Expr | None) -> sympy.Expr | None:
     return None if tokens is None else sympy.expand(quotient(expr, tokens))
 
