@@ -8,6 +8,8 @@ from __future__ import annotations
 import contextlib
 import io
 
+from pathlib import Path
+
 import pytest
 import sympy
 
@@ -60,7 +62,10 @@ def test_the_sheet_of_a_product_whose_cheapest_order_is_not_settled_says_how_it_
 
 def test_its_live_numbers_are_refused_with_what_settles_it(tmp_path):
     """The page's script evaluates no Cheapest: refused (exit 2 from a
-    command), saying that declaring sizes: settles it."""
+    command), saying that declaring sizes: settles it, at the product whose
+    gradient is unsettled (the first op, line 12 column 5 of the text above;
+    dX is the first rule with three orders and no one cheapest everywhere:
+    dW's three orders cost the same)."""
     from symflops.declaration.reader import load
     from symflops.sheets.live import live_data
 
@@ -69,6 +74,13 @@ def test_its_live_numbers_are_refused_with_what_settles_it(tmp_path):
     with pytest.raises(SymflopsError) as refused:
         live_data(load(path))
     assert "sizes:" in str(refused.value) and "cheapest order" in str(refused.value)
+    span = refused.value.span
+    assert (Path(span.file).name, span.line, span.column) == ("bilinear.yaml", 12, 5)
+    assert "the gradient dX[b,i] = dY[b,o] W[i,j,o] Z[b,j] of the product Y[b,o]" in str(
+        refused.value)
+    code, _, err = run("render", path, "--format", "html", "-o", tmp_path / "b.html")
+    assert code == 2 and f"{path}:12:5: error: the live numbers" in err, err
+    assert not (tmp_path / "b.html").exists()
 
 
 S, E, F = (dim_symbol(n) for n in "SEF")

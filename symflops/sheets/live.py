@@ -43,6 +43,36 @@ class Unsupported(SymflopsError):
     """An expression the browser cannot evaluate exactly (a node with no helper)."""
 
 
+class Unsettled(Unsupported):
+    """A count that is the cost of whichever order of a product is cheapest
+    (:class:`Cheapest`): the page would have to choose at the typed sizes."""
+
+
+_UNSETTLED = ("the live numbers cannot choose among the orders of {what}, whose cheapest "
+              "order depends on the sizes (its count is the cost of whichever is cheapest)")
+_UNSETTLED_HINT = ("declare the typical sizes (sizes: {...}) so that one order is counted, "
+                   "as eval does at given sizes")
+
+
+def _unsettled(derivation: Derivation, counted: Any) -> Unsupported:
+    """The refusal of :class:`Unsettled`, at the first op whose count (or one
+    of whose gradients' count) is the cost of whichever order is cheapest."""
+    layer = derivation.layer
+
+    def unsettled(c: Any) -> bool:
+        return bool(c.flops.has(Cheapest) or c.elementwise.has(Cheapest))
+
+    found = [(layer.ops[k], None) for k, c in enumerate(counted.forward) if unsettled(c)]
+    found += [(layer.ops[r.op], r) for r, c in zip(derivation.rules, counted.backward)
+              if unsettled(c)]
+    if not found:   # (every Cheapest of a count comes from one of its terms)
+        return Unsettled(_UNSETTLED.format(what="a product"), hint=_UNSETTLED_HINT)
+    op, rule = found[0]
+    what = (f"the product {op.statement()}" if rule is None
+            else f"the gradient {rule.statement} of the product {op.statement()}")
+    return Unsettled(_UNSETTLED.format(what=what), op.span, _UNSETTLED_HINT)
+
+
 #: A node of the table: a constant ``"p"`` or ``"p/q"`` (decimal text, read as
 #: BigInts), or ``[op, ...]``: ``["v", i]`` the i-th dim, ``["A", ...]`` a sum,
 #: ``["M", ...]`` a product, ``["P", node, k]`` an integer power,
@@ -103,11 +133,7 @@ class Nodes:
             return self._put(e, ["P", self._add(base), int(exp)])
         helper = _HELPERS.get(e.func)
         if helper is None and isinstance(e, Cheapest):
-            raise Unsupported("the live numbers cannot choose among the orders of a product "
-                              "whose cheapest order depends on the sizes (its count is the "
-                              "cost of whichever is cheapest)",
-                              hint="declare the typical sizes (sizes: {...}) so that one "
-                                   "order is counted, as eval does at given sizes")
+            raise Unsettled(_UNSETTLED.format(what="a product"), hint=_UNSETTLED_HINT)
         if helper is None:
             raise Unsupported(f"no exact browser evaluation of {e.func.__name__} (in {e})")
         return self._put(e, [helper, *(self._add(a) for a in e.args)])
@@ -178,7 +204,10 @@ def live_data(layer: Layer, macs: bool = False,
         counted = count_costs(d, unit)  # type: ignore[arg-type]
         for p in POLICIES:  # a policy changes a count's bytes, never its polynomials
             qs = summary(d, counted.at(POLICIES[p])).quantities
-            conventions[f"{a}|{p}"] = {n: fn(v) for n, v in qs.items()}
+            try:
+                conventions[f"{a}|{p}"] = {n: fn(v) for n, v in qs.items()}
+            except Unsettled:
+                raise _unsettled(d, counted) from None
             names += [n for n in qs if n not in names]
     subs = layer.substitutions
     quantities = []
