@@ -149,8 +149,8 @@ def _imported_model(text: str, attention: str, experts: str) -> tuple[dict, Any,
     (``Costs.flops_total``, which the summary divides by the tokens), defined
     dims substituted.  The rest of the summary (recomputation policies, the
     key/value cache, each block) is not asked: it was most of the time, and
-    ``test_the_oracles_figures_are_those_the_summary_prints`` below holds
-    these two to the summary's."""
+    ``test_the_oracles_figures_are_those_the_summary_prints``
+    (tests/test_hf_oracle_depth.py) holds these two to the summary's."""
     from symflops.core.ir import substitute
     from symflops.count.cost import costs
     from symflops.count.params import param_counts

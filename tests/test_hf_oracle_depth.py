@@ -77,7 +77,8 @@ def test_the_oracles_figures_are_those_the_summary_prints(config):
     text = json.dumps(dict(config), indent=1)
     imported = import_data(json.loads(text), "config.json", text, "full-square", "model")
     layer = imported_layer(imported)
-    model = model_part(derive(layer), costs(derive(layer), choice="minimum"))
+    d = derive(layer)
+    model = model_part(d, costs(d, choice="minimum"))
     for seq in (32, 4096):
         at = {k: sympy.Integer(v) for k, v in {**imported.dims, "B": 1, "S": seq}.items()}
         printed = (number(model.parameters.total, at),

@@ -173,11 +173,11 @@ class Costs:
         }
 
 
-
 #: The totals :class:`Costs` works out when first read: polynomials in
 #: elements, the same under every precision policy (:meth:`Costs.at`).
 _TOTALS = frozenset(("flops_forward", "flops_backward", "flops_total", "elementwise_forward",
                      "elementwise_backward", "activations"))
+
 
 def _inference_peak(layer: Layer) -> sympy.Expr:
     """Largest sum of live activation elements while running the forward pass
@@ -251,10 +251,7 @@ def costs(derivation: Derivation, unit: Unit = "FLOPs", precision: Precision | s
         raise ValueError(f"unit must be one of {UNITS}")
     layer = derivation.layer
     prec = precision if isinstance(precision, Precision) else policy(precision or layer.precision)
-    try:
-        return _counted(derivation, unit, prec, choice)
-    except TypeError:  # a derivation that cannot be a key (none is known): counted anew
-        return _counted.__wrapped__(derivation, unit, prec, choice)
+    return _counted(derivation, unit, prec, choice)
 
 
 @functools.lru_cache(maxsize=32)

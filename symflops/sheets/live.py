@@ -54,7 +54,11 @@ _UNSETTLED_HINT = ("declare the typical sizes (sizes: {...}) so that one order i
                    "as eval does at given sizes")
 
 
-def _unsettled(derivation: Derivation, counted: Any) -> Unsupported:
+def _unsettled_product(span: Any = None, what: str = "a product") -> Unsettled:
+    return Unsettled(_UNSETTLED.format(what=what), span, _UNSETTLED_HINT)
+
+
+def _unsettled(derivation: Derivation, counted: Any) -> Unsettled:
     """The refusal of :class:`Unsettled`, at the first op whose count (or one
     of whose gradients' count) is the cost of whichever order is cheapest."""
     layer = derivation.layer
@@ -66,11 +70,11 @@ def _unsettled(derivation: Derivation, counted: Any) -> Unsupported:
     found += [(layer.ops[r.op], r) for r, c in zip(derivation.rules, counted.backward)
               if unsettled(c)]
     if not found:   # (every Cheapest of a count comes from one of its terms)
-        return Unsettled(_UNSETTLED.format(what="a product"), hint=_UNSETTLED_HINT)
+        return _unsettled_product()
     op, rule = found[0]
     what = (f"the product {op.statement()}" if rule is None
             else f"the gradient {rule.statement} of the product {op.statement()}")
-    return Unsettled(_UNSETTLED.format(what=what), op.span, _UNSETTLED_HINT)
+    return _unsettled_product(op.span, what)
 
 
 #: A node of the table: a constant ``"p"`` or ``"p/q"`` (decimal text, read as
@@ -133,7 +137,7 @@ class Nodes:
             return self._put(e, ["P", self._add(base), int(exp)])
         helper = _HELPERS.get(e.func)
         if helper is None and isinstance(e, Cheapest):
-            raise Unsettled(_UNSETTLED.format(what="a product"), hint=_UNSETTLED_HINT)
+            raise _unsettled_product()
         if helper is None:
             raise Unsupported(f"no exact browser evaluation of {e.func.__name__} (in {e})")
         return self._put(e, [helper, *(self._add(a) for a in e.args)])
