@@ -89,7 +89,8 @@ def _bind(ref: Ref, tensor: Tensor, at: At, bound: dict[str, Letter],
             f"give {ref.name} one index per axis, e.g. {ref.name}"
             f"[{','.join('ijklmn'[k] for k in range(len(tensor.shape)))}]")
     for letter, column, extent in zip(ref.indices, ref.index_columns, tensor.shape):
-        if letter in bound and sympy.simplify((bound[letter].extent - extent).subs(subs)) != 0:
+        if (letter in bound and bound[letter].extent != extent
+                and sympy.simplify((bound[letter].extent - extent).subs(subs)) != 0):
             first = bound[letter]
             raise SymflopsError(
                 f"index {letter!r} ranges over {first.extent} in {first.tensor} "
@@ -217,8 +218,9 @@ def _view(s: Shift, free: list[tuple[AffineTerm, sympy.Expr]], relation: Affine,
             or len(s.terms) != 2:
         return False
     blocks, rest = sympy.div(sympy.expand(extent), c)
-    promised = [d for d, e in (subs or {}).items() if sympy.simplify(e - extent / c) == 0]
-    if rest != 0 and promised:
+    promised = [d for d, e in (subs or {}).items()
+                if sympy.simplify(e - extent / c) == 0] if rest != 0 else []
+    if promised:
         bound[inner.letter] = Letter(c, s.text, at(inner.column))
         bound[outer.letter] = Letter(promised[0], s.text, at(outer.column))
         return "promised"
