@@ -6,6 +6,7 @@ byte the figure saved outside it, in every format and under other math
 settings; and the block does what it is for (a second save parses nothing)."""
 
 import io
+import os
 
 import matplotlib
 import pytest
@@ -70,3 +71,26 @@ def test_the_second_save_parses_nothing_and_outside_the_block_matplotlib_is_as_i
     finally:
         original.__wrapped__ = original_wrapped
     assert MathTextParser.__dict__["_parse_cached"] is original
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork() on this system")
+def test_a_forked_process_lays_out_again_what_its_parent_laid_out():
+    """A layout holds matplotlib's font objects, which must not cross a fork
+    (their open file is shared with the parent, offset and all).  Two build
+    workers forked from a process that had drawn figures (a test worker; a
+    notebook) read glyphs through the parent's fonts at once: PNG figures came
+    out with other bytes, or the build stopped on "FT_Load_Glyph failed ...
+    invalid outline" (exit 70).  So a child lays out afresh what its parent
+    had laid out, while the parent still shares it between parsers."""
+    text = r"$\gamma^{17}$"   # a math text no other test lays out
+    with shared_math_layouts():
+        before = MathTextParser("path").parse(text, 72)
+        assert MathTextParser("path").parse(text, 72) is before  # kept: the check below can fail
+        pid = os.fork()
+        if pid == 0:  # the child: report by exit status, never return into pytest
+            try:
+                os._exit(0 if MathTextParser("path").parse(text, 72) is not before else 1)
+            except BaseException:
+                os._exit(2)
+        _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0

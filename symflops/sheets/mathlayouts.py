@@ -13,11 +13,18 @@ arguments; it depends on the parser only through its output kind (outlines
 for the vector formats, an image for PNG) and on the ``mathtext.*``
 settings, and both are in the key.  Outside the block matplotlib is as it
 was: a user's own figures never read this cache.
+
+A layout holds matplotlib's font objects, and those must not cross a fork
+(matplotlib empties its own font cache in a forked child for that reason):
+a child shares the parent's open font files, file offsets and all, and two
+forked build workers reading glyphs through them at once drew wrong glyphs
+or failed.  A forked child therefore starts with no layout kept.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 from typing import Any, Callable, Iterator
 
@@ -28,6 +35,17 @@ _kept: dict[Any, Any] = {}
 _lock = threading.Lock()
 _depth = 0
 _original: Any = None
+
+
+def _forget() -> None:
+    """In a forked child: no layout of the parent's (nor its lock's state)."""
+    global _lock
+    _kept.clear()
+    _lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget)
 
 
 @contextlib.contextmanager
